@@ -1,0 +1,44 @@
+import type { Observable } from 'rxjs';
+
+/** One message seen by a subscriber. */
+export interface BusMsg {
+  readonly subject: string;
+  readonly data: Uint8Array;
+}
+
+/** Handler of a request/reply service: returns the reply bytes. */
+export type BusHandler = (data: Uint8Array, subject: string) => Uint8Array | Promise<Uint8Array>;
+
+export interface BusRequestOptions {
+  /** Give up after this many milliseconds (BusTimeoutError). */
+  readonly timeoutMs: number;
+}
+
+/** A live request/reply service; `stop()` unsubscribes it. */
+export interface BusService {
+  stop(): void;
+}
+
+/**
+ * The seam between owner actors, folds and servers. Subjects use NATS syntax: tokens
+ * separated by `.`, `*` matches one token and `>` one or more trailing tokens (in
+ * subscriptions only). Payloads are bytes in both implementations so that size limits,
+ * encoding and validation behave the same in process and across hosts.
+ */
+export interface Bus {
+  /** Fire-and-forget publish. Thrown when: the bus is closed (BusClosedError). */
+  publish(subject: string, data: Uint8Array): void;
+  /** Hot stream of messages on a subject pattern; unsubscribing removes the interest. */
+  subscribe(subject: string): Observable<BusMsg>;
+  /**
+   * One request, one reply. Rejects with BusNoRespondersError when nobody serves the
+   * subject, BusTimeoutError past `timeoutMs`, BusClosedError after close().
+   */
+  request(subject: string, data: Uint8Array, opts: BusRequestOptions): Promise<Uint8Array>;
+  /** Serve requests on a subject (one responder per message). */
+  serve(subject: string, handler: BusHandler): BusService;
+  /** Resolves once everything published so far has reached the server (no-op in process). */
+  flush(): Promise<void>;
+  /** Closes the bus; later calls reject or throw BusClosedError. */
+  close(): Promise<void>;
+}
