@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import { Subject, concat, concatMap, from, interval, map, merge, of, type Subscription } from 'rxjs';
+import type { Logger } from 'pino';
+import type { Owner } from '../schema/enums.js';
+import type { ObservationBatch } from '../schema/envelopes.js';
+import { formatTimestamp } from '../schema/primitives.js';
+import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+import type { Bus } from '../streams/bus.js';
+import { MAX_BATCH_BYTES, observationSubject } from '../streams/decode-batch.js';
+import { DEFAULT_WINDOW_CAP, boundWindow, type OwnerReading } from './window.js';
+
+export interface OwnerActorOptions {
+  readonly host: string;
+  readonly owner: Owner;
+  readonly bus: Bus;
+  /** Reads the owner's authority and maps it (pure mapping per owner); may throw. */
+  readonly read: () => OwnerReading | Promise<OwnerReading>;
+  readonly now?: () => number;
+  /** How often the authority is read for changes. */
+  readonly pollMs?: number;
+  /** A full batch goes out at least every half of this. */
+  readonly staleAfterMs?: number;
+  readonly cap?: number;
+  readonly maxPayload?: number;
+  readonly logger?: Logger;
+}
+
+/** The subject a node publishes on to ask its actors for full windows. */
+export function resyncSubject(host: string): string {
+  return `svc.v1.${host}.resync`;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * An owner actor: reads its authority, bounds the window, and publishes ObservationBatches
+ * on `svc.v1.<host>.obs.<owner>`: a full batch at start, on a resync request and at least
+ * every half stale threshold; upserts and removals in between; `seq` +1 per batch.
+ */
+export class OwnerActor {
+  private seq = 0;
+  private lastFullAt = Number.NEGATIVE_INFINITY;
+  private published = new Map<string, string>();
+  private forceFull = true;
+  private readonly nudges = new Subject<void>();
+  private sub: Subscription | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: OwnerActorOptions) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Starts polling and publishing; idempotent. */
+  start(): void {
+    if (this.sub) return;
+    const pollMs = this.opts.pollMs ?? 1000;
+    const resync$ = this.opts.bus.subscribe(resyncSubject(this.opts.host)).pipe(map(() => true));
+    const ticks$ = merge(interval(pollMs).pipe(map(() => false)), this.nudges.pipe(map(() => false)), resync$);
+    this.sub = concat(of(true), ticks$)
+      .pipe(concatMap((full) => from(this.step(full))))
+      .subscribe();
+  }
+
+  /** The authority changed: read and publish soon instead of at the next poll. */
+  notify(): void {
+    this.nudges.next();
+  }
+
+  stop(): void {
+    this.sub?.unsubscribe();
+    this.sub = undefined;
+  }
+
+  /** One read-and-publish round; never throws (a failed read is published as `unavailable`). */
+  async step(wantFull: boolean): Promise<void> {
+    const now = this.now();
+    let reading: OwnerReading;
+    try {
+      reading = await this.opts.read();
+    } catch (err) {
+      this.opts.logger?.warn({ owner: this.opts.owner, err: { name: (err as Error)?.name } }, 'owner authority unreadable');
+      reading = { status: 'unavailable', reason: 'inspection-error', records: [] };
+      this.forceFull = true;
+    }
+    const stale = this.opts.staleAfterMs ?? 30_000;
+    const full = wantFull || this.forceFull || now - this.lastFullAt >= stale / 2;
+    const window = boundWindow(reading, now, this.opts.cap ?? DEFAULT_WINDOW_CAP);
+    const base = {
+      schema: SCHEMA_ID, host: this.opts.host, owner: this.opts.owner, source_timestamp: formatTimestamp(now),
+      status: reading.status, ...(reading.reason ? { reason: reading.reason } : {}), omitted: window.omitted,
+    } as const;
+    const next = new Map<string, string>();
+    for (const r of window.records) next.set(r.id, JSON.stringify(r));
+    try {
+      if (full) {
+        this.publishFull(base, window.records);
+        this.lastFullAt = now;
+        this.forceFull = false;
+      } else {
+        const upserts: WorkloadRecord[] = [];
+        for (const r of window.records) if (this.published.get(r.id) !== next.get(r.id)) upserts.push(r);
+        const removals = [...this.published.keys()].filter((id) => !next.has(id));
+        if (upserts.length === 0 && removals.length === 0) return;
+        const batch: ObservationBatch = { ...base, seq: ++this.seq, full: false, upserts, removals };
+        const bytes = encoder.encode(JSON.stringify(batch));
+        if (bytes.byteLength > this.maxPayload()) {
+          this.seq--;
+          this.publishFull(base, window.records);
+          this.lastFullAt = now;
+        } else {
+          this.opts.bus.publish(observationSubject(this.opts.host, this.opts.owner), bytes);
+        }
+      }
+      this.published = next;
+    } catch (err) {
+      // The bus is closed or refused the message: the next round publishes a full window.
+      this.forceFull = true;
+      this.opts.logger?.warn({ owner: this.opts.owner, err: { name: (err as Error)?.name } }, 'publish failed');
+    }
+  }
+
+  private maxPayload(): number {
+    return this.opts.maxPayload ?? MAX_BATCH_BYTES;
+  }
+
+  /** Publishes the whole window, split into `snapshot` parts when it exceeds the max payload. */
+  private publishFull(base: Omit<ObservationBatch, 'seq' | 'full' | 'upserts' | 'removals'>, records: WorkloadRecord[]): void {
+    const subject = observationSubject(this.opts.host, this.opts.owner);
+    for (let parts = 1; parts <= Math.max(1, records.length); parts *= 2) {
+      const size = Math.ceil(records.length / parts) || 0;
+      const encoded: Uint8Array[] = [];
+      const id = parts > 1 ? randomBytes(8).toString('hex') : '';
+      let fits = true;
+      for (let p = 0; p < parts; p++) {
+        const chunk = records.slice(p * size, (p + 1) * size);
+        const batch: ObservationBatch = {
+          ...base, seq: this.seq + p + 1, full: true, upserts: chunk, removals: [],
+          ...(parts > 1 ? { snapshot: { id, part: p + 1, parts } } : {}),
+        };
+        const bytes = encoder.encode(JSON.stringify(batch));
+        if (bytes.byteLength > this.maxPayload()) {
+          fits = false;
+          break;
+        }
+        encoded.push(bytes);
+      }
+      if (!fits) continue;
+      for (const bytes of encoded) this.opts.bus.publish(subject, bytes);
+      this.seq += encoded.length;
+      return;
+    }
+    throw new Error('window record larger than max payload');
+  }
+}

@@ -1,0 +1,43 @@
+import { Type, type TLiteral, type TUnion } from '@sinclair/typebox';
+
+/** Host ID grammar (SPEC.md rule 1): 1-64 ASCII chars, a letter first, then letters, digits, `_` or `-`. */
+export const HOST_ID_PATTERN = '^[A-Za-z][A-Za-z0-9_-]{0,63}$';
+const HOST_ID_RE = new RegExp(HOST_ID_PATTERN);
+
+/** True when `s` is a canonical host ID. */
+export function isHostId(s: unknown): s is string {
+  return typeof s === 'string' && HOST_ID_RE.test(s);
+}
+
+/** RFC 3339 UTC with milliseconds, e.g. 2026-11-25T21:49:10.123Z (CONTRACT.md). */
+export const TIMESTAMP_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$';
+const TIMESTAMP_RE = new RegExp(TIMESTAMP_PATTERN);
+
+/** Formats epoch milliseconds as the contract's timestamp. */
+export function formatTimestamp(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** Parses a contract timestamp to epoch ms, or NaN when it is not one (including impossible dates). */
+export function parseTimestamp(s: string): number {
+  if (!TIMESTAMP_RE.test(s)) return Number.NaN;
+  const ms = Date.parse(s);
+  // Date.parse rolls 2026-02-30 over to March; the round trip catches that.
+  if (Number.isNaN(ms) || new Date(ms).toISOString() !== s) return Number.NaN;
+  return ms;
+}
+
+export const RECORD_ID_PATTERN = '^wl_[0-9a-f]{32}$';
+
+/** Bounded non-negative integer used for counts (progress, truncation). */
+export const MAX_COUNT = 1_000_000_000_000;
+
+export const HostId = Type.String({ pattern: HOST_ID_PATTERN, minLength: 1, maxLength: 64 });
+export const Timestamp = Type.String({ pattern: TIMESTAMP_PATTERN, minLength: 24, maxLength: 24 });
+export const RecordId = Type.String({ pattern: RECORD_ID_PATTERN, minLength: 35, maxLength: 35 });
+export const Count = Type.Integer({ minimum: 0, maximum: MAX_COUNT });
+
+/** A TypeBox union of string literals from an `as const` tuple; its static type is the tuple's members. */
+export function literalUnion<const T extends readonly string[]>(values: T): TUnion<TLiteral<T[number]>[]> {
+  return Type.Union(values.map((v) => Type.Literal(v as T[number])));
+}

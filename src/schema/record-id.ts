@@ -1,0 +1,13 @@
+import { createHash } from 'node:crypto';
+import type { Kind, Owner } from './enums.js';
+
+/**
+ * The record ID of CONTRACT.md: `wl_` + the first 128 bits of SHA-256 over
+ * `host \0 owner \0 kind \0 native_id`, in lowercase hex. Deterministic, and never fed from
+ * prompts, labels, filenames, endpoints or credentials: `nativeId` is the owner's own key.
+ */
+export function recordId(host: string, owner: Owner, kind: Kind, nativeId: string): string {
+  const h = createHash('sha256');
+  h.update(`${host}\0${owner}\0${kind}\0${nativeId}`, 'utf8');
+  return 'wl_' + h.digest('hex').slice(0, 32);
+}

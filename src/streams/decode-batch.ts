@@ -1,0 +1,43 @@
+import { checkBatch, type ObservationBatch } from '../schema/envelopes.js';
+import { canonicalRecord, recordRuleViolation } from '../schema/record.js';
+
+/** Messages over this size are dropped (CONTRACT.md: 1 MiB). */
+export const MAX_BATCH_BYTES = 1024 * 1024;
+
+export type DropReason = 'oversized' | 'malformed' | 'wrong_host';
+export type Decoded = { ok: true; batch: ObservationBatch } | { ok: false; reason: DropReason };
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** The subject an owner of `host` publishes on. */
+export function observationSubject(host: string, owner: string): string {
+  return `svc.v1.${host}.obs.${owner}`;
+}
+
+/**
+ * Decodes one message received on `svc.v1.<host>.obs.<owner>` for the node `host`. Pure.
+ * A batch whose host is not the node's or not the subject's, over the size cap, or failing
+ * the schema or a record rule is dropped, never folded. Records come back in canonical order.
+ */
+export function decodeBatch(host: string, subject: string, data: Uint8Array, maxBytes = MAX_BATCH_BYTES): Decoded {
+  if (data.byteLength > maxBytes) return { ok: false, reason: 'oversized' };
+  let value: unknown;
+  try {
+    value = JSON.parse(decoder.decode(data));
+  } catch {
+    return { ok: false, reason: 'malformed' };
+  }
+  if (!checkBatch.Check(value)) return { ok: false, reason: 'malformed' };
+  const batch = value;
+  if (batch.host !== host || !subject.startsWith(`svc.v1.${host}.`)) return { ok: false, reason: 'wrong_host' };
+  if (subject !== observationSubject(host, batch.owner)) return { ok: false, reason: 'malformed' };
+  if (batch.snapshot && (!batch.full || batch.snapshot.part > batch.snapshot.parts)) return { ok: false, reason: 'malformed' };
+  const upserts = new Array(batch.upserts.length);
+  for (let i = 0; i < batch.upserts.length; i++) {
+    const r = batch.upserts[i]!;
+    if (r.host !== host) return { ok: false, reason: 'wrong_host' };
+    if (r.owner !== batch.owner || recordRuleViolation(r) !== null) return { ok: false, reason: 'malformed' };
+    upserts[i] = canonicalRecord(r);
+  }
+  return { ok: true, batch: { ...batch, upserts } };
+}

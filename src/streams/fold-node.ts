@@ -1,0 +1,134 @@
+import { ACTIVE_STATES } from '../schema/enums.js';
+import type { ObservationBatch } from '../schema/envelopes.js';
+import { parseTimestamp } from '../schema/primitives.js';
+import type { WorkloadRecord } from '../schema/record.js';
+import { decodeBatch } from './decode-batch.js';
+import type { MirrorEntry, NodeSnapshot, SourceMirror } from './node-snapshot.js';
+
+/** Terminal records older than this leave the mirror: no query can return them (CONTRACT.md window). */
+export const WINDOW_MS = 86_400_000;
+
+export type FoldEvent =
+  | { readonly type: 'message'; readonly subject: string; readonly data: Uint8Array }
+  | { readonly type: 'batch'; readonly batch: ObservationBatch }
+  | { readonly type: 'tick' };
+
+/**
+ * The node fold: `(snapshot, event, now) -> snapshot`, driven by RxJS `scan`. Time comes in
+ * as `now`; nothing else is read. It updates the snapshot it owns in place and returns it:
+ * copying a 20,000-record mirror per batch would cap the fold far below the 100,000
+ * upserts/s target, and no other code holds a writable reference to the snapshot.
+ */
+export function foldNode(snap: NodeSnapshot, event: FoldEvent, now: number): NodeSnapshot {
+  switch (event.type) {
+    case 'message': {
+      const decoded = decodeBatch(snap.host, event.subject, event.data);
+      if (!decoded.ok) {
+        snap.dropped[decoded.reason]++;
+        snap.version++;
+        return snap;
+      }
+      return foldBatch(snap, decoded.batch);
+    }
+    case 'batch':
+      return foldBatch(snap, event.batch);
+    case 'tick':
+      return expire(snap, now);
+  }
+}
+
+/** Folds one already-decoded batch (its host and records were validated by decodeBatch). */
+export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch): NodeSnapshot {
+  const m = snap.sources[batch.owner];
+  const observedMs = parseTimestamp(batch.source_timestamp);
+  // An older observation never moves the source backwards; a repeated or late delta is ignored.
+  if (observedMs < m.lastObservedMs || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
+    snap.dropped.out_of_order++;
+    snap.version++;
+    return snap;
+  }
+  if (m.heard && batch.seq !== m.lastSeq + 1) m.gap = true;
+  m.lastSeq = batch.seq;
+  snap.version++;
+
+  if (batch.snapshot && batch.snapshot.parts > 1) {
+    const whole = collectPart(m, batch);
+    if (!whole) return snap;
+    batch = whole;
+  }
+  if (batch.full) {
+    replaceWindow(m, batch.upserts);
+    m.gap = false;
+    m.overflow = false;
+  } else {
+    if (!m.heard) m.gap = true; // joined mid-stream: the window is unknown until a full batch
+    for (const id of batch.removals) m.records.delete(id);
+    for (const r of batch.upserts) upsert(m, r);
+  }
+  m.heard = true;
+  m.lastObservedMs = observedMs;
+  m.ownerStatus = batch.status;
+  m.ownerReason = batch.reason;
+  m.ownerOmitted = batch.omitted;
+  if (m.records.size > snap.mirrorCap) evictOldest(m, snap.mirrorCap);
+  return snap;
+}
+
+function entryOf(rec: WorkloadRecord): MirrorEntry {
+  return { rec, updatedMs: parseTimestamp(rec.updated_at), sourceMs: parseTimestamp(rec.source_timestamp) };
+}
+
+/** Applies one record unless it would move the existing one backwards. */
+function upsert(m: SourceMirror, rec: WorkloadRecord): void {
+  const next = entryOf(rec);
+  const prev = m.records.get(rec.id);
+  if (prev && !mayReplace(prev, next)) return;
+  m.records.set(rec.id, next);
+}
+
+/** A terminal record never becomes active again; an older observation never wins. */
+function mayReplace(prev: MirrorEntry, next: MirrorEntry): boolean {
+  if (prev.rec.state === 'terminal' && next.rec.state !== 'terminal') return false;
+  if (next.updatedMs < prev.updatedMs) return false;
+  if (next.updatedMs === prev.updatedMs && next.sourceMs < prev.sourceMs) return false;
+  return true;
+}
+
+function replaceWindow(m: SourceMirror, upserts: readonly WorkloadRecord[]): void {
+  const incoming = new Set<string>();
+  for (const r of upserts) {
+    incoming.add(r.id);
+    upsert(m, r);
+  }
+  for (const id of m.records.keys()) if (!incoming.has(id)) m.records.delete(id);
+}
+
+/** Buffers the parts of a split full window; returns the whole batch once every part is in. */
+function collectPart(m: SourceMirror, part: ObservationBatch): ObservationBatch | undefined {
+  const { id, part: n, parts } = part.snapshot!;
+  if (!m.pending || m.pending.id !== id || m.pending.parts !== parts) m.pending = { id, parts, got: new Map() };
+  m.pending.got.set(n, part);
+  if (m.pending.got.size < parts) return undefined;
+  const ordered = [...m.pending.got.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1]);
+  m.pending = undefined;
+  const last = ordered[ordered.length - 1]!;
+  return { ...last, snapshot: undefined, upserts: ordered.flatMap((b) => b.upserts), removals: [] };
+}
+
+/** Keeps the `cap` newest records; what is evicted makes the source's counts unknown. */
+function evictOldest(m: SourceMirror, cap: number): void {
+  const entries = [...m.records.values()].sort((a, b) => a.updatedMs - b.updatedMs);
+  // Active work is the last thing to forget: evict terminal and current records first.
+  const order = [...entries.filter((e) => !ACTIVE_STATES.has(e.rec.state)), ...entries.filter((e) => ACTIVE_STATES.has(e.rec.state))];
+  for (let i = 0; m.records.size > cap && i < order.length; i++) m.records.delete(order[i]!.rec.id);
+  m.overflow = true;
+}
+
+/** Forgets terminal records that no query window can reach any more. */
+function expire(snap: NodeSnapshot, now: number): NodeSnapshot {
+  const horizon = now - WINDOW_MS;
+  for (const m of Object.values(snap.sources)) {
+    for (const [id, e] of m.records) if (e.rec.state === 'terminal' && e.updatedMs < horizon) m.records.delete(id);
+  }
+  return snap;
+}

@@ -1,0 +1,96 @@
+import { BehaviorSubject, interval, map, merge, scan, type Observable, type Subscription } from 'rxjs';
+import type { Logger } from 'pino';
+import { resyncSubject } from '../actors/owner-actor.js';
+import type { NodeResult } from '../schema/envelopes.js';
+import type { Filters } from '../schema/filters.js';
+import type { Bus } from './bus.js';
+import { foldNode, type FoldEvent } from './fold-node.js';
+import { createNodeSnapshot, DEFAULT_MIRROR_CAP, type NodeSnapshot } from './node-snapshot.js';
+import { queryNode, type QueryOptions } from './query-node.js';
+
+export interface NodeViewOptions {
+  readonly host: string;
+  readonly bus: Bus;
+  readonly staleAfterMs: number;
+  readonly owners: QueryOptions['owners'];
+  readonly now?: () => number;
+  readonly tickMs?: number;
+  readonly mirrorCap?: number;
+  readonly logger?: Logger;
+}
+
+/** Resync requests after a gap are sent at most this often. */
+const RESYNC_MIN_INTERVAL_MS = 1000;
+
+/**
+ * The node's live view: folds every `svc.v1.<host>.obs.*` batch into the snapshot with
+ * RxJS `scan` over the pure `foldNode`, asks actors for full windows at start and after a
+ * gap, and answers queries from the latest snapshot.
+ */
+export class NodeView {
+  private sub: Subscription | undefined;
+  private readonly now: () => number;
+  private readonly snap$: BehaviorSubject<NodeSnapshot>;
+  private lastResyncAt = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly opts: NodeViewOptions) {
+    this.now = opts.now ?? Date.now;
+    this.snap$ = new BehaviorSubject(createNodeSnapshot(opts.host, opts.mirrorCap ?? DEFAULT_MIRROR_CAP));
+  }
+
+  /** Subscribes to observations and asks every actor of the host for a full window. */
+  start(): void {
+    if (this.sub) return;
+    const { bus, host } = this.opts;
+    const events$: Observable<FoldEvent> = merge(
+      bus.subscribe(`svc.v1.${host}.obs.*`).pipe(map((m): FoldEvent => ({ type: 'message', subject: m.subject, data: m.data }))),
+      interval(this.opts.tickMs ?? 10_000).pipe(map((): FoldEvent => ({ type: 'tick' }))),
+    );
+    this.sub = events$
+      .pipe(scan((s, e) => foldNode(s, e, this.now()), this.snap$.value))
+      .subscribe((s) => {
+        this.snap$.next(s);
+        this.maybeResync(s);
+      });
+    this.resync();
+  }
+
+  /** The latest snapshot; read-only for callers. */
+  get snapshot(): NodeSnapshot {
+    return this.snap$.value;
+  }
+
+  /** Emits after each folded event (the same snapshot object, with a new `version`). */
+  get changes(): Observable<NodeSnapshot> {
+    return this.snap$.asObservable();
+  }
+
+  /** Answers a query at the current time. */
+  query(filters: Filters): NodeResult {
+    return queryNode(this.snap$.value, filters, this.now(), this.opts);
+  }
+
+  stop(): void {
+    this.sub?.unsubscribe();
+    this.sub = undefined;
+  }
+
+  private resync(): void {
+    this.lastResyncAt = this.now();
+    try {
+      this.opts.bus.publish(resyncSubject(this.opts.host), new Uint8Array(0));
+    } catch (err) {
+      this.opts.logger?.warn({ err: { name: (err as Error)?.name } }, 'resync request failed');
+    }
+  }
+
+  private maybeResync(s: NodeSnapshot): void {
+    if (this.now() - this.lastResyncAt < RESYNC_MIN_INTERVAL_MS) return;
+    for (const m of Object.values(s.sources)) {
+      if (m.gap) {
+        this.resync();
+        return;
+      }
+    }
+  }
+}
