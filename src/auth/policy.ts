@@ -1,0 +1,148 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { parse as parseToml } from 'smol-toml';
+import { ConfigError, ForbiddenError, UnauthenticatedError } from '../errors.js';
+import { HOST_ID_PATTERN, literalUnion } from '../schema/primitives.js';
+
+/** Every grant this project knows; an unknown one is a start-up error. */
+export const GRANTS = ['workloads:read', 'node-admin:lifecycle', 'node-admin:bootstrap', 'media:submit'] as const;
+export type Grant = (typeof GRANTS)[number];
+
+export const MAX_CLIENTS = 256;
+const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
+
+const ClientEntry = Type.Object(
+  {
+    id: Type.String({ pattern: HOST_ID_PATTERN }),
+    grants: Type.Array(literalUnion(GRANTS), { maxItems: GRANTS.length, uniqueItems: true }),
+    credential_env: Type.Optional(Type.String({ pattern: ENV_NAME_PATTERN })),
+    credential_file: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  },
+  { additionalProperties: false },
+);
+const PolicyFile = Type.Object(
+  { clients: Type.Array(ClientEntry, { maxItems: MAX_CLIENTS }) },
+  { additionalProperties: false },
+);
+type PolicyFile = Static<typeof PolicyFile>;
+const checkPolicy = TypeCompiler.Compile(PolicyFile);
+
+/** A client of the policy, as the server sees it: no credential, only its digest. */
+export interface Client {
+  readonly id: string;
+  readonly grants: ReadonlySet<Grant>;
+}
+
+interface Entry extends Client {
+  readonly digest: Buffer;
+}
+
+const MAX_TOKEN_LENGTH = 4096;
+const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
+
+/**
+ * The bounded authorization policy (CONTRACT.md). Credentials are resolved once at start from
+ * environment variables or files and kept only as SHA-256 digests; lookups compare digests in
+ * constant time against every client.
+ */
+export class AuthorizationPolicy {
+  private constructor(private readonly entries: readonly Entry[]) {}
+
+  /** Thrown when: the file is unreadable or invalid, or a client's credential is missing (ConfigError naming the client and variable, never a value). */
+  static load(path: string, env: NodeJS.ProcessEnv = process.env): AuthorizationPolicy {
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (cause) {
+      throw new ConfigError('authorization policy file is not readable', { cause });
+    }
+    let raw: unknown;
+    try {
+      raw = parseToml(text);
+    } catch {
+      throw new ConfigError('authorization policy is not valid TOML');
+    }
+    return AuthorizationPolicy.fromObject(raw, env, resolve(path, '..'));
+  }
+
+  /** Thrown when: see load(). */
+  static fromObject(raw: unknown, env: NodeJS.ProcessEnv, baseDir: string): AuthorizationPolicy {
+    const plain = JSON.parse(JSON.stringify(raw ?? {}));
+    if (!checkPolicy.Check(plain)) {
+      const first = [...checkPolicy.Errors(plain)][0];
+      throw new ConfigError(`authorization policy: invalid member ${first?.path || '/'}`);
+    }
+    const seenIds = new Set<string>();
+    const seenDigests = new Map<string, string>();
+    const entries = (plain as PolicyFile).clients.map((c): Entry => {
+      if (seenIds.has(c.id)) throw new ConfigError(`authorization policy: client "${c.id}" is declared twice`);
+      seenIds.add(c.id);
+      const token = resolveCredential(c, env, baseDir);
+      const d = digest(token);
+      const dup = seenDigests.get(d.toString('hex'));
+      if (dup) throw new ConfigError(`authorization policy: clients "${dup}" and "${c.id}" share one credential`);
+      seenDigests.set(d.toString('hex'), c.id);
+      return { id: c.id, grants: new Set(c.grants), digest: d };
+    });
+    return new AuthorizationPolicy(entries);
+  }
+
+  /** The client whose credential equals `token`, compared in constant time against all. */
+  authenticate(token: string): Client | undefined {
+    const d = digest(token);
+    let found: Entry | undefined;
+    for (const e of this.entries) if (timingSafeEqual(e.digest, d) && !found) found = e;
+    return found;
+  }
+
+  /**
+   * Checks an Authorization header for `grant`.
+   * Thrown when: the header is missing, malformed or names no client (UnauthenticatedError);
+   * the client lacks the grant (ForbiddenError).
+   */
+  authorize(header: string | string[] | undefined, grant: Grant): Client {
+    const token = bearerToken(header);
+    if (token === undefined) throw new UnauthenticatedError();
+    const client = this.authenticate(token);
+    if (!client) throw new UnauthenticatedError();
+    if (!client.grants.has(grant)) throw new ForbiddenError();
+    return client;
+  }
+
+  get size(): number {
+    return this.entries.length;
+  }
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined when absent or malformed. */
+export function bearerToken(header: string | string[] | undefined): string | undefined {
+  if (typeof header !== 'string' || header.length > MAX_TOKEN_LENGTH + 16) return undefined;
+  const m = /^Bearer +([\x21-\x7e]+) *$/i.exec(header);
+  return m?.[1];
+}
+
+function resolveCredential(c: PolicyFile['clients'][number], env: NodeJS.ProcessEnv, baseDir: string): string {
+  const hasEnv = c.credential_env !== undefined;
+  const hasFile = c.credential_file !== undefined;
+  if (hasEnv === hasFile) throw new ConfigError(`authorization policy: client "${c.id}" needs exactly one of credential_env or credential_file`);
+  let token: string | undefined;
+  if (hasEnv) {
+    token = env[c.credential_env!];
+    if (!token) throw new ConfigError(`authorization policy: client "${c.id}": environment variable ${c.credential_env} is not set`);
+  } else {
+    try {
+      token = readFileSync(resolve(baseDir, c.credential_file!), 'utf8').trim();
+    } catch {
+      throw new ConfigError(`authorization policy: client "${c.id}": credential file is not readable`);
+    }
+    if (!token) throw new ConfigError(`authorization policy: client "${c.id}": credential file is empty`);
+  }
+  token = token.trim();
+  if (token.length > MAX_TOKEN_LENGTH || !/^[\x21-\x7e]+$/.test(token)) {
+    throw new ConfigError(`authorization policy: client "${c.id}": credential must be 1-4096 printable ASCII characters`);
+  }
+  return token;
+}

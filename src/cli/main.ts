@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { PACKAGE_VERSION } from '../version.js';
+import { EXIT } from './run-server.js';
+import { registerControllerCommands } from './server-commands.js';
+
+// Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
+const USAGE_MESSAGES: Readonly<Record<string, string>> = {
+  'commander.unknownOption': 'unknown option',
+  'commander.unknownCommand': 'unknown command',
+  'commander.missingMandatoryOptionValue': 'a required option is missing',
+  'commander.optionMissingArgument': 'an option needs a value',
+  'commander.missingArgument': 'a required argument is missing',
+  'commander.excessArguments': 'unexpected argument',
+  'commander.invalidArgument': 'invalid option value',
+  'commander.conflictingOption': 'conflicting options',
+};
+
+/** Builds the `svc-serving` program. */
+export function buildProgram(): Command {
+  const program = new Command('svc-serving')
+    .description('Honest workload inventory (svc-workloads/v1) and router request diagnosis (svc-router-diagnosis/v1) for self-hosted LLM serving')
+    .version(PACKAGE_VERSION)
+    .showHelpAfterError(false)
+    .exitOverride()
+    .configureOutput({ outputError: () => {} });
+  registerControllerCommands(program);
+  for (const cmd of program.commands) {
+    cmd.exitOverride().configureOutput({ outputError: () => {} });
+    for (const sub of cmd.commands) sub.exitOverride().configureOutput({ outputError: () => {} });
+  }
+  return program;
+}
+
+async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Set the code and let Node exit on its own, so piped stdout is never cut short.
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') {
+        process.exitCode = EXIT.ok;
+        return;
+      }
+      const text = USAGE_MESSAGES[err.code] ?? 'invalid usage';
+      process.stderr.write(`svc-serving: error: ${text} (see svc-serving --help)\n`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    process.stderr.write('svc-serving: error: unexpected failure\n');
+    process.exitCode = EXIT.failure;
+  }
+}
+
+void main(process.argv);

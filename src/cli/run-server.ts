@@ -1,0 +1,53 @@
+import type { Logger } from 'pino';
+import { ConfigError, SvcError } from '../errors.js';
+import { createLogger, flushLogger } from '../logger.js';
+
+export interface Closable {
+  close(): Promise<void>;
+}
+
+/** Exit codes of server commands. */
+export const EXIT = { ok: 0, failure: 1, usage: 2, snapshot: 4 } as const;
+
+/**
+ * Runs a long-lived server command: starts it, then on SIGTERM or SIGINT closes its
+ * listeners, flushes the log and exits 0. A start-up failure prints one fixed line on stderr
+ * (a ConfigError names the key or client, never a secret) and exits non-zero.
+ */
+export async function runServer(name: string, start: (logger: Logger) => Promise<Closable>): Promise<void> {
+  const logger = createLogger(`svc-serving ${name}`);
+  let handle: Closable;
+  try {
+    handle = await start(logger);
+  } catch (err) {
+    const { line, code } = describeStartError(err);
+    logger.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code } }, 'start failed');
+    await flushLogger(logger);
+    process.stderr.write(`svc-serving ${name}: ${line}\n`);
+    process.exit(code);
+  }
+  let closing = false;
+  const stop = (signal: string): void => {
+    if (closing) return;
+    closing = true;
+    logger.info({ signal }, 'stopping');
+    const hardStop = setTimeout(() => process.exit(EXIT.failure), 10_000);
+    hardStop.unref();
+    handle
+      .close()
+      .catch((err: unknown) => logger.error({ err: { name: (err as Error)?.name } }, 'close failed'))
+      .then(() => flushLogger(logger))
+      .finally(() => process.exit(EXIT.ok));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+function describeStartError(err: unknown): { line: string; code: number } {
+  if (err instanceof ConfigError) return { line: `invalid configuration: ${err.message}`, code: EXIT.usage };
+  const sysCode = (err as { code?: unknown })?.code;
+  if (sysCode === 'EADDRINUSE') return { line: 'cannot listen: the configured address is in use', code: EXIT.failure };
+  if (sysCode === 'EADDRNOTAVAIL' || sysCode === 'EACCES') return { line: 'cannot listen on the configured address', code: EXIT.failure };
+  if (err instanceof SvcError) return { line: `cannot start: ${err.message}`, code: EXIT.failure };
+  return { line: 'cannot start (see the log)', code: EXIT.failure };
+}

@@ -1,0 +1,73 @@
+import { resolve } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { HOST_ID_PATTERN } from '../schema/primitives.js';
+import { loadTomlConfig, parseListen } from './load-toml.js';
+
+const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
+
+/** NATS connection settings shared by every process; secrets only by environment variable name. */
+export const NatsSettings = {
+  nats_url: Type.Optional(Type.String({ pattern: '^(nats|tls)://[^\\s@/]+$', maxLength: 512 })),
+  nats_user: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+  nats_password_env: Type.Optional(ENV_NAME),
+  nats_token_env: Type.Optional(ENV_NAME),
+};
+
+export const NodeConfigSchema = Type.Object(
+  {
+    node: Type.Object(
+      {
+        host_id: Type.String({ pattern: HOST_ID_PATTERN }),
+        listen: Type.String({ default: '127.0.0.1:8100', maxLength: 300 }),
+        ...NatsSettings,
+        authorization_policy: Type.String({ minLength: 1, maxLength: 4096 }),
+        stale_after_seconds: Type.Number({ default: 30, exclusiveMinimum: 0, maximum: 86_400 }),
+        state_dir: Type.String({ default: 'state', minLength: 1, maxLength: 4096 }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type NodeConfigFile = Static<typeof NodeConfigSchema>;
+
+export interface NodeConfig {
+  readonly hostId: string;
+  readonly listen: { host: string; port: number };
+  readonly nats: NatsConnection | undefined;
+  readonly policyPath: string;
+  readonly staleAfterMs: number;
+  readonly stateDir: string;
+}
+
+export interface NatsConnection {
+  readonly url: string;
+  readonly user?: string;
+  readonly passwordEnv?: string;
+  readonly tokenEnv?: string;
+}
+
+/** Reads `[node]` of a controller configuration. Thrown when: invalid (ConfigError). */
+export function loadNodeConfig(path: string): NodeConfig {
+  const { value, dir } = loadTomlConfig(path, NodeConfigSchema, 'node');
+  const n = value.node;
+  return {
+    hostId: n.host_id,
+    listen: parseListen(n.listen, 'node'),
+    nats: natsConnection(n),
+    policyPath: resolve(dir, n.authorization_policy),
+    staleAfterMs: Math.round(n.stale_after_seconds * 1000),
+    stateDir: resolve(dir, n.state_dir),
+  };
+}
+
+/** The NATS part of a config section, or undefined when it runs on the in-process bus. */
+export function natsConnection(s: { nats_url?: string; nats_user?: string; nats_password_env?: string; nats_token_env?: string }): NatsConnection | undefined {
+  if (!s.nats_url) return undefined;
+  return {
+    url: s.nats_url,
+    ...(s.nats_user ? { user: s.nats_user } : {}),
+    ...(s.nats_password_env ? { passwordEnv: s.nats_password_env } : {}),
+    ...(s.nats_token_env ? { tokenEnv: s.nats_token_env } : {}),
+  };
+}

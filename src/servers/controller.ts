@@ -1,0 +1,70 @@
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { AuthorizationPolicy } from '../auth/policy.js';
+import type { NodeConfig } from '../config/node-config.js';
+import type { Bus } from '../streams/bus.js';
+import { NodeView } from '../streams/node-view.js';
+import { openBus } from '../streams/open-bus.js';
+import { CONTROLLER_OWNERS } from '../streams/query-node.js';
+import { nodeRead, toolsCallRoutes } from './controller-routes.js';
+import { createHttpApp, listen } from './http-app.js';
+import { serveNodeWorkloads } from './workloads-responder.js';
+
+export interface ControllerHandle {
+  readonly url: string;
+  readonly view: NodeView;
+  readonly bus: Bus;
+  close(): Promise<void>;
+}
+
+export interface ControllerDeps {
+  readonly logger: Logger;
+  readonly env?: NodeJS.ProcessEnv;
+  /** Run on this bus (the one-process node) instead of opening one from the config. */
+  readonly bus?: Bus;
+}
+
+/** The controller's HTTP surface over a running view (tests drive it with `inject()`). */
+export async function buildControllerApp(deps: { logger: Logger; policy: AuthorizationPolicy; view: NodeView }): Promise<FastifyInstance> {
+  const app = createHttpApp({ logger: deps.logger });
+  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: nodeRead((f) => deps.view.query(f)) } });
+  return app;
+}
+
+/**
+ * The node controller: folds all six owners' observations from the bus into the node
+ * snapshot, and answers `node_workloads` over `POST /tools/call` and NATS request/reply.
+ * Thrown when: the configuration, policy or bus cannot be used (ConfigError and kin).
+ */
+export async function startController(cfg: NodeConfig, deps: ControllerDeps): Promise<ControllerHandle> {
+  const log = deps.logger.child({ component: 'controller', host: cfg.hostId });
+  const env = deps.env ?? process.env;
+  const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving controller ${cfg.hostId}`));
+  const ownsBus = deps.bus === undefined;
+  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: CONTROLLER_OWNERS, logger: log });
+  view.start();
+  const responder = serveNodeWorkloads(bus, cfg.hostId, (f) => view.query(f), log);
+
+  const app = await buildControllerApp({ logger: log, policy, view });
+  let url: string;
+  try {
+    url = await listen(app, cfg.listen.host, cfg.listen.port);
+  } catch (err) {
+    responder.stop();
+    view.stop();
+    if (ownsBus) await bus.close();
+    throw err;
+  }
+  return {
+    url,
+    view,
+    bus,
+    async close() {
+      await app.close();
+      responder.stop();
+      view.stop();
+      if (ownsBus) await bus.close();
+    },
+  };
+}

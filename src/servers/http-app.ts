@@ -1,0 +1,74 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import type { Logger } from 'pino';
+import { ERRORS, ErrorCode, SvcError, problemFor } from '../errors.js';
+
+export interface HttpAppOptions {
+  readonly logger: Logger;
+  /** Largest accepted request body in bytes. */
+  readonly bodyLimit?: number;
+}
+
+/** Sends a fixed RFC 9457 problem for a coded error. */
+export function sendProblem(reply: FastifyReply, code: ErrorCode): FastifyReply {
+  return reply.code(ERRORS[code].status).type('application/problem+json').send(problemFor(code));
+}
+
+// Fastify's own errors mapped by status to our fixed problems; nothing of their text leaves.
+const BY_STATUS: Readonly<Record<number, ErrorCode>> = {
+  400: ErrorCode.INVALID_INPUT,
+  401: ErrorCode.UNAUTHENTICATED,
+  403: ErrorCode.FORBIDDEN,
+  404: ErrorCode.NOT_FOUND,
+  405: ErrorCode.METHOD_NOT_ALLOWED,
+  413: ErrorCode.BODY_TOO_LARGE,
+  415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+  429: ErrorCode.ADMISSION_REFUSED,
+  503: ErrorCode.UNAVAILABLE,
+};
+
+/**
+ * A Fastify instance with the project's error discipline: every error is a fixed
+ * problem+json (never the URL, query values, credential or exception text), unknown routes
+ * are 404 problems, Ajv never coerces or strips, and request logs carry method, route
+ * pattern, status and duration only (no query strings, no headers).
+ */
+export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: opts.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: opts.bodyLimit ?? 64 * 1024,
+    return503OnClosing: true,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
+  });
+  app.setErrorHandler((err: Error, req, reply) => {
+    if (err instanceof SvcError) return sendProblem(reply, err.code);
+    const sc = (err as Error & { statusCode?: unknown }).statusCode;
+    const status = typeof sc === 'number' ? sc : 500;
+    const code = BY_STATUS[status];
+    if (code) return sendProblem(reply, code);
+    req.log.error({ err: { name: err.name, code: (err as { code?: string }).code } }, 'request failed');
+    return sendProblem(reply, ErrorCode.INTERNAL);
+  });
+  // JSON only: a text/plain body is a 415, not a string handed to the route.
+  app.removeContentTypeParser('text/plain');
+  app.setNotFoundHandler((_req, reply) => sendProblem(reply, ErrorCode.NOT_FOUND));
+  app.addHook('onResponse', (req, reply, done) => {
+    req.log.info(
+      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      'request',
+    );
+    done();
+  });
+  return app;
+}
+
+/** Starts listening and writes the contract's one `listening` line with the URL. */
+export async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {
+  await app.listen({ host, port });
+  const addr = app.server.address();
+  const actualPort = typeof addr === 'object' && addr ? addr.port : port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  const url = `http://${urlHost}:${actualPort}`;
+  app.log.info({ url }, 'listening');
+  return url;
+}

@@ -1,0 +1,29 @@
+import type { Logger } from 'pino';
+import type { NatsConnection } from '../config/node-config.js';
+import { ConfigError } from '../errors.js';
+import type { Bus } from './bus.js';
+import { InProcessBus } from './in-process-bus.js';
+import { connectNatsBus } from './nats-bus.js';
+
+/**
+ * The bus a process runs on: NATS when configured, else a fresh in-process bus. Secrets come
+ * from the environment variables the configuration names, never from the file itself.
+ * Thrown when: a named variable is unset (ConfigError naming the variable) or NATS refuses.
+ */
+export async function openBus(nats: NatsConnection | undefined, env: NodeJS.ProcessEnv, logger: Logger, name: string): Promise<Bus> {
+  if (!nats) return new InProcessBus();
+  const secret = (v: string | undefined): string | undefined => {
+    if (v === undefined) return undefined;
+    const value = env[v];
+    if (!value) throw new ConfigError(`environment variable ${v} is not set`);
+    return value;
+  };
+  return connectNatsBus({
+    servers: nats.url,
+    ...(nats.user ? { user: nats.user } : {}),
+    ...(nats.passwordEnv ? { pass: secret(nats.passwordEnv)! } : {}),
+    ...(nats.tokenEnv ? { token: secret(nats.tokenEnv)! } : {}),
+    name,
+    logger: logger.child({ component: 'nats' }),
+  });
+}
