@@ -68,7 +68,7 @@ function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: num
     if (f.state !== undefined && r.state !== f.state) continue;
     if (f.host !== undefined && r.host !== f.host) continue;
     const active = ACTIVE_STATES.has(r.state);
-    const stale = health.stale || (active && now - e.sourceMs > staleAfterMs);
+    const stale = health.stale || r.observation_quality === 'stale' || (active && now - e.sourceMs > staleAfterMs);
     if (active) {
       if (f.active_only && stale) continue;
     } else {

@@ -1,0 +1,311 @@
+import {
+  AuthorizationError,
+  ClosedConnectionError,
+  DrainingConnectionError,
+  InvalidArgumentError,
+  InvalidSubjectError,
+  NoRespondersError,
+  PermissionViolationError,
+  RequestError,
+  TimeoutError,
+  UserAuthenticationExpiredError,
+  connect,
+} from '@nats-io/transport-node';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { BehaviorSubject, Observable } from 'rxjs';
+import type { Logger } from 'pino';
+import {
+  BusClosedError,
+  BusNoRespondersError,
+  BusTimeoutError,
+  ConfigError,
+  ErrorCode,
+  ForbiddenError,
+  InvalidInputError,
+  SvcError,
+} from '../errors.js';
+import type { Bus, BusHandler, BusMsg, BusRequestOptions, BusService } from './bus.js';
+import { DEFAULT_MAX_PAYLOAD } from './in-process-bus.js';
+import { assertPattern, assertSubject } from './subject-match.js';
+
+export interface NatsBusOptions {
+  readonly servers: string | string[];
+  readonly user?: string;
+  readonly pass?: string;
+  readonly token?: string;
+  /** Connection name shown by the server's monitoring. */
+  readonly name?: string;
+  readonly logger?: Logger;
+}
+
+/** Connection state as seen by this client. */
+export type NatsBusState = 'connected' | 'disconnected' | 'closed';
+
+/** Queue group of serve(): several responders on one subject share the load, one answers. */
+const SERVE_QUEUE = 'svc-bus';
+/** Bound on close(): a drain waits for the server, which may be gone for good. */
+const DRAIN_TIMEOUT_MS = 2_000;
+
+/**
+ * Connects to NATS and returns the bus over it.
+ *
+ * Start-up fails fast instead of waiting for a server (waitOnFirstConnect false): a process
+ * started against a wrong URL or credentials should exit with a coded error, not hang. Once
+ * connected, the client reconnects forever every ~250 ms (plus jitter), re-subscribes on
+ * its own and buffers publishes meanwhile.
+ * Thrown when: the server refuses the credentials (ConfigError) or cannot be reached
+ * (SvcError SVC_ERR_UNAVAILABLE); the message never contains the URL or a credential.
+ */
+export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers: opts.servers,
+      user: opts.user,
+      pass: opts.pass,
+      token: opts.token,
+      name: opts.name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      waitOnFirstConnect: false,
+      timeout: 5_000,
+      // Find a dead peer within ~1 min instead of the 4 min that the defaults allow.
+      pingInterval: 30_000,
+      maxPingOut: 2,
+      // An Error per request only to improve stack traces is too costly on the hot path.
+      noAsyncTraces: true,
+    });
+  } catch (err) {
+    if (err instanceof AuthorizationError || err instanceof UserAuthenticationExpiredError) {
+      throw new ConfigError('nats credentials rejected', { cause: err });
+    }
+    throw new SvcError(ErrorCode.UNAVAILABLE, 'NATS server unreachable', { cause: err });
+  }
+  return new NatsBus(nc, opts.logger);
+}
+
+/** The bus across hosts, one NATS connection per instance; create it with connectNatsBus(). */
+export class NatsBus implements Bus {
+  readonly #nc: NatsConnection;
+  readonly #log: Logger | undefined;
+  readonly #state = new BehaviorSubject<NatsBusState>('connected');
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  /** Connection state changes; completes after close. */
+  readonly state$: Observable<NatsBusState> = this.#state.asObservable();
+
+  constructor(nc: NatsConnection, logger?: Logger) {
+    this.#nc = nc;
+    this.#log = logger?.child({ component: 'nats-bus' });
+    void this.#watchStatus();
+    void nc.closed().then(() => this.#markClosed());
+  }
+
+  /** Largest payload the current server accepts (1 MiB when unknown). */
+  get maxPayload(): number {
+    return this.#nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+  }
+
+  /** Publishes (buffered while reconnecting). Thrown when: closed (BusClosedError), bad subject or payload over maxPayload (InvalidInputError). */
+  publish(subject: string, data: Uint8Array): void {
+    if (this.#closed) throw new BusClosedError();
+    assertSubject(subject);
+    if (data.length > this.maxPayload) throw new InvalidInputError();
+    try {
+      this.#nc.publish(subject, data);
+    } catch (err) {
+      throw this.#mapError(err);
+    }
+  }
+
+  /** One NATS subscription per Observable subscription. Thrown when: the pattern is malformed (InvalidInputError); errors with BusClosedError if subscribed after close. */
+  subscribe(pattern: string): Observable<BusMsg> {
+    assertPattern(pattern);
+    return new Observable<BusMsg>((subscriber) => {
+      if (this.#closed) {
+        subscriber.error(new BusClosedError());
+        return undefined;
+      }
+      let sub: Subscription;
+      try {
+        sub = this.#nc.subscribe(pattern, {
+          // A callback, not an async iterator: no queue and no promise per message.
+          callback: (err: Error | null, msg: Msg) => {
+            if (err !== null) {
+              subscriber.error(this.#mapError(err));
+              return;
+            }
+            // A plain object so that BusMsg is the same shape in both buses; the bytes are
+            // a view into the received frame, not a copy.
+            try {
+              subscriber.next({ subject: msg.subject, data: msg.data });
+            } catch (thrown) {
+              // Never let an exception reach the client's socket reader: it would stop it.
+              this.#log?.warn({ subject: pattern, errName: (thrown as Error)?.name }, 'bus subscriber threw');
+            }
+          },
+        });
+      } catch (err) {
+        subscriber.error(this.#mapError(err));
+        return undefined;
+      }
+      // Drain/close (or a server-side end) completes the stream.
+      void sub.closed.then((err) => (err ? subscriber.error(this.#mapError(err)) : subscriber.complete()));
+      return () => {
+        if (!sub.isClosed() && !this.#nc.isClosed()) sub.unsubscribe();
+      };
+    });
+  }
+
+  /** One request, one reply. Rejects with BusNoRespondersError, BusTimeoutError, BusClosedError or InvalidInputError. */
+  async request(subject: string, data: Uint8Array, opts: BusRequestOptions): Promise<Uint8Array> {
+    if (this.#closed) throw new BusClosedError();
+    assertSubject(subject);
+    // The client turns a timeout of 0 into 1 s, so refuse it rather than wait surprisingly.
+    if (data.length > this.maxPayload || !(opts.timeoutMs > 0)) throw new InvalidInputError();
+    try {
+      const reply = await this.#nc.request(subject, data, { timeout: opts.timeoutMs });
+      return reply.data;
+    } catch (err) {
+      throw this.#mapError(err);
+    }
+  }
+
+  /** Serves requests in queue group `svc-bus` (one responder answers). Thrown when: closed (BusClosedError), bad pattern (InvalidInputError). */
+  serve(pattern: string, handler: BusHandler): BusService {
+    if (this.#closed) throw new BusClosedError();
+    assertPattern(pattern);
+    let sub: Subscription;
+    try {
+      sub = this.#nc.subscribe(pattern, {
+        queue: SERVE_QUEUE,
+        callback: (err: Error | null, msg: Msg) => {
+          if (err !== null) {
+            this.#log?.warn({ subject: pattern, errName: err.name }, 'bus service subscription ended');
+            return;
+          }
+          if (!msg.reply) return; // a plain publish on a served subject has nobody to answer
+          this.#handle(handler, msg);
+        },
+      });
+    } catch (err) {
+      throw this.#mapError(err);
+    }
+    return {
+      stop: () => {
+        if (!sub.isClosed() && !this.#nc.isClosed()) sub.unsubscribe();
+      },
+    };
+  }
+
+  /** Resolves once the server has seen everything published so far. Rejects with BusClosedError after close(), SVC_ERR_UNAVAILABLE when the connection drops meanwhile. */
+  async flush(): Promise<void> {
+    if (this.#closed) throw new BusClosedError();
+    try {
+      await this.#nc.flush();
+    } catch (err) {
+      throw this.#mapError(err);
+    }
+  }
+
+  /** Drains (bounded to 2 s, since the server may be gone), then closes the connection. */
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    this.#closed = true;
+    this.#closing = (async () => {
+      const nc = this.#nc;
+      if (!nc.isClosed()) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const bounded = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, DRAIN_TIMEOUT_MS);
+        });
+        // A drain while disconnected waits for a reconnect that may never come.
+        const drained = this.#state.value === 'connected' ? nc.drain().catch(() => undefined) : undefined;
+        await Promise.race([drained, bounded]);
+        clearTimeout(timer);
+        if (!nc.isClosed()) await nc.close().catch(() => undefined);
+      }
+      await nc.closed();
+      this.#markClosed();
+    })();
+    return this.#closing;
+  }
+
+  #handle(handler: BusHandler, msg: Msg): void {
+    let out: Uint8Array | Promise<Uint8Array>;
+    try {
+      out = handler(msg.data, msg.subject);
+    } catch (err) {
+      this.#handlerFailed(msg.subject, err);
+      return;
+    }
+    if (out instanceof Uint8Array) this.#respond(msg, out);
+    else out.then((reply) => this.#respond(msg, reply), (err: unknown) => this.#handlerFailed(msg.subject, err));
+  }
+
+  #respond(msg: Msg, reply: Uint8Array): void {
+    try {
+      msg.respond(reply);
+    } catch (err) {
+      // After close the answer has nowhere to go; anything else (too large) is worth a line.
+      if (!this.#closed) this.#log?.warn({ subject: msg.subject, errName: (err as Error)?.name }, 'bus reply not sent');
+    }
+  }
+
+  /** Logs name and code only: an error message can quote the payload (JSON.parse does). */
+  #handlerFailed(subject: string, err: unknown): void {
+    this.#log?.warn({ subject, errName: (err as Error)?.name, code: (err as { code?: unknown })?.code }, 'bus handler failed');
+  }
+
+  #mapError(err: unknown): Error {
+    if (err instanceof SvcError) return err;
+    if (err instanceof TimeoutError) return new BusTimeoutError({ cause: err });
+    if (err instanceof RequestError && err.isNoResponders()) return new BusNoRespondersError({ cause: err });
+    if (err instanceof NoRespondersError) return new BusNoRespondersError({ cause: err });
+    if (this.#closed || err instanceof ClosedConnectionError || err instanceof DrainingConnectionError) {
+      return new BusClosedError();
+    }
+    // A denied publish only shows in status(); a denied subscribe or request lands here.
+    if (err instanceof PermissionViolationError || (err as Error)?.cause instanceof PermissionViolationError) {
+      return new ForbiddenError();
+    }
+    if (err instanceof InvalidSubjectError || err instanceof InvalidArgumentError) {
+      return new InvalidInputError({ cause: err });
+    }
+    // RequestError('connection disconnected'): a flush or request caught by a reconnect.
+    if (err instanceof RequestError) return new SvcError(ErrorCode.UNAVAILABLE, undefined, { cause: err });
+    return err instanceof Error ? err : new SvcError(ErrorCode.INTERNAL, undefined, { cause: err });
+  }
+
+  async #watchStatus(): Promise<void> {
+    // Server addresses are not logged: a URL may carry user:pass.
+    for await (const s of this.#nc.status()) {
+      switch (s.type) {
+        case 'disconnect':
+          this.#log?.warn('nats disconnected');
+          if (!this.#nc.isClosed()) this.#state.next('disconnected');
+          break;
+        case 'reconnect':
+          this.#log?.info('nats reconnected');
+          this.#state.next('connected');
+          break;
+        case 'error':
+          this.#log?.warn({ errName: s.error.name }, 'nats server error');
+          break;
+        case 'slowConsumer':
+          this.#log?.warn('nats slow consumer');
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  #markClosed(): void {
+    this.#closed = true;
+    if (this.#state.closed) return;
+    this.#state.next('closed');
+    this.#state.complete();
+  }
+}
