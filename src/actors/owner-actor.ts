@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Subject, concat, concatMap, from, interval, map, merge, of, type Subscription } from 'rxjs';
+import { Subject, auditTime, concat, concatMap, from, interval, map, merge, of, type Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import type { Owner } from '../schema/enums.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
@@ -18,6 +18,8 @@ export interface OwnerActorOptions {
   readonly now?: () => number;
   /** How often the authority is read for changes. */
   readonly pollMs?: number;
+  /** Change notifications are coalesced to at most one read per this many ms. */
+  readonly minIntervalMs?: number;
   /** A full batch goes out at least every half of this. */
   readonly staleAfterMs?: number;
   readonly cap?: number;
@@ -55,7 +57,8 @@ export class OwnerActor {
     if (this.sub) return;
     const pollMs = this.opts.pollMs ?? 1000;
     const resync$ = this.opts.bus.subscribe(resyncSubject(this.opts.host)).pipe(map(() => true));
-    const ticks$ = merge(interval(pollMs).pipe(map(() => false)), this.nudges.pipe(map(() => false)), resync$);
+    const nudges$ = this.nudges.pipe(auditTime(this.opts.minIntervalMs ?? 100));
+    const ticks$ = merge(interval(pollMs).pipe(map(() => false)), nudges$.pipe(map(() => false)), resync$);
     this.sub = concat(of(true), ticks$)
       .pipe(concatMap((full) => from(this.step(full))))
       .subscribe();

@@ -9,6 +9,8 @@ export interface OwnerReading {
   readonly records: readonly WorkloadRecord[];
   /** The owner itself knows it left records out, without knowing how many. */
   readonly countUnknown?: boolean;
+  /** Window records the owner already left out before handing them over (an exact count). */
+  readonly omittedBefore?: number;
 }
 
 /** Default cap of an owner's published window (CONTRACT.md). */
@@ -38,7 +40,7 @@ export function boundWindow(reading: OwnerReading, now: number, cap = DEFAULT_WI
   inWindow.sort((a, b) => rank(a.r) - rank(b.r) || b.t - a.t || (a.r.id < b.r.id ? -1 : 1));
   const kept = inWindow.slice(0, cap).map((x) => x.r);
   const excess = inWindow.length - kept.length;
-  return { records: kept, omitted: reading.countUnknown ? null : excess };
+  return { records: kept, omitted: reading.countUnknown ? null : excess + (reading.omittedBefore ?? 0) };
 }
 
 function rank(r: WorkloadRecord): number {

@@ -3,6 +3,8 @@ import { Command, CommanderError } from 'commander';
 import { PACKAGE_VERSION } from '../version.js';
 import { EXIT } from './run-server.js';
 import { registerControllerCommands } from './server-commands.js';
+import { registerEngineCommands } from './engine-commands.js';
+import { registerRouterCommands } from './router-commands.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -25,6 +27,8 @@ export function buildProgram(): Command {
     .exitOverride()
     .configureOutput({ outputError: () => {} });
   registerControllerCommands(program);
+  registerEngineCommands(program);
+  registerRouterCommands(program);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ outputError: () => {} });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ outputError: () => {} });

@@ -1,4 +1,5 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, SvcError, problemFor } from '../errors.js';
 
@@ -6,6 +7,8 @@ export interface HttpAppOptions {
   readonly logger: Logger;
   /** Largest accepted request body in bytes. */
   readonly bodyLimit?: number;
+  /** Build the node:http server yourself (the router puts its relay in front of Fastify). */
+  readonly serverFactory?: (handler: (req: IncomingMessage, res: ServerResponse) => void) => Server;
 }
 
 /** Sends a fixed RFC 9457 problem for a coded error. */
@@ -35,9 +38,10 @@ const BY_STATUS: Readonly<Record<number, ErrorCode>> = {
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 64 * 1024,
     return503OnClosing: true,
+    ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
   });
   app.setErrorHandler((err: Error, req, reply) => {

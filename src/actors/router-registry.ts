@@ -1,0 +1,208 @@
+import { Subject } from 'rxjs';
+import type { Logger } from 'pino';
+import { GENERATED_ID_RE, type RouteName, type TerminalRecord } from '../schema/terminal-record.js';
+import type { Truncation } from '../schema/envelopes.js';
+import { parseTimestamp } from '../schema/primitives.js';
+import type { WorkloadRecord } from '../schema/record.js';
+import type { Decision, DecisionLog } from '../servers/router/decision-log.js';
+import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from './router-mapping.js';
+
+/** Records per `/v1/requests` query and `router diagnose` (SPEC.md Limits). */
+export const MAX_LOOKUP_RECORDS = 50;
+
+/** One request in router memory while it is in flight. Counts only; no content. */
+export interface ActiveRequest {
+  readonly gid: string;
+  readonly requestId: string;
+  readonly model: string;
+  readonly route: RouteName;
+  readonly startedAt: number;
+  phase: RequestPhase;
+  phaseAt: number;
+  lastUpstreamAt: number | null;
+  admissionWaitMs: number | null;
+  estimatedPromptTokens: number | null;
+  estimatedCompletionTokens: number;
+  upstreamPromptTokens: number | null;
+  upstreamCompletionTokens: number | null;
+  readonly sessionId: string | undefined;
+}
+
+/** The `?active=1` view of one request (docs/api.md). */
+export interface ActiveSummary {
+  request_id: string;
+  model: string;
+  route: RouteName;
+  phase: RequestPhase;
+  started_at: string;
+  elapsed_ms: number;
+  since_upstream_activity_ms: number | null;
+  admission_wait_ms: number | null;
+  tokens: { prompt_estimated: number | null; completion_estimated: number; prompt_upstream: number | null; completion_upstream: number | null };
+  session_id?: string;
+}
+
+interface Buffered extends Decision {
+  readonly gid: string;
+}
+
+/**
+ * Router memory: requests in flight and a bounded ring of terminal decisions, with the
+ * decision log behind it. Every request that begins finishes exactly once; the record is
+ * written to the log before it can be looked up.
+ */
+export class RouterRegistry {
+  readonly active = new Map<string, ActiveRequest>();
+  private readonly ring: (Buffered | undefined)[];
+  private head = 0;
+  private readonly byGid = new Map<string, Buffered>();
+  /** Change notifications for the router actor (phase changes, new terminal records). */
+  readonly changes = new Subject<void>();
+  finishedTotal = 0;
+
+  constructor(
+    private readonly opts: {
+      host: string;
+      bufferSize: number;
+      log?: DecisionLog | undefined;
+      logger?: Logger | undefined;
+      /** Called once per terminal record (metrics). */
+      onFinish?: (model: string) => void;
+    },
+  ) {
+    this.ring = new Array(opts.bufferSize);
+  }
+
+  begin(a: ActiveRequest): void {
+    this.active.set(a.gid, a);
+    this.changes.next();
+  }
+
+  setPhase(a: ActiveRequest, phase: RequestPhase, at = Date.now()): void {
+    if (!this.active.has(a.gid) || a.phase === phase) return;
+    a.phase = phase;
+    a.phaseAt = at;
+    this.changes.next();
+  }
+
+  /** Ends a request with its terminal record: persisted first, then buffered. Idempotent per gid. */
+  finish(a: ActiveRequest, record: TerminalRecord): void {
+    if (!this.active.delete(a.gid)) return;
+    if (this.opts.log) {
+      try {
+        this.opts.log.append(a.gid, record);
+      } catch (err) {
+        this.opts.logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, gateway_request_id: a.gid }, 'decision log write failed');
+      }
+    }
+    const entry: Buffered = { gid: a.gid, record };
+    const evicted = this.ring[this.head];
+    if (evicted) this.byGid.delete(evicted.gid);
+    this.ring[this.head] = entry;
+    this.head = (this.head + 1) % this.ring.length;
+    this.byGid.set(a.gid, entry);
+    this.finishedTotal++;
+    this.opts.onFinish?.(record.model);
+    this.changes.next();
+  }
+
+  /** Buffered decisions, newest first. */
+  *recent(): Generator<Buffered> {
+    const n = this.ring.length;
+    for (let i = 1; i <= n; i++) {
+      const e = this.ring[(this.head - i + n) % n];
+      if (!e) return;
+      yield e;
+    }
+  }
+
+  /**
+   * The terminal record for an id: a generated `req_` id matches only generated ids (the
+   * namespace is reserved, even after eviction); any other id matches the newest record
+   * whose `request_id` carries it. Memory first, then the retained files.
+   */
+  lookup(id: string): TerminalRecord | undefined {
+    const reserved = GENERATED_ID_RE.test(id);
+    if (reserved) {
+      const hit = this.byGid.get(id);
+      if (hit) return hit.record;
+    } else {
+      for (const e of this.recent()) if (e.record.request_id === id && e.gid !== id) return e.record;
+    }
+    let found: TerminalRecord | undefined;
+    this.opts.log?.scan((d) => {
+      if (reserved ? d.gid === id : d.record.request_id === id && d.gid !== id) {
+        found = d.record;
+        return true;
+      }
+      return false;
+    });
+    return found;
+  }
+
+  /** Retained terminal records of a session, newest first, at most 50, with truncation. */
+  session(sessionId: string): { requests: TerminalRecord[]; truncation: Truncation } {
+    const seen = new Set<string>();
+    const out: TerminalRecord[] = [];
+    let matched = 0;
+    const visit = (d: Decision): void => {
+      if (d.record.session_id !== sessionId) return;
+      const key = `${d.gid ?? ''}|${d.record.request_id}|${d.record.finished_at}`;
+      if (seen.has(key)) return;
+      seen.add(key);
+      matched++;
+      out.push(d.record);
+    };
+    for (const e of this.recent()) visit(e);
+    const { truncated } = this.opts.log?.scan((d) => void visit(d)) ?? { truncated: false };
+    out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
+    const requests = out.slice(0, MAX_LOOKUP_RECORDS);
+    return { requests, truncation: { returned: requests.length, omitted: truncated ? null : matched - requests.length } };
+  }
+
+  /** Requests in flight (oldest first), at most 50, with truncation. */
+  activeSummaries(now = Date.now()): { requests: ActiveSummary[]; truncation: Truncation } {
+    const all = [...this.active.values()];
+    const requests = all.slice(0, MAX_LOOKUP_RECORDS).map((a) => summarize(a, now));
+    return { requests, truncation: { returned: requests.length, omitted: all.length - requests.length } };
+  }
+
+  /**
+   * The router owner's window for its actor: active requests and the newest buffered
+   * terminal ones up to `cap`; `omitted` counts buffered terminal records of the last day
+   * left out (an exact count: the buffer is in memory).
+   */
+  workloadRecords(now: number, cap: number): { records: WorkloadRecord[]; omitted: number } {
+    const records: WorkloadRecord[] = [];
+    for (const a of this.active.values()) records.push(mapActiveRequest(this.opts.host, a, now));
+    let omitted = 0;
+    const horizon = now - 86_400_000;
+    for (const e of this.recent()) {
+      if (parseTimestamp(e.record.finished_at) < horizon) break;
+      if (records.length < cap) records.push(mapTerminalRequest(this.opts.host, e.gid, e.record));
+      else omitted++;
+    }
+    return { records, omitted };
+  }
+}
+
+function summarize(a: ActiveRequest, now: number): ActiveSummary {
+  const s: ActiveSummary = {
+    request_id: a.requestId,
+    model: a.model,
+    route: a.route,
+    phase: a.phase,
+    started_at: new Date(a.startedAt).toISOString(),
+    elapsed_ms: Math.max(0, now - a.startedAt),
+    since_upstream_activity_ms: a.lastUpstreamAt === null ? null : Math.max(0, now - a.lastUpstreamAt),
+    admission_wait_ms: a.admissionWaitMs,
+    tokens: {
+      prompt_estimated: a.estimatedPromptTokens,
+      completion_estimated: a.estimatedCompletionTokens,
+      prompt_upstream: a.upstreamPromptTokens,
+      completion_upstream: a.upstreamCompletionTokens,
+    },
+  };
+  if (a.sessionId) s.session_id = a.sessionId;
+  return s;
+}

@@ -1,0 +1,63 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import { parseListen } from '../config/load-toml.js';
+import { startEngineSim } from '../servers/engine-sim.js';
+import { runServer } from './run-server.js';
+
+interface SimFlags {
+  listen: { host: string; port: number };
+  ttftMs: number;
+  tokenDelayMs: number;
+  tokens: number;
+  model: string;
+  maxModelLen: number;
+}
+
+/** `svc-serving engine sim --listen HOST:PORT [--ttft-ms N] [--token-delay-ms N] [--tokens N] [--model NAME] [--max-model-len N]`. */
+export function registerEngineCommands(program: Command): void {
+  const engine = program.command('engine').description('inference engine helpers');
+  engine
+    .command('sim')
+    .description('an OpenAI-compatible engine stand-in with controllable timing (per-request sim:key=value directives in the prompt)')
+    .option('--listen <host:port>', 'address to listen on (port 0 picks a free port)', parseListenOption, parseListen('127.0.0.1:8001', 'engine sim'))
+    .option('--ttft-ms <n>', 'milliseconds before the first token', integer(0), 50)
+    .option('--token-delay-ms <n>', 'milliseconds between tokens (0: all at once)', integer(0), 10)
+    .option('--tokens <n>', 'tokens per completion', integer(0), 32)
+    .option('--model <name>', 'the one served model name', modelName, 'sim-model')
+    .option('--max-model-len <n>', 'context length for the prompt + max_tokens check', integer(1), 8192)
+    .action(async (flags: SimFlags) => {
+      await runServer('engine sim', (logger) =>
+        startEngineSim({
+          host: flags.listen.host,
+          port: flags.listen.port,
+          logger,
+          ttftMs: flags.ttftMs,
+          tokenDelayMs: flags.tokenDelayMs,
+          tokens: flags.tokens,
+          model: flags.model,
+          maxModelLen: flags.maxModelLen,
+        }),
+      );
+    });
+}
+
+// Parsers throw InvalidArgumentError so main.ts turns them into its fixed usage line and exit 2.
+function parseListenOption(value: string): { host: string; port: number } {
+  try {
+    return parseListen(value, 'engine sim');
+  } catch {
+    throw new InvalidArgumentError('expected HOST:PORT');
+  }
+}
+
+function integer(min: number): (value: string) => number {
+  return (value) => {
+    const n = /^[0-9]{1,9}$/.test(value) ? Number(value) : Number.NaN;
+    if (!(n >= min)) throw new InvalidArgumentError(`expected an integer of at least ${min}`);
+    return n;
+  };
+}
+
+function modelName(value: string): string {
+  if (!/^[A-Za-z0-9._:/@-]{1,256}$/.test(value)) throw new InvalidArgumentError('expected a model name');
+  return value;
+}

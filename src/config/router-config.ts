@@ -1,0 +1,151 @@
+import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { ConfigError } from '../errors.js';
+import { HOST_ID_PATTERN } from '../schema/primitives.js';
+import { loadTomlConfig, parseListen } from './load-toml.js';
+import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
+
+const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
+const ALIAS = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' });
+
+export const ModelSchema = Type.Object(
+  {
+    alias: ALIAS,
+    upstream: Type.String({ pattern: '^https?://[^\\s@]+$', maxLength: 512 }),
+    upstream_model: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+    upstream_api_key_env: Type.Optional(ENV_NAME),
+    max_output_tokens: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 4096 }),
+    max_concurrency: Type.Integer({ minimum: 1, maximum: 100_000, default: 8 }),
+    max_queue: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+    queue_timeout_ms: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 30_000 }),
+    upstream_timeout_ms: Type.Integer({ minimum: 1, maximum: 86_400_000, default: 600_000 }),
+    readiness_path: Type.String({ pattern: '^/[^\\s]*$', default: '/health', maxLength: 256 }),
+  },
+  { additionalProperties: false },
+);
+export type ModelEntry = Static<typeof ModelSchema>;
+
+export const RouterConfigSchema = Type.Object(
+  {
+    server: Type.Object(
+      {
+        host_id: Type.String({ pattern: HOST_ID_PATTERN }),
+        listen: Type.String({ default: '127.0.0.1:8000', maxLength: 300 }),
+        api_keys_env: ENV_NAME,
+        authorization_policy: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        decision_log_path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        decision_log_max_bytes: Type.Integer({ minimum: 4096, maximum: 1 << 30, default: 16 * 1024 * 1024 }),
+        decision_log_max_files: Type.Integer({ minimum: 1, maximum: 100, default: 5 }),
+        buffer_size: Type.Integer({ minimum: 10, maximum: 1_000_000, default: 10_000 }),
+        readiness_ttl_ms: Type.Integer({ minimum: 0, maximum: 600_000, default: 2_000 }),
+        metrics_require_auth: Type.Boolean({ default: false }),
+        stale_after_seconds: Type.Number({ default: 30, exclusiveMinimum: 0, maximum: 86_400 }),
+        max_body_bytes: Type.Integer({ minimum: 1024, maximum: 256 * 1024 * 1024, default: 32 * 1024 * 1024 }),
+        ...NatsSettings,
+      },
+      { additionalProperties: false },
+    ),
+    models: Type.Array(ModelSchema, { minItems: 1, maxItems: 1000 }),
+  },
+  { additionalProperties: false },
+);
+export type RouterConfigFile = Static<typeof RouterConfigSchema>;
+
+export interface ModelRoute {
+  readonly alias: string;
+  /** Origin + base path of the OpenAI-compatible API, without trailing slash (e.g. http://h:8001/v1). */
+  readonly upstreamBase: string;
+  readonly upstreamOrigin: string;
+  readonly upstreamPathPrefix: string;
+  readonly upstreamModel: string;
+  readonly upstreamApiKeyEnv: string | undefined;
+  readonly maxOutputTokens: number;
+  readonly maxConcurrency: number;
+  readonly maxQueue: number;
+  readonly queueTimeoutMs: number;
+  readonly upstreamTimeoutMs: number;
+  readonly readinessPath: string;
+}
+
+export interface RouterConfig {
+  readonly hostId: string;
+  readonly listen: { host: string; port: number };
+  readonly apiKeysEnv: string;
+  readonly policyPath: string | undefined;
+  readonly decisionLog: { path: string; maxBytes: number; maxFiles: number } | undefined;
+  readonly bufferSize: number;
+  readonly readinessTtlMs: number;
+  readonly metricsRequireAuth: boolean;
+  readonly staleAfterMs: number;
+  readonly maxBodyBytes: number;
+  readonly nats: NatsConnection | undefined;
+  readonly models: readonly ModelRoute[];
+  /** SHA-256 over the canonical JSON of `[[models]]` (CONTRACT.md). */
+  readonly routingConfigHash: string;
+}
+
+/** JSON with object keys sorted at every level: the same models always hash the same. */
+export function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const keys = Object.keys(v).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/** Builds the runtime router configuration. Thrown when: invalid (ConfigError naming the member). */
+export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterConfig {
+  const s = value.server;
+  const aliases = new Set<string>();
+  const models = value.models.map((m): ModelRoute => {
+    if (aliases.has(m.alias)) throw new ConfigError(`router configuration: model alias "${m.alias}" is declared twice`);
+    aliases.add(m.alias);
+    let url: URL;
+    try {
+      url = new URL(m.upstream);
+    } catch {
+      throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
+    }
+    if (url.search || url.hash || url.username || url.password) throw new ConfigError(`router configuration: upstream of "${m.alias}" must be a plain origin and path`);
+    const prefix = url.pathname.replace(/\/+$/, '');
+    return {
+      alias: m.alias,
+      upstreamBase: url.origin + prefix,
+      upstreamOrigin: url.origin,
+      upstreamPathPrefix: prefix,
+      upstreamModel: m.upstream_model ?? m.alias,
+      upstreamApiKeyEnv: m.upstream_api_key_env,
+      maxOutputTokens: m.max_output_tokens,
+      maxConcurrency: m.max_concurrency,
+      maxQueue: m.max_queue ?? m.max_concurrency * 16,
+      queueTimeoutMs: m.queue_timeout_ms,
+      upstreamTimeoutMs: m.upstream_timeout_ms,
+      readinessPath: m.readiness_path,
+    };
+  });
+  return {
+    hostId: s.host_id,
+    listen: parseListen(s.listen, 'router'),
+    apiKeysEnv: s.api_keys_env,
+    policyPath: s.authorization_policy ? resolve(dir, s.authorization_policy) : undefined,
+    decisionLog: s.decision_log_path
+      ? { path: resolve(dir, s.decision_log_path), maxBytes: s.decision_log_max_bytes, maxFiles: s.decision_log_max_files }
+      : undefined,
+    bufferSize: s.buffer_size,
+    readinessTtlMs: s.readiness_ttl_ms,
+    metricsRequireAuth: s.metrics_require_auth,
+    staleAfterMs: Math.round(s.stale_after_seconds * 1000),
+    maxBodyBytes: s.max_body_bytes,
+    nats: natsConnection(s),
+    models,
+    routingConfigHash: createHash('sha256').update(canonicalJson(value.models)).digest('hex'),
+  };
+}
+
+/** Reads a router configuration file. Thrown when: invalid (ConfigError). */
+export function loadRouterConfig(path: string): RouterConfig {
+  const { value, dir } = loadTomlConfig(path, RouterConfigSchema, 'router');
+  return routerConfigFrom(value, dir);
+}

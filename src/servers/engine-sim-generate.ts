@@ -1,0 +1,259 @@
+import type { IncomingMessage } from 'node:http';
+import type { EngineSimOptions } from './engine-sim.js';
+import { chatPrompt, completionPrompt, parseDirectives } from './engine-sim-directives.js';
+import { clearSimTimers, estimateTokens, sendError, sendJson, startSse, type SimResponse } from './engine-sim-http.js';
+
+/** What every route handler of the sim shares. */
+export interface SimContext {
+  readonly opts: EngineSimOptions;
+  /** JSON.stringify(opts.model), computed once: the hot path splices it into templates. */
+  readonly modelJson: string;
+  nextId(): string;
+}
+
+export type GenerationKind = 'chat' | 'completion';
+
+/** One "token" of output: short, ASCII, needs no JSON escaping. */
+const TOKEN = 'tok ';
+/** Keeps a directive like `sim:tokens=999999999` from building a gigabyte string. */
+const MAX_TOKENS = 1_000_000;
+const DEFAULT_TOOL = 'sim_tool';
+
+/**
+ * Answers 404 (OpenAI's model_not_found) when the body names another model; a missing model is
+ * the served one, as vLLM does. Returns false when it answered.
+ */
+export function checkModel(ctx: SimContext, req: IncomingMessage, res: SimResponse, model: unknown): boolean {
+  if (model === undefined || model === null || model === ctx.opts.model) return true;
+  const name = typeof model === 'string' ? model.slice(0, 256) : String(typeof model);
+  sendError(req, res, 404, `The model \`${name}\` does not exist or you do not have access to it.`, 'invalid_request_error', 'model_not_found', 'model');
+  return false;
+}
+
+/** POST /v1/chat/completions and /v1/completions. */
+export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: SimResponse, body: Record<string, unknown>, kind: GenerationKind): void {
+  if (!checkModel(ctx, req, res, body['model'])) return;
+  const chat = kind === 'chat';
+  const prompt = chat ? chatPrompt(body['messages']) : completionPrompt(body['prompt']);
+  if (prompt === undefined) {
+    const param = chat ? 'messages' : 'prompt';
+    sendError(req, res, 400, `'${param}' is missing or malformed`, 'invalid_request_error', null, param);
+    return;
+  }
+  const rawMax = chat ? (body['max_completion_tokens'] ?? body['max_tokens']) : body['max_tokens'];
+  let maxTokens: number | undefined;
+  if (rawMax !== undefined && rawMax !== null) {
+    if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < 1) {
+      sendError(req, res, 400, 'max_tokens must be an integer of at least 1', 'invalid_request_error', null, 'max_tokens');
+      return;
+    }
+    maxTokens = rawMax;
+  }
+  const stream = body['stream'];
+  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') {
+    sendError(req, res, 400, 'stream must be a boolean', 'invalid_request_error', null, 'stream');
+    return;
+  }
+  const d = parseDirectives(prompt.text);
+  const promptTokens = estimateTokens(prompt.chars);
+  if (d?.status !== undefined) {
+    sendJson(req, res, d.status, simulatedFailure(d.status));
+    return;
+  }
+  const maxLen = ctx.opts.maxModelLen;
+  if (d?.rejectContext === true || promptTokens + (maxTokens ?? 0) > maxLen) {
+    const requested = Math.max(maxLen + 1, promptTokens + (maxTokens ?? 0));
+    sendJson(req, res, 400, contextError(maxLen, requested, promptTokens));
+    return;
+  }
+
+  const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
+  const n = maxTokens !== undefined && maxTokens < want ? maxTokens : want;
+  const plan: Plan = {
+    id: (chat ? 'chatcmpl-' : 'cmpl-') + ctx.nextId(),
+    created: Math.floor(Date.now() / 1000),
+    modelJson: ctx.modelJson,
+    n,
+    finishJson: JSON.stringify(d?.finish ?? (n < want ? 'length' : 'stop')),
+    tool: chat && d?.finish === 'tool_calls' ? toolName(body) : undefined,
+    usageJson: `{"prompt_tokens":${promptTokens},"completion_tokens":${n},"total_tokens":${promptTokens + n}}`,
+  };
+  const ttft = d?.ttftMs ?? ctx.opts.ttftMs;
+  const delay = d?.tokenDelayMs ?? ctx.opts.tokenDelayMs;
+  const failAfter = d?.failAfter ?? -1;
+  if (stream === true) {
+    const usage = d?.usageOff !== true && includeUsage(body['stream_options']);
+    startSse(req, res);
+    runStream(res, chat ? chatScript(plan, usage) : completionScript(plan, usage), n, failAfter, ttft, delay);
+    return;
+  }
+  const usage = d?.usageOff !== true;
+  const cut = failAfter >= 0;
+  const emitted = cut && failAfter < n ? failAfter : n;
+  const wait = ttft + (emitted > 1 ? (emitted - 1) * delay : 0);
+  const fire = (): void => {
+    res.simTimer = undefined;
+    if (cut) {
+      res.simCut = true;
+      res.destroy();
+    } else {
+      sendJson(req, res, 200, chat ? chatBody(plan, usage) : completionBody(plan, usage));
+    }
+  };
+  if (wait === 0) fire();
+  else res.simTimer = setTimeout(fire, wait);
+}
+
+interface Plan {
+  id: string;
+  created: number;
+  modelJson: string;
+  n: number;
+  finishJson: string;
+  /** JSON-encoded function name when the output is a tool call. */
+  tool: string | undefined;
+  usageJson: string;
+}
+
+/** SSE text: `pre` once at the first content, `tok(i)` per token, `end` after the last. */
+interface Script {
+  pre: string;
+  tok(i: number): string;
+  end: string;
+}
+
+const DONE = 'data: [DONE]\n\n';
+
+function chatScript(p: Plan, usage: boolean): Script {
+  const usageNull = usage ? ',"usage":null' : '';
+  const head = `data: {"id":"${p.id}","object":"chat.completion.chunk","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[{"index":0,"delta":`;
+  const tail = `,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
+  const end = `${head}{},"logprobs":null,"finish_reason":${p.finishJson}}]${usageNull}}\n\n${usageChunk(p, 'chat.completion.chunk', usage)}${DONE}`;
+  if (p.tool !== undefined) {
+    const n = p.n;
+    const pre = `${head}{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_${p.id.slice(9)}","type":"function","function":{"name":${p.tool},"arguments":${n === 0 ? '"{}"' : '""'}}}]}${tail}`;
+    return { pre, end, tok: (i) => `${head}{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(argumentPiece(i, n))}}}]}${tail}` };
+  }
+  const tokChunk = `${head}{"content":"${TOKEN}"}${tail}`;
+  return { pre: `${head}{"role":"assistant","content":""}${tail}`, end, tok: () => tokChunk };
+}
+
+function completionScript(p: Plan, usage: boolean): Script {
+  const usageNull = usage ? ',"usage":null' : '';
+  const head = `data: {"id":"${p.id}","object":"text_completion","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[{"text":`;
+  const tokChunk = `${head}"${TOKEN}","index":0,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
+  const end = `${head}"","index":0,"logprobs":null,"finish_reason":${p.finishJson}}]${usageNull}}\n\n${usageChunk(p, 'text_completion', usage)}${DONE}`;
+  return { pre: '', end, tok: () => tokChunk };
+}
+
+/** OpenAI's include_usage tail: one chunk with empty choices and the usage. */
+function usageChunk(p: Plan, object: string, usage: boolean): string {
+  if (!usage) return '';
+  return `data: {"id":"${p.id}","object":"${object}","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[],"usage":${p.usageJson}}\n\n`;
+}
+
+/** The i-th of n pieces of the tool call's JSON arguments `{"text":"tok tok ..."}`. */
+function argumentPiece(i: number, n: number): string {
+  return (i === 0 ? '{"text":"' : '') + TOKEN + (i === n - 1 ? '"}' : '');
+}
+
+function toolArguments(n: number): string {
+  return n === 0 ? '{}' : `{"text":"${TOKEN.repeat(n)}"}`;
+}
+
+function chatBody(p: Plan, usage: boolean): string {
+  const message =
+    p.tool !== undefined
+      ? `{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_${p.id.slice(9)}","type":"function","function":{"name":${p.tool},"arguments":${JSON.stringify(toolArguments(p.n))}}}]}`
+      : `{"role":"assistant","content":"${TOKEN.repeat(p.n)}","refusal":null}`;
+  return `{"id":"${p.id}","object":"chat.completion","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[{"index":0,"message":${message},"logprobs":null,"finish_reason":${p.finishJson}}]${usage ? `,"usage":${p.usageJson}` : ''}}`;
+}
+
+function completionBody(p: Plan, usage: boolean): string {
+  return `{"id":"${p.id}","object":"text_completion","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[{"text":"${TOKEN.repeat(p.n)}","index":0,"logprobs":null,"finish_reason":${p.finishJson}}]${usage ? `,"usage":${p.usageJson}` : ''}}`;
+}
+
+/**
+ * Streams: the first content at ttft, then one token per `delay` ms (all at once when 0).
+ * With fail_after the socket is destroyed after that many tokens, without [DONE]. The shared
+ * `close` listener clears the timers when the client goes away first.
+ */
+function runStream(res: SimResponse, s: Script, n: number, failAfter: number, ttft: number, delay: number): void {
+  const cut = failAfter >= 0;
+  const limit = cut && failAfter < n ? failAfter : n;
+  let k = 0;
+  let started = false;
+  const step = (): void => {
+    if (res.destroyed) return;
+    let out = started ? '' : s.pre;
+    started = true;
+    if (delay === 0) while (k < limit) out += s.tok(k++);
+    else if (k < limit) out += s.tok(k++);
+    if (k < limit) {
+      res.write(out);
+      return;
+    }
+    clearSimTimers(res);
+    if (!cut) {
+      res.end(out + s.end);
+      return;
+    }
+    res.simCut = true;
+    // Let what was produced reach the client first, then cut the connection mid-body.
+    if (out.length > 0) res.write(out, () => res.destroy());
+    else res.destroy();
+  };
+  const begin = (): void => {
+    res.simTimer = undefined;
+    step();
+    if (k < limit && !res.destroyed) res.simInterval = setInterval(step, delay);
+  };
+  if (ttft > 0) res.simTimer = setTimeout(begin, ttft);
+  else begin();
+}
+
+function includeUsage(streamOptions: unknown): boolean {
+  return streamOptions !== null && typeof streamOptions === 'object' && (streamOptions as { include_usage?: unknown }).include_usage === true;
+}
+
+/** The function the request asks for (tool_choice), else its first tool, else a fixed name. */
+function toolName(body: Record<string, unknown>): string {
+  const choice = body['tool_choice'] as { function?: { name?: unknown } } | undefined;
+  const tools = body['tools'];
+  const first = Array.isArray(tools) ? (tools[0] as { function?: { name?: unknown } } | undefined) : undefined;
+  const name = pickName(choice) ?? pickName(first) ?? DEFAULT_TOOL;
+  return JSON.stringify(name.slice(0, 64));
+}
+
+function pickName(v: { function?: { name?: unknown } } | undefined): string | undefined {
+  if (v === null || typeof v !== 'object') return undefined;
+  const fn = v.function;
+  return fn !== null && typeof fn === 'object' && typeof fn.name === 'string' && fn.name.length > 0 ? fn.name : undefined;
+}
+
+/** vLLM's context-length rejection (its flat error object, not OpenAI's envelope). */
+function contextError(maxLen: number, requested: number, promptTokens: number): string {
+  return JSON.stringify({
+    object: 'error',
+    message: `This model's maximum context length is ${maxLen} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages, ${requested - promptTokens} in the completion). Please reduce the length of the messages or completion.`,
+    type: 'BadRequestError',
+    param: null,
+    code: 400,
+  });
+}
+
+const FAILURE_TYPES: Readonly<Record<number, string>> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  429: 'rate_limit_error',
+};
+
+/** `sim:status=NNN`: the body carries a marker that must never leak past the router. */
+function simulatedFailure(status: number): string {
+  const type = FAILURE_TYPES[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
+  return JSON.stringify({
+    error: { message: `Simulated engine failure ${status}: UPSTREAM-SECRET-DETAIL worker=7 path=/srv/models/weights`, type, code: status },
+  });
+}

@@ -1,0 +1,145 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { Pool } from 'undici';
+import { OwnerActor } from '../actors/owner-actor.js';
+import { RouterRegistry } from '../actors/router-registry.js';
+import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
+import { AuthorizationPolicy } from '../auth/policy.js';
+import type { RouterConfig } from '../config/router-config.js';
+import { ConfigError } from '../errors.js';
+import type { RouteName } from '../schema/terminal-record.js';
+import type { Bus } from '../streams/bus.js';
+import { NodeView } from '../streams/node-view.js';
+import { openBus } from '../streams/open-bus.js';
+import { ROUTER_OWNERS } from '../streams/query-node.js';
+import { PACKAGE_VERSION } from '../version.js';
+import { createHttpApp, listen } from './http-app.js';
+import { Admission } from './router/admission.js';
+import { DataPlaneKeys } from './router/api-keys.js';
+import { DecisionLog } from './router/decision-log.js';
+import { RouterMetrics } from './router/metrics.js';
+import { Readiness } from './router/readiness.js';
+import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
+import { routerRoutes } from './router/router-routes.js';
+
+const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
+  ['/v1/chat/completions', 'chat.completions'],
+  ['/v1/completions', 'completions'],
+  ['/v1/embeddings', 'embeddings'],
+  ['/v1/rerank', 'rerank'],
+  ['/v1/audio/transcriptions', 'audio.transcriptions'],
+]);
+
+export interface RouterHandle {
+  readonly url: string;
+  readonly registry: RouterRegistry;
+  readonly bus: Bus;
+  close(): Promise<void>;
+}
+
+export interface RouterDeps {
+  readonly logger: Logger;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly bus?: Bus;
+}
+
+/**
+ * The router: an OpenAI-compatible gateway. Inference routes take a lean path on node:http
+ * straight to the relay (no framework work per request); every other route is served by
+ * Fastify on the same port. The router owner actor publishes active and recent requests on
+ * the bus, and `/v1/workloads` answers from the same fold a controller uses.
+ * Thrown when: the configuration, keys, policy, decision log or bus cannot be used.
+ */
+export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<RouterHandle> {
+  const log = deps.logger.child({ component: 'router', host: cfg.hostId });
+  const env = deps.env ?? process.env;
+  const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
+  const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
+  let decisionLog: DecisionLog | undefined;
+  if (cfg.decisionLog) {
+    decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles);
+    try {
+      decisionLog.open();
+    } catch {
+      throw new ConfigError('router configuration: decision_log_path cannot be opened for writing');
+    }
+  }
+  let metrics: RouterMetrics | undefined;
+  const registry = new RouterRegistry({
+    host: cfg.hostId, bufferSize: cfg.bufferSize, log: decisionLog, logger: log, onFinish: (model) => metrics?.finished(model),
+  });
+  metrics = new RouterMetrics(registry);
+  const upstreams = new Map<string, Upstream>();
+  const pools: Pool[] = [];
+  for (const m of cfg.models) {
+    let apiKey: string | undefined;
+    if (m.upstreamApiKeyEnv) {
+      apiKey = env[m.upstreamApiKeyEnv];
+      if (!apiKey) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not set`);
+    }
+    const pool = new Pool(m.upstreamOrigin, { connections: m.maxConcurrency + 2, keepAliveTimeout: 30_000, pipelining: 1 });
+    pools.push(pool);
+    upstreams.set(m.alias, { route: m, pool, admission: new Admission(m.maxConcurrency, m.maxQueue, m.queueTimeoutMs), apiKey });
+  }
+  const startedAt = new Date().toISOString();
+  const ctx: RelayContext = {
+    cfg, registry, keys, readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+  };
+
+  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
+  const ownsBus = deps.bus === undefined;
+  const actor = new OwnerActor({
+    host: cfg.hostId, owner: 'router', bus, staleAfterMs: cfg.staleAfterMs, pollMs: 1000, minIntervalMs: 200, logger: log,
+    read: () => {
+      const { records, omitted } = registry.workloadRecords(Date.now(), DEFAULT_WINDOW_CAP);
+      return { status: 'complete', records, omittedBefore: omitted };
+    },
+  });
+  const changesSub = registry.changes.subscribe(() => actor.notify());
+  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log });
+  view.start();
+  actor.start();
+
+  const app = createHttpApp({
+    logger: log,
+    serverFactory: (handler) =>
+      createServer({ keepAliveTimeout: 65_000 }, (req: IncomingMessage, res: ServerResponse) => {
+        const q = req.url?.indexOf('?') ?? -1;
+        const path = q < 0 ? req.url : req.url!.slice(0, q);
+        const route = req.method === 'POST' && path ? INFERENCE.get(path) : undefined;
+        if (route) void relayInference(req, res, route, ctx);
+        else handler(req, res);
+      }),
+  });
+  await app.register(routerRoutes, {
+    cfg, keys, policy, registry, metrics, startedAt, packageVersion: PACKAGE_VERSION, workloads: (f) => view.query(f),
+  });
+  const closeAll = async (): Promise<void> => {
+    changesSub.unsubscribe();
+    actor.stop();
+    view.stop();
+    await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+    if (ownsBus) await bus.close();
+    decisionLog?.close();
+  };
+  let url: string;
+  try {
+    url = await listen(app, cfg.listen.host, cfg.listen.port);
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
+  return {
+    url,
+    registry,
+    bus,
+    async close() {
+      // Stop taking requests; requests in flight finish (and are recorded) or are cut at 5 s.
+      const closing = app.close();
+      const t = setTimeout(() => app.server.closeAllConnections(), 5_000);
+      await closing;
+      clearTimeout(t);
+      await closeAll();
+    },
+  };
+}

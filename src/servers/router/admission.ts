@@ -1,0 +1,81 @@
+/** Why admission refused a request. */
+export type AdmissionRefusal = 'full' | 'timeout' | 'aborted';
+
+export class AdmissionRefused extends Error {
+  constructor(readonly reason: AdmissionRefusal) {
+    super(`admission refused: ${reason}`);
+    this.name = 'AdmissionRefused';
+  }
+}
+
+interface Waiter {
+  resolve(): void;
+  reject(err: AdmissionRefused): void;
+  timer: NodeJS.Timeout | undefined;
+  cleanup(): void;
+}
+
+/**
+ * Per-alias admission: at most `concurrency` requests in flight and a bounded FIFO queue.
+ * The wait is measured by the caller; a full queue refuses at once, a queued request gives
+ * up after `timeoutMs` or when its client goes away.
+ */
+export class Admission {
+  private inFlight = 0;
+  private readonly queue: Waiter[] = [];
+
+  constructor(
+    readonly concurrency: number,
+    readonly maxQueue: number,
+    readonly timeoutMs: number,
+  ) {}
+
+  get active(): number {
+    return this.inFlight;
+  }
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Resolves when a slot is held (call release() exactly once). Thrown when: refused (AdmissionRefused). */
+  acquire(signal?: AbortSignal): Promise<void> {
+    if (this.inFlight < this.concurrency && this.queue.length === 0) {
+      this.inFlight++;
+      return Promise.resolve();
+    }
+    if (this.queue.length >= this.maxQueue) return Promise.reject(new AdmissionRefused('full'));
+    if (signal?.aborted) return Promise.reject(new AdmissionRefused('aborted'));
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => drop(new AdmissionRefused('aborted'));
+      const w: Waiter = {
+        resolve,
+        reject,
+        timer: undefined,
+        cleanup: () => {
+          if (w.timer) clearTimeout(w.timer);
+          signal?.removeEventListener('abort', onAbort);
+        },
+      };
+      const drop = (err: AdmissionRefused): void => {
+        const i = this.queue.indexOf(w);
+        if (i >= 0) this.queue.splice(i, 1);
+        w.cleanup();
+        reject(err);
+      };
+      w.timer = setTimeout(() => drop(new AdmissionRefused('timeout')), this.timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.queue.push(w);
+    });
+  }
+
+  /** Frees a slot and hands it to the oldest waiter. */
+  release(): void {
+    const next = this.queue.shift();
+    if (next) {
+      next.cleanup();
+      next.resolve();
+      return;
+    }
+    this.inFlight = Math.max(0, this.inFlight - 1);
+  }
+}

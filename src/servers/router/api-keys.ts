@@ -1,0 +1,29 @@
+import { createHash } from 'node:crypto';
+import { ConfigError } from '../../errors.js';
+import { bearerToken } from '../../auth/policy.js';
+
+/**
+ * The router's data-plane keys (`[server] api_keys_env`, comma-separated), kept only as
+ * SHA-256 digests. Looking up a digest in a set reveals nothing about a key's bytes.
+ */
+export class DataPlaneKeys {
+  private constructor(private readonly digests: ReadonlySet<string>) {}
+
+  /** Thrown when: the variable is unset or holds no key (ConfigError naming the variable). */
+  static fromEnv(name: string, env: NodeJS.ProcessEnv): DataPlaneKeys {
+    const raw = env[name];
+    const keys = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0);
+    if (keys.length === 0) throw new ConfigError(`router configuration: environment variable ${name} holds no data-plane key`);
+    return new DataPlaneKeys(new Set(keys.map(digest)));
+  }
+
+  /** True when the Authorization header carries one of the keys. */
+  accepts(header: string | string[] | undefined): boolean {
+    const t = bearerToken(header);
+    return t !== undefined && this.digests.has(digest(t));
+  }
+}
+
+function digest(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}

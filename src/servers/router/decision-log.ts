@@ -1,0 +1,151 @@
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
+
+/** One retained decision: the public record plus the generated id it answers to. */
+export interface Decision {
+  readonly gid: string | undefined;
+  readonly record: TerminalRecord;
+}
+
+/** Total bytes one lookup may read from the retained files. */
+export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
+
+/**
+ * Rotated JSONL of terminal records (`server.decision_log_path`). Appends are synchronous
+ * writes, so a record is in the file (the kernel's page cache) before any lookup can return
+ * it and survives `kill -9` of the router. Files: `path` (current), `path.1` ... older.
+ */
+export class DecisionLog {
+  private fd = -1;
+  private size = 0;
+
+  constructor(
+    readonly path: string,
+    private readonly maxBytes: number,
+    private readonly maxFiles: number,
+  ) {}
+
+  /** Opens (creating the folder); a torn last line from a crash is closed off first. */
+  open(): void {
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    this.fd = openSync(this.path, 'a+', 0o600);
+    this.size = fstatSync(this.fd).size;
+    if (this.size > 0) {
+      const last = Buffer.alloc(1);
+      readSync(this.fd, last, 0, 1, this.size - 1);
+      if (last[0] !== 0x0a) this.write('\n');
+    }
+  }
+
+  /** Appends one decision. Thrown when: the write fails (the caller logs it; the record stays in memory). */
+  append(gid: string, record: TerminalRecord): void {
+    const line = JSON.stringify({ ...record, gateway_request_id: gid }) + '\n';
+    const bytes = Buffer.byteLength(line);
+    if (this.size > 0 && this.size + bytes > this.maxBytes) this.rotate();
+    this.write(line);
+  }
+
+  close(): void {
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
+  }
+
+  /**
+   * Decisions newest first across the retained files, reading at most `budget` bytes.
+   * Torn or foreign lines are skipped; older records are normalized (missing provenance ->
+   * unknown). `truncated` says the budget stopped the scan before the oldest file's start.
+   */
+  scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET): { truncated: boolean } {
+    let left = budget;
+    for (const file of this.files()) {
+      let text: string;
+      try {
+        const buf = readFileSync(file);
+        if (buf.byteLength > left) {
+          text = buf.subarray(buf.byteLength - left).toString('utf8');
+          left = 0;
+        } else {
+          text = buf.toString('utf8');
+          left -= buf.byteLength;
+        }
+      } catch {
+        continue; // rotated away while reading
+      }
+      const lines = text.split('\n');
+      for (let i = lines.length - 1; i >= 0; i--) {
+        const d = parseDecision(lines[i]!);
+        if (d && visit(d) === true) return { truncated: false };
+      }
+      if (left === 0) return { truncated: true };
+    }
+    return { truncated: false };
+  }
+
+  private files(): string[] {
+    const out = [this.path];
+    for (let i = 1; i < this.maxFiles; i++) out.push(`${this.path}.${i}`);
+    return out.filter((f) => existsSync(f));
+  }
+
+  private write(s: string): void {
+    const buf = Buffer.from(s, 'utf8');
+    let off = 0;
+    while (off < buf.byteLength) off += writeSync(this.fd, buf, off);
+    this.size += buf.byteLength;
+  }
+
+  private rotate(): void {
+    this.close();
+    const oldest = `${this.path}.${this.maxFiles - 1}`;
+    if (this.maxFiles > 1) {
+      if (existsSync(oldest)) rmSync(oldest);
+      for (let i = this.maxFiles - 2; i >= 1; i--) {
+        const from = `${this.path}.${i}`;
+        if (existsSync(from)) renameSync(from, `${this.path}.${i + 1}`);
+      }
+      renameSync(this.path, `${this.path}.1`);
+    } else {
+      rmSync(this.path);
+    }
+    this.fd = openSync(this.path, 'a+', 0o600);
+    this.size = 0;
+  }
+}
+
+const OPTIONAL_KEYS = ['session_id', 'workbench_run_id', 'task_id', 'routing_config_hash', 'package_version'] as const;
+const REQUIRED_KEYS = [
+  'request_id', 'model', 'route', 'outcome', 'status_code', 'started_at', 'finished_at', 'latency_ms', 'readiness_check_ms',
+  'admission_wait_ms', 'upstream_duration_ms', 'time_to_first_content_ms', 'finish_reason', 'output_limit',
+] as const;
+
+/**
+ * Reads one stored line into the current record shape, or undefined when it is torn or not a
+ * decision. Only allowlisted members are copied; a record without usage provenance (an
+ * older version) reads as `unknown` provenance.
+ */
+export function parseDecision(line: string): Decision | undefined {
+  if (line.length < 2) return undefined;
+  let raw: Record<string, unknown>;
+  try {
+    raw = JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const rec: Record<string, unknown> = {};
+  for (const k of REQUIRED_KEYS) rec[k] = k in raw ? raw[k] : null;
+  const u = (raw['usage'] ?? {}) as Record<string, unknown>;
+  rec['usage'] = {
+    prompt_tokens: u['prompt_tokens'] ?? null,
+    completion_tokens: u['completion_tokens'] ?? null,
+    prompt_source: u['prompt_source'] ?? 'unknown',
+    completion_source: u['completion_source'] ?? 'unknown',
+  };
+  if (!('admission_wait_ms' in raw)) rec['admission_wait_ms'] = null;
+  for (const k of OPTIONAL_KEYS) if (typeof raw[k] === 'string') rec[k] = raw[k];
+  if (!checkTerminalRecord.Check(rec)) return undefined;
+  const g = raw['gateway_request_id'];
+  const gid = typeof g === 'string' && GENERATED_ID_RE.test(g) ? g : GENERATED_ID_RE.test(rec['request_id'] as string) ? (rec['request_id'] as string) : undefined;
+  return { gid, record: rec as TerminalRecord };
+}

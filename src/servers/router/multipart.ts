@@ -1,0 +1,28 @@
+/**
+ * Finds one small text field (e.g. `model`) in a buffered multipart/form-data body without
+ * copying the file parts. Returns undefined when the body or boundary is malformed.
+ */
+export function multipartField(body: Buffer, contentType: string, name: string): string | undefined {
+  const m = /boundary=(?:"([^"]{1,70})"|([^\s;]{1,70}))/i.exec(contentType);
+  const boundary = m?.[1] ?? m?.[2];
+  if (!boundary) return undefined;
+  const delim = Buffer.from(`--${boundary}`);
+  let pos = body.indexOf(delim);
+  while (pos >= 0) {
+    const start = pos + delim.length;
+    if (body[start] === 0x2d && body[start + 1] === 0x2d) return undefined; // closing delimiter
+    const headerEnd = body.indexOf('\r\n\r\n', start);
+    if (headerEnd < 0) return undefined;
+    const next = body.indexOf(delim, headerEnd + 4);
+    if (next < 0) return undefined;
+    const headers = body.subarray(start, Math.min(headerEnd, start + 1024)).toString('latin1');
+    const disp = /content-disposition:[^\r\n]*\bname="([^"]*)"/i.exec(headers);
+    if (disp?.[1] === name && !/filename=/i.test(headers)) {
+      const end = next - 2; // the CRLF before the next delimiter
+      if (end - (headerEnd + 4) > 1024) return undefined;
+      return body.subarray(headerEnd + 4, Math.max(headerEnd + 4, end)).toString('utf8');
+    }
+    pos = next;
+  }
+  return undefined;
+}

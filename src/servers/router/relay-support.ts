@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ERRORS, problemFor, type ErrorCode } from '../../errors.js';
+
+/** A fresh generated identifier: `req_` + 32 lowercase hex. */
+export function newGatewayId(): string {
+  return 'req_' + randomUUID().replace(/-/g, '');
+}
+
+/** Writes a fixed problem on a raw response (the relay does not go through Fastify). */
+export function sendRawProblem(res: ServerResponse, code: ErrorCode, closeConnection = false): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const body = JSON.stringify(problemFor(code));
+  res.statusCode = ERRORS[code].status;
+  res.setHeader('content-type', 'application/problem+json');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  if (closeConnection) res.setHeader('connection', 'close');
+  res.end(body);
+}
+
+export class BodyTooLarge extends Error {
+  override name = 'BodyTooLarge';
+}
+export class BodyAborted extends Error {
+  override name = 'BodyAborted';
+}
+
+/** Buffers a request body up to `limit` bytes. Thrown when: larger (BodyTooLarge) or the client left (BodyAborted). */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (c: Buffer): void => {
+      size += c.byteLength;
+      if (size > limit) {
+        cleanup();
+        req.resume();
+        reject(new BodyTooLarge());
+        return;
+      }
+      chunks.push(c);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onAbort = (): void => {
+      cleanup();
+      reject(new BodyAborted());
+    };
+    const cleanup = (): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onAbort);
+      req.off('aborted', onAbort);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onAbort);
+    req.on('aborted', onAbort);
+  });
+}
+
+/** Resolves when the response can take more data, or when the client has gone. */
+export function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.once('drain', done);
+    res.once('close', done);
+  });
+}
+
+const SAFE_CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(?: *; *[A-Za-z0-9_-]+=[A-Za-z0-9_.-]+)*$/;
+
+/** The upstream's content type when it is a plain media type, else the fallback. */
+export function safeContentType(v: unknown, fallback: string): string {
+  return typeof v === 'string' && v.length < 128 && SAFE_CONTENT_TYPE.test(v) ? v : fallback;
+}
+
+/** Engine error texts that mean "the prompt plus output limit exceed the context window". */
+const CONTEXT_PATTERNS = /context length|context_length|context size|context window|maximum context|too many tokens|prompt is too long/i;
+
+/** True when an upstream 400 body says the request exceeded the context window; the text itself is discarded. */
+export function isContextRejection(status: number, body: Buffer): boolean {
+  return (status === 400 || status === 413 || status === 422) && CONTEXT_PATTERNS.test(body.subarray(0, 16 * 1024).toString('utf8'));
+}
+
+/** Milliseconds with microsecond resolution, as stored in records. */
+export function ms(v: number): number {
+  return Math.round(v * 1000) / 1000;
+}

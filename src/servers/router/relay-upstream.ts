@@ -1,0 +1,157 @@
+import type { ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { ErrorCode } from '../../errors.js';
+import type { Exchange, RelayContext, Upstream } from './relay.js';
+import { drained, isContextRejection, safeContentType, sendRawProblem } from './relay-support.js';
+
+/** Bytes of an upstream error body read to classify it (then discarded). */
+const ERROR_BODY_LIMIT = 64 * 1024;
+/** Largest non-streaming upstream body relayed. */
+const BUFFERED_LIMIT = 64 * 1024 * 1024;
+
+// The SSE event a client gets when the upstream fails mid-stream: fixed text, never [DONE].
+const STREAM_ERROR = Buffer.from('event: error\ndata: {"error":{"type":"upstream_failed","message":"The upstream stream ended before completion"}}\n\n');
+const STREAM_TIMEOUT = Buffer.from('event: error\ndata: {"error":{"type":"upstream_timeout","message":"The upstream did not finish in time"}}\n\n');
+
+/**
+ * Sends the request to the upstream and relays its answer: SSE chunk by chunk with
+ * backpressure, other bodies whole. Fills the exchange's measurements and outcome; the
+ * upstream's own error text never reaches the client or the record.
+ */
+export async function pipeUpstream(
+  up: Upstream,
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer,
+  x: Exchange,
+  res: ServerResponse,
+  abort: AbortController,
+  ctx: RelayContext,
+  clientGone: () => boolean,
+): Promise<void> {
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, up.route.upstreamTimeoutMs);
+  const a = x.a;
+  try {
+    x.dispatchAt = performance.now();
+    ctx.registry.setPhase(a, 'dispatched');
+    let upRes;
+    try {
+      upRes = await up.pool.request({
+        method: 'POST', path, headers, body, signal: abort.signal,
+        headersTimeout: up.route.upstreamTimeoutMs, bodyTimeout: up.route.upstreamTimeoutMs,
+      });
+    } catch (err) {
+      x.upstreamEndAt = performance.now();
+      if (clientGone()) x.outcome = 'disconnected';
+      else if (timedOut || (err as Error)?.name === 'HeadersTimeoutError') {
+        x.outcome = 'timeout';
+        x.statusCode = 504;
+        sendRawProblem(res, ErrorCode.UPSTREAM_TIMEOUT);
+      } else {
+        ctx.readiness.invalidate(up.route.alias);
+        x.outcome = 'error';
+        x.statusCode = 502;
+        sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+      }
+      return;
+    }
+    a.lastUpstreamAt = Date.now();
+    const status = upRes.statusCode;
+    if (status >= 400) {
+      const errBody = await readBounded(upRes.body, ERROR_BODY_LIMIT).catch(() => Buffer.alloc(0));
+      x.upstreamEndAt = performance.now();
+      if (isContextRejection(status, errBody)) {
+        x.outcome = 'rejected';
+        x.statusCode = 400;
+        sendRawProblem(res, ErrorCode.CONTEXT_LENGTH);
+      } else if (status === 429) {
+        x.outcome = 'rejected';
+        x.statusCode = 429;
+        sendRawProblem(res, ErrorCode.ADMISSION_REFUSED);
+      } else {
+        x.outcome = 'error';
+        x.statusCode = 502;
+        sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+      }
+      return;
+    }
+    const ctype = safeContentType(upRes.headers['content-type'], 'application/json');
+    x.statusCode = status;
+    if (/^text\/event-stream/i.test(ctype)) {
+      x.streaming = true;
+      res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache', 'x-svc-request-id': a.gid });
+      try {
+        for await (const chunk of upRes.body as AsyncIterable<Buffer>) {
+          if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
+          a.lastUpstreamAt = Date.now();
+          x.obs.sseChunk(chunk);
+          a.estimatedCompletionTokens = x.obs.fragments;
+          if (!res.write(chunk)) await drained(res);
+          if (clientGone()) break;
+        }
+      } catch {
+        // upstream failed, timed out, or we aborted it because the client left
+      }
+      x.upstreamEndAt = performance.now();
+      a.upstreamPromptTokens = x.obs.promptTokens;
+      a.upstreamCompletionTokens = x.obs.completionTokens;
+      if (clientGone()) {
+        x.outcome = 'disconnected';
+        upRes.body.destroy();
+        return;
+      }
+      if (x.obs.done) x.outcome = 'success';
+      else {
+        x.outcome = timedOut ? 'timeout' : 'error';
+        res.write(timedOut ? STREAM_TIMEOUT : STREAM_ERROR);
+      }
+      res.end();
+      return;
+    }
+    let whole: Buffer;
+    try {
+      whole = await readBounded(upRes.body, BUFFERED_LIMIT);
+    } catch {
+      x.upstreamEndAt = performance.now();
+      if (clientGone()) x.outcome = 'disconnected';
+      else {
+        x.outcome = timedOut ? 'timeout' : 'error';
+        x.statusCode = timedOut ? 504 : 502;
+        sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ErrorCode.UPSTREAM_FAILED);
+      }
+      return;
+    }
+    x.upstreamEndAt = performance.now();
+    if (x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank') {
+      x.obs.jsonBody(whole);
+    }
+    if (clientGone()) {
+      x.outcome = 'disconnected';
+      return;
+    }
+    res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength, 'x-svc-request-id': a.gid });
+    res.end(whole);
+    x.outcome = 'success';
+  } finally {
+    clearTimeout(deadline);
+  }
+}
+
+/** Reads a body up to `limit` bytes. Thrown when: larger, aborted, or failed. */
+async function readBounded(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of body) {
+    size += c.byteLength;
+    if (size > limit) {
+      body.destroy();
+      throw new Error('upstream body too large');
+    }
+    chunks.push(c);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+}

@@ -1,0 +1,272 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from 'pino';
+import type { Pool } from 'undici';
+import type { ActiveRequest, RouterRegistry } from '../../actors/router-registry.js';
+import type { ModelRoute, RouterConfig } from '../../config/router-config.js';
+import { ErrorCode } from '../../errors.js';
+import { formatTimestamp } from '../../schema/primitives.js';
+import {
+  GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, type FinishReason, type OutputLimit, type RequestOutcome, type RouteName,
+  type TerminalRecord, type Usage,
+} from '../../schema/terminal-record.js';
+import { AdmissionRefused, type Admission } from './admission.js';
+import type { DataPlaneKeys } from './api-keys.js';
+import { multipartField } from './multipart.js';
+import type { Readiness } from './readiness.js';
+import { BodyTooLarge, isContextRejection, ms, newGatewayId, readBody, sendRawProblem } from './relay-support.js';
+import { pipeUpstream } from './relay-upstream.js';
+import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
+
+export interface Upstream {
+  readonly route: ModelRoute;
+  readonly pool: Pool;
+  readonly admission: Admission;
+  readonly apiKey: string | undefined;
+}
+
+export interface RelayContext {
+  readonly cfg: RouterConfig;
+  readonly registry: RouterRegistry;
+  readonly keys: DataPlaneKeys;
+  readonly readiness: Readiness;
+  readonly upstreams: ReadonlyMap<string, Upstream>;
+  readonly logger: Logger;
+  readonly packageVersion: string;
+}
+
+const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
+  'chat.completions': '/chat/completions',
+  completions: '/completions',
+  embeddings: '/embeddings',
+  rerank: '/rerank',
+  'audio.transcriptions': '/audio/transcriptions',
+};
+
+/** What one exchange measured; turned into exactly one terminal record. */
+export interface Exchange {
+  readonly a: ActiveRequest;
+  readonly route: RouteName;
+  readonly t0: number;
+  readonly obs: StreamObserver;
+  readinessMs: number | null;
+  admissionWaitMs: number | null;
+  dispatchAt: number | null;
+  upstreamEndAt: number | null;
+  statusCode: number;
+  outcome: RequestOutcome;
+  outputLimit: OutputLimit | null;
+  promptEstimate: number | null;
+  streaming: boolean;
+  finishOverride: FinishReason | null;
+}
+
+function header1(v: string | string[] | undefined): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+function opaque(v: string | string[] | undefined): string | undefined {
+  const s = header1(v);
+  return s !== undefined && OPAQUE_ID_RE.test(s) ? s : undefined;
+}
+
+/**
+ * One inference request through the router: authenticate, identify, route by alias, check
+ * readiness, admit, relay to the upstream (streaming chunk by chunk), and leave exactly one
+ * terminal record, whatever happens. Never stores prompt or response text.
+ */
+export async function relayInference(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): Promise<void> {
+  const t0 = performance.now();
+  const startedAt = Date.now();
+  if (!ctx.keys.accepts(req.headers.authorization)) return sendRawProblem(res, ErrorCode.UNAUTHENTICATED, true);
+  const gid = newGatewayId();
+  res.setHeader('x-svc-request-id', gid);
+  const isAudio = route === 'audio.transcriptions';
+  const ct = header1(req.headers['content-type']) ?? '';
+  if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
+    return sendRawProblem(res, ErrorCode.UNSUPPORTED_MEDIA_TYPE, true);
+  }
+  let body: Buffer;
+  try {
+    body = await readBody(req, ctx.cfg.maxBodyBytes);
+  } catch (err) {
+    return sendRawProblem(res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT, true);
+  }
+  let parsed: Record<string, unknown> | undefined;
+  let alias: unknown;
+  if (isAudio) alias = multipartField(body, ct, 'model');
+  else {
+    try {
+      const v: unknown = JSON.parse(body.toString('utf8'));
+      if (v && typeof v === 'object' && !Array.isArray(v)) parsed = v as Record<string, unknown>;
+    } catch {
+      // malformed JSON: answered below
+    }
+    if (!parsed) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    alias = parsed['model'];
+  }
+  if (typeof alias !== 'string' || alias.length === 0) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+  const up = ctx.upstreams.get(alias);
+  if (!up) return sendRawProblem(res, ErrorCode.NOT_FOUND);
+
+  const isText = route === 'chat.completions' || route === 'completions';
+  let outputLimit: OutputLimit | null = null;
+  let outBody = body;
+  if (parsed) {
+    const prepared = prepareBody(parsed, up.route, isText);
+    if (!prepared) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    outputLimit = prepared.outputLimit;
+    if (prepared.rewrite) outBody = Buffer.from(JSON.stringify(parsed));
+  }
+  const legacy = header1(req.headers['x-request-id']);
+  const a: ActiveRequest = {
+    gid,
+    requestId: legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) ? legacy : gid,
+    model: up.route.alias,
+    route,
+    startedAt,
+    phase: 'checking',
+    phaseAt: startedAt,
+    lastUpstreamAt: null,
+    admissionWaitMs: null,
+    estimatedPromptTokens: parsed && isText ? estimateTokens(promptChars(parsed)) : null,
+    estimatedCompletionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    sessionId: opaque(req.headers['x-svc-session-id']) ?? opaque(req.headers['x-session-affinity']),
+  };
+  const x: Exchange = {
+    a, route, t0, obs: new StreamObserver(() => performance.now()), readinessMs: null, admissionWaitMs: null, dispatchAt: null,
+    upstreamEndAt: null, statusCode: 0, outcome: 'error', outputLimit, promptEstimate: a.estimatedPromptTokens,
+    streaming: parsed?.['stream'] === true, finishOverride: null,
+  };
+  const lineage = { workbench_run_id: opaque(req.headers['x-svc-workbench-run-id']), task_id: opaque(req.headers['x-svc-task-id']) };
+  ctx.registry.begin(a);
+
+  const abort = new AbortController();
+  let clientGone = false;
+  res.on('close', () => {
+    if (!res.writableFinished) {
+      clientGone = true;
+      abort.abort();
+    }
+  });
+  let admitted = false;
+  try {
+    const r0 = performance.now();
+    const ready = await ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
+    x.readinessMs = performance.now() - r0;
+    if (!ready) {
+      x.outcome = 'rejected';
+      x.statusCode = 503;
+      return sendRawProblem(res, ErrorCode.UNAVAILABLE);
+    }
+    const q0 = performance.now();
+    try {
+      await up.admission.acquire(abort.signal);
+      admitted = true;
+    } catch (err) {
+      x.admissionWaitMs = performance.now() - q0;
+      const reason = err instanceof AdmissionRefused ? err.reason : 'full';
+      x.outcome = reason === 'aborted' ? 'disconnected' : 'rejected';
+      x.statusCode = 429;
+      return sendRawProblem(res, ErrorCode.ADMISSION_REFUSED);
+    }
+    x.admissionWaitMs = performance.now() - q0;
+    a.admissionWaitMs = ms(x.admissionWaitMs);
+    ctx.registry.setPhase(a, 'admitted');
+    if (clientGone) {
+      x.outcome = 'disconnected';
+      return;
+    }
+    const headers: Record<string, string> = { 'content-type': ct, 'x-request-id': gid };
+    if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
+    await pipeUpstream(up, `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[route]}`, headers, outBody, x, res, abort, ctx, () => clientGone);
+  } catch (err) {
+    ctx.logger.error({ gateway_request_id: gid, err: { name: (err as Error)?.name } }, 'relay failed');
+    x.outcome = clientGone ? 'disconnected' : 'error';
+    if (!res.headersSent) sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+    else res.end();
+  } finally {
+    if (admitted) up.admission.release();
+    ctx.registry.finish(a, terminalRecord(x, ctx, lineage));
+    ctx.logger.debug({ gateway_request_id: gid, outcome: x.outcome, status: x.statusCode }, 'request finished');
+  }
+}
+
+/**
+ * Validates and bounds the output limit. Returns undefined for a malformed limit. The
+ * alias's `max_output_tokens` is the ceiling: a larger request is clamped, an absent one is
+ * set to the ceiling (not counted as clamped), and the engine's model name is filled in.
+ */
+function prepareBody(b: Record<string, unknown>, m: ModelRoute, isText: boolean): { outputLimit: OutputLimit | null; rewrite: boolean } | undefined {
+  let rewrite = false;
+  if (m.upstreamModel !== m.alias) {
+    b['model'] = m.upstreamModel;
+    rewrite = true;
+  }
+  if (!isText) return { outputLimit: null, rewrite };
+  const field = b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens';
+  const raw = b[field];
+  if (raw !== undefined && raw !== null && (!Number.isSafeInteger(raw) || (raw as number) < 0)) return undefined;
+  const requested = raw === undefined || raw === null ? null : (raw as number);
+  const effective = requested === null ? m.maxOutputTokens : Math.min(requested, m.maxOutputTokens);
+  const clamped = requested !== null && requested > m.maxOutputTokens;
+  if (requested === null || clamped) {
+    b[field] = effective;
+    rewrite = true;
+  }
+  return { outputLimit: { requested, effective, clamped }, rewrite };
+}
+
+/** Builds the one terminal record of an exchange. */
+function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run_id?: string | undefined; task_id?: string | undefined }): TerminalRecord {
+  const end = performance.now();
+  const o = x.obs;
+  const isText = x.route === 'chat.completions' || x.route === 'completions';
+  const dispatched = x.dispatchAt !== null;
+  const completionFromUpstream = o.completionTokens !== null;
+  const usage: Usage = {
+    prompt_tokens: o.promptTokens ?? (isText && dispatched ? x.promptEstimate : null),
+    completion_tokens: completionFromUpstream ? o.completionTokens : isText && dispatched && x.statusCode < 400 ? (x.streaming ? o.fragments : estimateTokens(o.contentChars)) : null,
+    prompt_source: o.promptTokens !== null ? 'upstream' : isText && dispatched && x.promptEstimate !== null ? 'estimated' : 'unknown',
+    completion_source: completionFromUpstream ? 'upstream' : isText && dispatched && x.statusCode < 400 ? 'estimated' : 'unknown',
+  };
+  if (x.route === 'embeddings' || x.route === 'rerank') {
+    // Legacy shape: these routes report usage only as the engine gives it.
+    usage.prompt_tokens = o.promptTokens;
+    usage.prompt_source = o.promptTokens !== null ? 'upstream' : 'unknown';
+    usage.completion_tokens = null;
+    usage.completion_source = 'unknown';
+  }
+  let finish: FinishReason | null = null;
+  if (isText) {
+    finish = o.finishReason ?? x.finishOverride;
+    if (finish === null && x.outcome === 'disconnected' && dispatched) finish = 'cancelled';
+    if (finish === null && (x.outcome === 'error' || x.outcome === 'timeout') && dispatched) finish = 'error';
+  }
+  const rec: TerminalRecord = {
+    request_id: x.a.requestId,
+    model: x.a.model,
+    route: x.route,
+    outcome: x.outcome,
+    status_code: x.statusCode,
+    started_at: formatTimestamp(x.a.startedAt),
+    finished_at: formatTimestamp(Math.max(Date.now(), x.a.startedAt)),
+    latency_ms: x.route === 'embeddings' || x.route === 'rerank' ? 0 : ms(end - x.t0),
+    readiness_check_ms: isText && x.readinessMs !== null ? ms(x.readinessMs) : null,
+    admission_wait_ms: isText && x.admissionWaitMs !== null ? ms(x.admissionWaitMs) : null,
+    upstream_duration_ms: isText && x.dispatchAt !== null ? ms((x.upstreamEndAt ?? end) - x.dispatchAt) : null,
+    time_to_first_content_ms: isText && o.firstContentAt !== null ? ms(o.firstContentAt - x.t0) : null,
+    finish_reason: finish,
+    usage,
+    output_limit: x.outputLimit,
+  };
+  if (x.a.sessionId) rec.session_id = x.a.sessionId;
+  if (lineage.workbench_run_id) rec.workbench_run_id = lineage.workbench_run_id;
+  if (lineage.task_id) rec.task_id = lineage.task_id;
+  rec.routing_config_hash = ctx.cfg.routingConfigHash;
+  rec.package_version = ctx.packageVersion;
+  return rec;
+}
+
+export { isContextRejection };

@@ -1,0 +1,102 @@
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { AuthorizationPolicy } from '../../auth/policy.js';
+import type { RouterRegistry } from '../../actors/router-registry.js';
+import type { RouterConfig } from '../../config/router-config.js';
+import { ErrorCode, ForbiddenError, InvalidInputError, NotFoundError, SvcError, UnauthenticatedError } from '../../errors.js';
+import type { NodeResult } from '../../schema/envelopes.js';
+import { parseFilterQuery, resolveFilters, type Filters } from '../../schema/filters.js';
+import { LEGACY_ID_RE, GENERATED_ID_RE, OPAQUE_ID_RE } from '../../schema/terminal-record.js';
+import type { DataPlaneKeys } from './api-keys.js';
+import type { RouterMetrics } from './metrics.js';
+
+export interface RouterRoutesOptions {
+  readonly cfg: RouterConfig;
+  readonly keys: DataPlaneKeys;
+  readonly policy: AuthorizationPolicy | undefined;
+  readonly registry: RouterRegistry;
+  readonly metrics: RouterMetrics;
+  readonly workloads: (f: Filters) => NodeResult;
+  readonly startedAt: string;
+  readonly packageVersion: string;
+}
+
+function rawQuery(req: FastifyRequest): string {
+  const i = req.url.indexOf('?');
+  return i < 0 ? '' : req.url.slice(i + 1);
+}
+
+/**
+ * The router's read routes: workloads (needs `workloads:read`), request lookups and status
+ * (a data-plane key or a `workloads:read` client), models, and Prometheus metrics.
+ */
+export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app: FastifyInstance, o) => {
+  const lookupAuth = (req: FastifyRequest): void => {
+    if (o.keys.accepts(req.headers.authorization)) return;
+    if (!o.policy) throw new UnauthenticatedError();
+    o.policy.authorize(req.headers.authorization, 'workloads:read');
+  };
+
+  app.get('/v1/workloads', async (req, reply) => {
+    // Without a policy no client can hold workloads:read: the read is disabled, not empty.
+    if (!o.policy) throw new SvcError(ErrorCode.UNAVAILABLE);
+    // A data-plane key is a known credential that never carries workloads:read.
+    if (o.keys.accepts(req.headers.authorization)) throw new ForbiddenError();
+    o.policy.authorize(req.headers.authorization, 'workloads:read');
+    const f = resolveFilters(parseFilterQuery(rawQuery(req)));
+    return reply.type('application/json').send(o.workloads(f));
+  });
+
+  app.get('/v1/models', async (req, reply) => {
+    if (!o.keys.accepts(req.headers.authorization)) throw new UnauthenticatedError();
+    const created = Math.floor(Date.parse(o.startedAt) / 1000);
+    return reply.send({ object: 'list', data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })) });
+  });
+
+  app.get('/v1/requests/:id', async (req, reply) => {
+    lookupAuth(req);
+    if (rawQuery(req) !== '') throw new InvalidInputError();
+    const id = (req.params as { id: string }).id;
+    if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new InvalidInputError();
+    const record = o.registry.lookup(id);
+    if (!record) throw new NotFoundError();
+    return reply.send({ request: record });
+  });
+
+  app.get('/v1/requests', async (req, reply) => {
+    lookupAuth(req);
+    const params = new Map<string, string>();
+    for (const part of rawQuery(req).split('&')) {
+      const eq = part.indexOf('=');
+      if (eq <= 0 || params.has(part.slice(0, eq))) throw new InvalidInputError();
+      let v: string;
+      try {
+        v = decodeURIComponent(part.slice(eq + 1));
+      } catch {
+        throw new InvalidInputError();
+      }
+      params.set(part.slice(0, eq), v);
+    }
+    if (params.size === 1 && params.get('active') === '1') return reply.send(o.registry.activeSummaries());
+    const sid = params.get('session_id');
+    if (params.size === 2 && params.get('history') === '1' && sid !== undefined && OPAQUE_ID_RE.test(sid)) {
+      return reply.send(o.registry.session(sid));
+    }
+    throw new InvalidInputError();
+  });
+
+  app.get('/v1/router/status', async (req, reply) => {
+    lookupAuth(req);
+    return reply.send({
+      host: o.cfg.hostId,
+      package_version: o.packageVersion,
+      routing_config_hash: o.cfg.routingConfigHash,
+      started_at: o.startedAt,
+      models: o.cfg.models.map((m) => m.alias),
+    });
+  });
+
+  app.get('/metrics', async (req, reply) => {
+    if (o.cfg.metricsRequireAuth) lookupAuth(req);
+    return reply.type(o.metrics.registry.contentType).send(await o.metrics.registry.metrics());
+  });
+};

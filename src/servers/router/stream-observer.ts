@@ -1,0 +1,127 @@
+import { StringDecoder } from 'node:string_decoder';
+import { normalizeFinishReason, type FinishReason } from '../../schema/terminal-record.js';
+
+/** Longest SSE line kept while waiting for its end; longer lines are skipped, not buffered. */
+const MAX_LINE = 1024 * 1024;
+
+/**
+ * Watches an OpenAI-style response go by without keeping any of its text: it notes when
+ * the first nonempty content fragment passed, counts fragments and characters (for
+ * estimates), and keeps the normalized finish reason and reported usage.
+ */
+export class StreamObserver {
+  firstContentAt: number | null = null;
+  fragments = 0;
+  contentChars = 0;
+  toolCall = false;
+  finishReason: FinishReason | null = null;
+  promptTokens: number | null = null;
+  completionTokens: number | null = null;
+  done = false;
+  private pending = '';
+  private skipping = false;
+  private readonly decoder = new StringDecoder('utf8');
+
+  constructor(private readonly now: () => number) {}
+
+  /** Feeds one chunk of an SSE body. */
+  sseChunk(chunk: Buffer): void {
+    const text = this.decoder.write(chunk);
+    let start = 0;
+    for (;;) {
+      const nl = text.indexOf('\n', start);
+      if (nl < 0) break;
+      const line = this.skipping ? '' : this.pending + text.slice(start, nl);
+      this.pending = '';
+      this.skipping = false;
+      this.line(line);
+      start = nl + 1;
+    }
+    if (!this.skipping) {
+      this.pending += text.slice(start);
+      if (this.pending.length > MAX_LINE) {
+        this.pending = '';
+        this.skipping = true;
+      }
+    }
+  }
+
+  /** Observes a whole JSON response body (non-streaming). */
+  jsonBody(body: Buffer): void {
+    let v: unknown;
+    try {
+      v = JSON.parse(body.toString('utf8'));
+    } catch {
+      return;
+    }
+    this.event(v, false);
+  }
+
+  private line(line: string): void {
+    if (!line.startsWith('data:')) return;
+    const data = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+    const trimmed = data.trimEnd();
+    if (trimmed === '[DONE]') {
+      this.done = true;
+      return;
+    }
+    let v: unknown;
+    try {
+      v = JSON.parse(trimmed);
+    } catch {
+      return;
+    }
+    this.event(v, true);
+  }
+
+  private event(v: unknown, streaming: boolean): void {
+    if (!v || typeof v !== 'object') return;
+    const o = v as { choices?: unknown; usage?: unknown };
+    if (Array.isArray(o.choices)) {
+      for (const c of o.choices) {
+        if (!c || typeof c !== 'object') continue;
+        const choice = c as { delta?: Record<string, unknown>; message?: Record<string, unknown>; text?: unknown; finish_reason?: unknown };
+        const part = streaming ? choice.delta : choice.message;
+        const content = part?.['content'] ?? choice.text;
+        if (typeof content === 'string' && content.length > 0) {
+          if (this.firstContentAt === null) this.firstContentAt = this.now();
+          this.fragments++;
+          this.contentChars += content.length;
+        }
+        const tools = part?.['tool_calls'];
+        if (Array.isArray(tools) && tools.length > 0) {
+          this.toolCall = true;
+          if (streaming) this.fragments++;
+        }
+        if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.finishReason = normalizeFinishReason(choice.finish_reason);
+      }
+    }
+    const u = o.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
+    if (u && typeof u === 'object') {
+      if (Number.isSafeInteger(u.prompt_tokens) && (u.prompt_tokens as number) >= 0) this.promptTokens = u.prompt_tokens as number;
+      if (Number.isSafeInteger(u.completion_tokens) && (u.completion_tokens as number) >= 0) this.completionTokens = u.completion_tokens as number;
+    }
+  }
+}
+
+/** A rough local token estimate from characters (about four per token). */
+export function estimateTokens(chars: number): number {
+  return Math.ceil(chars / 4);
+}
+
+/** Characters of the text a chat or completion request sends, without keeping any of it. */
+export function promptChars(body: Record<string, unknown>): number {
+  let n = 0;
+  const count = (v: unknown): void => {
+    if (typeof v === 'string') n += v.length;
+    else if (Array.isArray(v)) for (const x of v) count(x);
+    else if (v && typeof v === 'object') {
+      const o = v as Record<string, unknown>;
+      if (typeof o['text'] === 'string') n += (o['text'] as string).length;
+      else if ('content' in o) count(o['content']);
+    }
+  };
+  if (Array.isArray(body['messages'])) for (const m of body['messages']) count((m as Record<string, unknown>)?.['content']);
+  count(body['prompt']);
+  return n;
+}

@@ -1,0 +1,285 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { pino } from 'pino';
+import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
+import { CLI, eventually, spawnNode } from '../support/processes.js';
+
+const MODEL = 'sim-test';
+
+describe('engine sim', () => {
+  let sim: EngineSim;
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) =>
+    fetch(`${sim.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body), signal });
+  const chat = (content: string, extra: Record<string, unknown> = {}) => post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content }], ...extra });
+
+  before(async () => {
+    sim = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 5, model: MODEL, maxModelLen: 256 });
+  });
+  after(() => sim.close());
+
+  it('non-streaming chat: chat.completion with usage, echoing x-request-id', async () => {
+    const res = await chat('hello there', {});
+    assert.equal(res.status, 200);
+    const body = await json(res);
+    assert.equal(body.object, 'chat.completion');
+    assert.equal(body.model, MODEL);
+    assert.match(body.id, /^chatcmpl-/);
+    assert.equal(body.choices[0].message.role, 'assistant');
+    assert.equal(body.choices[0].message.content, 'tok '.repeat(5));
+    assert.equal(body.choices[0].finish_reason, 'stop');
+    // ceil((8 + 11) / 4) = 5 prompt tokens
+    assert.deepEqual(body.usage, { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 });
+    const echoed = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] }, { 'x-request-id': 'req-42' });
+    assert.equal(echoed.headers.get('x-request-id'), 'req-42');
+    assert.equal((await chat('x')).headers.get('x-request-id'), null);
+  });
+
+  it('streaming chat: role chunk, content chunks, finish chunk, usage chunk, [DONE]', async () => {
+    const res = await chat('stream please sim:token_delay_ms=5', { stream: true, stream_options: { include_usage: true } });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+    const events = await sse(res);
+    assert.equal(events.at(-1), '[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    for (const c of chunks) assert.equal(c.object, 'chat.completion.chunk');
+    assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+    const content = chunks.filter((c) => c.choices[0]?.delta.content).map((c) => c.choices[0].delta.content);
+    assert.deepEqual(content, Array(5).fill('tok '));
+    const finish = chunks.at(-2);
+    assert.equal(finish.choices[0].finish_reason, 'stop');
+    assert.equal(finish.usage, null);
+    const usage = chunks.at(-1);
+    assert.deepEqual(usage.choices, []);
+    assert.equal(usage.usage.completion_tokens, 5);
+    assert.equal(new Set(chunks.map((c) => c.id)).size, 1, 'one id per completion');
+  });
+
+  it('streaming without include_usage sends no usage member', async () => {
+    const events = await sse(await chat('hi', { stream: true }));
+    for (const e of events.slice(0, -1)) assert.equal('usage' in JSON.parse(e), false);
+  });
+
+  it('max_tokens caps the output with finish_reason length (chat and completions)', async () => {
+    const body = await json(await chat('hi', { max_tokens: 2 }));
+    assert.equal(body.choices[0].message.content, 'tok tok ');
+    assert.equal(body.choices[0].finish_reason, 'length');
+    assert.equal(body.usage.completion_tokens, 2);
+    const mct = await json(await chat('hi', { max_completion_tokens: 3 }));
+    assert.equal(mct.usage.completion_tokens, 3);
+    const cmpl = await json(await post('/v1/completions', { model: MODEL, prompt: 'once upon', max_tokens: 1 }));
+    assert.equal(cmpl.object, 'text_completion');
+    assert.equal(cmpl.choices[0].text, 'tok ');
+    assert.equal(cmpl.choices[0].finish_reason, 'length');
+    const events = await sse(await post('/v1/completions', { prompt: 'sim:tokens=2', stream: true, stream_options: { include_usage: true } }));
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    assert.deepEqual(chunks.map((c) => c.choices[0]?.text ?? null), ['tok ', 'tok ', '', null]);
+    assert.equal(chunks[2].choices[0].finish_reason, 'stop');
+    assert.equal(chunks[3].usage.completion_tokens, 2);
+  });
+
+  it('finish=tool_calls streams a tool call with JSON arguments in pieces', async () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
+    const events = await sse(await chat('weather? sim:finish=tool_calls sim:tokens=3', { stream: true, tools }));
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    const first = chunks[0].choices[0].delta;
+    assert.equal(first.content, null);
+    assert.equal(first.tool_calls[0].function.name, 'get_weather');
+    assert.match(first.tool_calls[0].id, /^call_/);
+    const args = chunks.map((c) => c.choices[0].delta.tool_calls?.[0].function.arguments ?? '').join('');
+    assert.deepEqual(JSON.parse(args), { text: 'tok tok tok ' });
+    assert.ok(chunks.filter((c) => c.choices[0].delta.tool_calls).length >= 3, 'arguments come in pieces');
+    assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
+    const body = await json(await chat('sim:finish=tool_calls', { tools }));
+    assert.equal(body.choices[0].message.content, null);
+    assert.equal(body.choices[0].finish_reason, 'tool_calls');
+    assert.equal(typeof JSON.parse(body.choices[0].message.tool_calls[0].function.arguments), 'object');
+  });
+
+  it('passes an unknown finish reason through verbatim; usage=off drops usage even when asked', async () => {
+    const body = await json(await chat('sim:finish=eos_token_weird sim:usage=off'));
+    assert.equal(body.choices[0].finish_reason, 'eos_token_weird');
+    assert.equal('usage' in body, false);
+    const events = await sse(await chat('sim:usage=off', { stream: true, stream_options: { include_usage: true } }));
+    for (const e of events.slice(0, -1)) assert.equal(JSON.parse(e).usage ?? null, null);
+    assert.equal(events.filter((e) => e !== '[DONE]' && JSON.parse(e).choices.length === 0).length, 0);
+  });
+
+  it('fail_after cuts the stream after N tokens with no [DONE], and non-streaming gets no response', async () => {
+    const res = await chat('sim:fail_after=2 sim:tokens=10 sim:token_delay_ms=2', { stream: true });
+    const reader = res.body!.getReader();
+    let text = '';
+    await assert.rejects(async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString();
+      }
+    });
+    assert.equal((text.match(/"content":"tok "/g) ?? []).length, 2);
+    assert.equal(text.includes('[DONE]'), false);
+    await assert.rejects(chat('sim:fail_after=0'));
+  });
+
+  it('status=503 answers an OpenAI-style error carrying the secret marker', async () => {
+    const res = await chat('sim:status=503');
+    assert.equal(res.status, 503);
+    const body = await json(res);
+    assert.equal(body.error.code, 503);
+    assert.equal(typeof body.error.type, 'string');
+    assert.ok(body.error.message.includes('UPSTREAM-SECRET-DETAIL'));
+  });
+
+  it('rejects over-long context: directive and real check, vLLM style', async () => {
+    for (const res of [await chat('sim:reject=context'), await chat('hi', { max_tokens: 255 }), await chat('x'.repeat(2000))]) {
+      assert.equal(res.status, 400);
+      const body = await json(res);
+      assert.equal(body.object, 'error');
+      assert.equal(body.type, 'BadRequestError');
+      assert.equal(body.code, 400);
+      assert.match(body.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens/);
+    }
+    assert.equal((await chat('hi', { max_tokens: 200 })).status, 200);
+  });
+
+  it('unknown model -> 404; bad JSON, wrong content type, bad max_tokens -> 400; huge body -> 413', async () => {
+    const unknown = await post('/v1/chat/completions', { model: 'other', messages: [{ role: 'user', content: 'x' }] });
+    assert.equal(unknown.status, 404);
+    assert.equal((await json(unknown)).error.code, 'model_not_found');
+    const bad = await post('/v1/chat/completions', '{"model":');
+    assert.equal(bad.status, 400);
+    assert.equal(typeof (await json(bad)).error.message, 'string');
+    assert.equal((await post('/v1/chat/completions', 'x', { 'content-type': 'text/plain' })).status, 400);
+    assert.equal((await chat('x', { max_tokens: -1 })).status, 400);
+    assert.equal((await post('/v1/chat/completions', { messages: [] })).status, 400);
+    assert.equal((await post('/v1/chat/completions', 'x'.repeat(9 * 1024 * 1024))).status, 413);
+    assert.equal((await chat('still alive')).status, 200);
+  });
+
+  it('a client abort mid-stream stops generation and counts in stats().aborted', async () => {
+    const before = sim.stats().aborted;
+    const ac = new AbortController();
+    const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'sim:tokens=1000 sim:token_delay_ms=20' }], stream: true }, {}, ac.signal);
+    const reader = res.body!.getReader();
+    await reader.read();
+    ac.abort();
+    await eventually(() => sim.stats().aborted === before + 1 && sim.stats().open === 0, 1000, 10);
+  });
+
+  it('GET /v1/models lists the one model', async () => {
+    const body = await json(await fetch(`${sim.url}/v1/models`));
+    assert.equal(body.object, 'list');
+    assert.deepEqual({ ...body.data[0], created: 0 }, { id: MODEL, object: 'model', created: 0, owned_by: 'svc-sim', max_model_len: 256 });
+  });
+
+  it('embeddings: float and base64, one vector per input', async () => {
+    const body = await json(await post('/v1/embeddings', { model: MODEL, input: ['alpha', 'beta'] }));
+    assert.equal(body.data.length, 2);
+    assert.deepEqual(body.data.map((d: { index: number }) => d.index), [0, 1]);
+    assert.equal(body.data[0].object, 'embedding');
+    assert.equal(body.data[0].embedding.length, 8);
+    assert.ok(body.usage.prompt_tokens > 0 && body.usage.total_tokens === body.usage.prompt_tokens);
+    const b64 = await json(await post('/v1/embeddings', { input: 'alpha', encoding_format: 'base64' }));
+    const buf = Buffer.from(b64.data[0].embedding, 'base64');
+    const floats = Array.from(new Float32Array(buf.buffer, buf.byteOffset, 8));
+    assert.deepEqual(floats, body.data[0].embedding);
+    assert.equal((await post('/v1/embeddings', { input: '' })).status, 400);
+  });
+
+  it('rerank: results ordered by relevance, top_n honoured', async () => {
+    const res = await post('/v1/rerank', { model: MODEL, query: 'red apple', documents: ['blue sky', 'a red apple', 'red car'], top_n: 2 });
+    const body = await json(res);
+    assert.equal(body.model, MODEL);
+    assert.ok(body.usage.total_tokens > 0);
+    assert.deepEqual(body.results.map((r: { index: number }) => r.index), [1, 2]);
+    assert.equal(body.results[0].document.text, 'a red apple');
+    assert.ok(body.results[0].relevance_score > body.results[1].relevance_score);
+  });
+
+  it('transcription: multipart file is parsed; json and verbose_json', async () => {
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(64_000)], { type: 'audio/wav' }), 'a.wav');
+    form.append('model', MODEL);
+    form.append('response_format', 'verbose_json');
+    const body = await json(await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form }));
+    assert.equal(typeof body.text, 'string');
+    assert.equal(body.duration, 2);
+    const plain = new FormData();
+    plain.append('file', new Blob([new Uint8Array(10)]), 'b.wav');
+    const res = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: plain });
+    assert.deepEqual(Object.keys(await json(res)), ['text']);
+    const noFile = new FormData();
+    noFile.append('model', MODEL);
+    assert.equal((await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: noFile })).status, 400);
+    assert.equal((await post('/v1/audio/transcriptions', { file: 'x' })).status, 400);
+  });
+
+  it('health: 200 empty, toggled to 503 and delayed via /sim/health and setHealth', async () => {
+    const ok = await fetch(`${sim.url}/health`);
+    assert.equal(ok.status, 200);
+    assert.equal(await ok.text(), '');
+    assert.equal((await post('/sim/health', { ok: false, delay_ms: 0 })).status, 200);
+    assert.equal((await fetch(`${sim.url}/health`)).status, 503);
+    assert.equal((await post('/sim/health', { ok: 'no' })).status, 400);
+    sim.setHealth({ ok: true, delayMs: 120 });
+    const t0 = Date.now();
+    assert.equal((await fetch(`${sim.url}/health`)).status, 200);
+    assert.ok(Date.now() - t0 >= 100);
+    sim.setHealth({ ok: true, delayMs: 0 });
+    assert.ok(sim.stats().health >= 3);
+  });
+
+  it('ttft and token delay shape the timing of a stream', async () => {
+    const t0 = Date.now();
+    const res = await chat('sim:ttft_ms=80 sim:token_delay_ms=30 sim:tokens=4', { stream: true });
+    const reader = res.body!.getReader();
+    const firstAt = await firstContentAt(reader, t0);
+    assert.ok(firstAt >= 75, `first content after ttft (${firstAt} ms)`);
+    while (!(await reader.read()).done);
+    assert.ok(Date.now() - t0 >= 75 + 3 * 30 - 10);
+  });
+});
+
+describe('engine sim CLI', () => {
+  it('starts, serves, logs its URL and exits 0 on SIGTERM', async () => {
+    const p = await spawnNode(CLI, ['engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '3', '--model', 'cli-model']);
+    try {
+      const body = await json(await fetch(`${p.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cli-model', messages: [{ role: 'user', content: 'hi' }] }) }));
+      assert.equal(body.usage.completion_tokens, 3);
+    } finally {
+      assert.equal(await p.stop(), 0);
+    }
+  });
+
+  it('rejects an invalid number with exit 2', async () => {
+    const p = await spawnNode(CLI, ['engine', 'sim', '--tokens', 'many'], { waitForListening: false });
+    await eventually(() => p.proc.exitCode !== null);
+    assert.equal(p.proc.exitCode, 2);
+  });
+});
+
+// Response bodies are checked member by member, so an untyped view is the honest type here.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function json(res: Response): Promise<any> {
+  return res.json();
+}
+
+/** Reads an SSE body into its `data:` payloads. */
+async function sse(res: Response): Promise<string[]> {
+  const text = await res.text();
+  assert.ok(text.endsWith('\n\n'));
+  return text
+    .split('\n\n')
+    .filter((b) => b.length > 0)
+    .map((b) => {
+      assert.ok(b.startsWith('data: '), b);
+      return b.slice(6);
+    });
+}
+
+async function firstContentAt(reader: ReadableStreamDefaultReader<Uint8Array>, t0: number): Promise<number> {
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error('stream ended without content');
+    if (Buffer.from(value).toString().includes('"content":"tok "')) return Date.now() - t0;
+  }
+}
