@@ -5,6 +5,7 @@ import { EXIT } from './run-server.js';
 import { registerControllerCommands } from './server-commands.js';
 import { registerEngineCommands } from './engine-commands.js';
 import { registerRouterCommands } from './router-commands.js';
+import { registerUpCommand } from './up-command.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerControllerCommands(program);
   registerEngineCommands(program);
   registerRouterCommands(program);
+  registerUpCommand(program);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ outputError: () => {} });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ outputError: () => {} });

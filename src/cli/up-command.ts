@@ -1,0 +1,50 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import { ensureLocalCredentials } from '../config/local-home.js';
+import { startLocalNode } from '../servers/local-node.js';
+import { runServer } from './run-server.js';
+
+function port(value: string): number {
+  const n = /^[0-9]{1,5}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n >= 0 && n <= 65535)) throw new InvalidArgumentError('expected a port');
+  return n;
+}
+function natsUrl(value: string): string {
+  if (!/^(nats|tls):\/\/[^\s@/]+$/.test(value)) throw new InvalidArgumentError('expected nats://HOST:PORT');
+  return value;
+}
+
+/** `svc-serving up [--nats-url URL] [--demo-traffic]`: the whole node in one process. */
+export function registerUpCommand(program: Command): void {
+  program
+    .command('up')
+    .description('run a whole node in one process: engine sim, router and controller on the in-process bus (or NATS)')
+    .option('--nats-url <url>', 'run the same node on NATS instead of the in-process bus', natsUrl)
+    .option('--demo-traffic', 'keep a gentle stream of requests going so the inventory shows live work')
+    .option('--host-id <id>', 'this node\'s host ID', 'local')
+    .option('--router-port <port>', 'router port', port, 8000)
+    .option('--controller-port <port>', 'controller port', port, 8100)
+    .action(async (flags: { natsUrl?: string; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number }) => {
+      await runServer('up', async (logger) => {
+        const creds = ensureLocalCredentials();
+        const node = await startLocalNode({
+          hostId: flags.hostId, bindHost: '127.0.0.1', routerPort: flags.routerPort, controllerPort: flags.controllerPort,
+          natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger,
+        });
+        process.stderr.write(
+          [
+            '',
+            `svc-serving node "${flags.hostId}" is up (${flags.natsUrl ? 'NATS' : 'in-process bus'}).`,
+            `  router      ${node.routerUrl}   (OpenAI-compatible; model alias "sim-chat")`,
+            `  controller  ${node.controllerUrl}   (POST /tools/call node_workloads)`,
+            `  credentials ${creds.readerTokenFile} (workloads:read), ${creds.routerKeyFile} (router data-plane key)`,
+            '',
+            '  Read the inventory:',
+            `    curl -s -X POST ${node.controllerUrl}/tools/call -H "Authorization: Bearer $(cat ${creds.readerTokenFile})" \\`,
+            `      -H 'content-type: application/json' -d '{"name":"node_workloads","arguments":{}}'`,
+            '',
+          ].join('\n') + '\n',
+        );
+        return node;
+      });
+    });
+}

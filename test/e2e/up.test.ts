@@ -1,0 +1,60 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
+import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
+
+describe('svc-serving up: the whole node in one process', () => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-up-'));
+  let node: RunningProcess;
+  let routerUrl = '';
+  let controllerUrl = '';
+
+  before(async () => {
+    node = await spawnNode(CLI, ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0'], { env: { SVC_SERVING_HOME: home } });
+    await eventually(() => /controller +(http:\/\/\S+)/.test(node.output()), 10_000);
+    routerUrl = /router +(http:\/\/\S+)/.exec(node.output())![1]!;
+    controllerUrl = /controller +(http:\/\/\S+)/.exec(node.output())![1]!;
+  });
+  after(async () => {
+    assert.equal(await node.stop(), 0, 'exits 0 on SIGTERM');
+    const out = node.output();
+    for (const f of ['reader.token', 'router.key']) {
+      assert.ok(!out.includes(readFileSync(join(home, f), 'utf8').trim()), `${f} never printed or logged`);
+    }
+  });
+
+  it('keeps generated credentials 0600 under SVC_SERVING_HOME and prints only their paths', () => {
+    for (const f of ['reader.token', 'router.key', 'policy.toml']) assert.equal(statSync(join(home, f)).mode & 0o777, 0o600, f);
+    assert.equal(statSync(home).mode & 0o777, 0o700);
+    assert.match(node.output(), new RegExp(join(home, 'reader.token')));
+  });
+
+  it('shows the demo traffic as router records, read with the token from the file', async () => {
+    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
+    const result = await eventually(async () => {
+      const res = await fetch(`${controllerUrl}/tools/call`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'node_workloads', arguments: { owner: 'router' } }),
+      });
+      const body = (await res.json()) as NodeResult;
+      return body.sources[0]!.records.length > 0 ? body : undefined;
+    }, 10_000, 200);
+    assert.ok(checkNodeResult.Check(result));
+    assert.equal(result.sources[0]!.status, 'complete');
+  });
+
+  it('relays a chat completion with the generated data-plane key', async () => {
+    const key = readFileSync(join(home, 'router.key'), 'utf8').trim();
+    const res = await fetch(`${routerUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sim-chat', messages: [{ role: 'user', content: 'hi sim:tokens=2 sim:ttft_ms=0' }] }),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('x-svc-request-id') ?? '', /^req_[0-9a-f]{32}$/);
+  });
+});
