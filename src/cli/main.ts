@@ -6,6 +6,8 @@ import { registerControllerCommands } from './server-commands.js';
 import { registerEngineCommands } from './engine-commands.js';
 import { registerRouterCommands } from './router-commands.js';
 import { registerUpCommand } from './up-command.js';
+import { registerFleetCommands } from './fleet-commands.js';
+import { registerReadCommands } from './read-commands.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -29,7 +31,9 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: () => {} });
   registerControllerCommands(program);
   registerEngineCommands(program);
-  registerRouterCommands(program);
+  const routerCmd = registerRouterCommands(program);
+  const fleetCmd = registerFleetCommands(program);
+  registerReadCommands(routerCmd, fleetCmd);
   registerUpCommand(program);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ outputError: () => {} });
