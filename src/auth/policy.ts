@@ -98,16 +98,21 @@ export class AuthorizationPolicy {
     return found;
   }
 
+  /** The client an Authorization header names. Thrown when: missing, malformed or unknown (UnauthenticatedError). */
+  identify(header: string | string[] | undefined): Client {
+    const token = bearerToken(header);
+    const client = token === undefined ? undefined : this.authenticate(token);
+    if (!client) throw new UnauthenticatedError();
+    return client;
+  }
+
   /**
    * Checks an Authorization header for `grant`.
    * Thrown when: the header is missing, malformed or names no client (UnauthenticatedError);
    * the client lacks the grant (ForbiddenError).
    */
   authorize(header: string | string[] | undefined, grant: Grant): Client {
-    const token = bearerToken(header);
-    if (token === undefined) throw new UnauthenticatedError();
-    const client = this.authenticate(token);
-    if (!client) throw new UnauthenticatedError();
+    const client = this.identify(header);
     if (!client.grants.has(grant)) throw new ForbiddenError();
     return client;
   }

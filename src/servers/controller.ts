@@ -7,7 +7,9 @@ import { NodeView } from '../streams/node-view.js';
 import { openBus } from '../streams/open-bus.js';
 import { CONTROLLER_OWNERS } from '../streams/query-node.js';
 import { nodeRead, toolsCallRoutes } from './controller-routes.js';
-import { createHttpApp, listen } from './http-app.js';
+import { createHttpApp, listen, loopbackHosts } from './http-app.js';
+import { mcpRoutes } from './mcp-routes.js';
+import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
 
 export interface ControllerHandle {
@@ -25,9 +27,27 @@ export interface ControllerDeps {
 }
 
 /** The controller's HTTP surface over a running view (tests drive it with `inject()`). */
-export async function buildControllerApp(deps: { logger: Logger; policy: AuthorizationPolicy; view: NodeView }): Promise<FastifyInstance> {
+export async function buildControllerApp(deps: {
+  logger: Logger;
+  policy: AuthorizationPolicy;
+  view: NodeView;
+  allowedHosts?: () => readonly string[];
+}): Promise<FastifyInstance> {
   const app = createHttpApp({ logger: deps.logger });
-  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: nodeRead((f) => deps.view.query(f)) } });
+  const read = nodeRead((f) => deps.view.query(f));
+  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: read } });
+  await app.register(mcpRoutes, {
+    policy: deps.policy,
+    allowedHosts: deps.allowedHosts ?? (() => loopbackHosts(app)),
+    tools: {
+      node_workloads: {
+        description: 'Read-only workload inventory of this node (svc-workloads/v1 NodeResult, all six owner sources). Observation only: it starts, stops or changes nothing.',
+        grant: 'workloads:read',
+        outputSchema: NODE_RESULT_JSON_SCHEMA,
+        run: read,
+      },
+    },
+  });
   return app;
 }
 

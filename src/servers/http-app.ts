@@ -76,3 +76,13 @@ export async function listen(app: FastifyInstance, host: string, port: number): 
   app.log.info({ url }, 'listening');
   return url;
 }
+
+/** Host header values that name this listening server on loopback (for the MCP rebinding guard). */
+export function loopbackHosts(app: FastifyInstance): string[] {
+  const addr = app.server.address();
+  if (!addr || typeof addr !== 'object') return [];
+  const p = addr.port;
+  const hosts = [`127.0.0.1:${p}`, `localhost:${p}`, `[::1]:${p}`];
+  if (addr.address !== '127.0.0.1' && addr.address !== '::1') hosts.push(addr.family === 'IPv6' ? `[${addr.address}]:${p}` : `${addr.address}:${p}`);
+  return hosts;
+}

@@ -1,7 +1,7 @@
 /**
  * A stand-in owner authority in its own process, for integration tests: every poll it reads
  * a JSON file of canonical records and publishes them through the real OwnerActor over NATS.
- * Env: NATS_URL, HOST_ID, OWNER, RECORDS_FILE, POLL_MS, STALE_MS.
+ * Env: NATS_URL, HOST_ID, OWNER, RECORDS_FILE, POLL_MS, STALE_MS, NATS_USER/NATS_PASS (optional).
  */
 import { readFileSync } from 'node:fs';
 import { OwnerActor } from '../../src/actors/owner-actor.js';
@@ -16,7 +16,11 @@ const env = (k: string): string => {
   return v;
 };
 
-const bus = await connectNatsBus({ servers: env('NATS_URL'), name: 'fixture-actor' });
+const bus = await connectNatsBus({
+  servers: env('NATS_URL'),
+  name: 'fixture-actor',
+  ...(process.env['NATS_USER'] ? { user: process.env['NATS_USER'], pass: process.env['NATS_PASS'] ?? '' } : {}),
+});
 const actor = new OwnerActor({
   host: env('HOST_ID'),
   owner: env('OWNER') as Owner,

@@ -43,7 +43,7 @@ export async function spawnNode(
   }));
   let url = '';
   if (opts.waitForListening ?? true) {
-    const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
+    const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
     for (;;) {
       const m = /"msg":"listening"[^\n]*?"url":"([^"]+)"|"url":"([^"]+)"[^\n]*?"msg":"listening"/.exec(out);
       if (m) {

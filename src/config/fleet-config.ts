@@ -1,0 +1,53 @@
+import { resolve } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { ConfigError } from '../errors.js';
+import { HOST_ID_PATTERN } from '../schema/primitives.js';
+import { loadTomlConfig, parseListen } from './load-toml.js';
+import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
+
+export const FleetConfigSchema = Type.Object(
+  {
+    fleet: Type.Object(
+      {
+        listen: Type.String({ default: '127.0.0.1:8200', maxLength: 300 }),
+        ...NatsSettings,
+        authorization_policy: Type.String({ minLength: 1, maxLength: 4096 }),
+        node_timeout_ms: Type.Integer({ minimum: 1, maximum: 60_000, default: 2_000 }),
+      },
+      { additionalProperties: false },
+    ),
+    nodes: Type.Array(
+      Type.Object({ host_id: Type.String({ pattern: HOST_ID_PATTERN }), sleeping: Type.Boolean({ default: false }) }, { additionalProperties: false }),
+      { maxItems: 10_000, default: [] },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type FleetConfigFile = Static<typeof FleetConfigSchema>;
+
+export interface FleetConfig {
+  readonly listen: { host: string; port: number };
+  readonly nats: NatsConnection | undefined;
+  readonly policyPath: string;
+  readonly nodeTimeoutMs: number;
+  readonly nodes: readonly { hostId: string; sleeping: boolean }[];
+}
+
+/** Reads a fleet controller configuration. Thrown when: invalid (ConfigError). */
+export function loadFleetConfig(path: string): FleetConfig {
+  const { value, dir } = loadTomlConfig(path, FleetConfigSchema, 'fleet');
+  const seen = new Set<string>();
+  for (const n of value.nodes) {
+    if (seen.has(n.host_id)) throw new ConfigError(`fleet configuration: node "${n.host_id}" is declared twice`);
+    seen.add(n.host_id);
+  }
+  const nats = natsConnection(value.fleet);
+  if (!nats) throw new ConfigError('fleet configuration: nats_url is required (nodes answer over NATS)');
+  return {
+    listen: parseListen(value.fleet.listen, 'fleet'),
+    nats,
+    policyPath: resolve(dir, value.fleet.authorization_policy),
+    nodeTimeoutMs: value.fleet.node_timeout_ms,
+    nodes: value.nodes.map((n) => ({ hostId: n.host_id, sleeping: n.sleeping })),
+  };
+}

@@ -1,0 +1,90 @@
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
+import { ErrorCode, ForbiddenError, SvcError } from '../errors.js';
+import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
+import { PACKAGE_VERSION } from '../version.js';
+import { sendProblem } from './http-app.js';
+
+export interface McpTool {
+  readonly description: string;
+  readonly grant: Grant;
+  /** JSON Schema of the tool's structured result. */
+  readonly outputSchema: object;
+  readonly run: (args: FilterArgsT) => Promise<object> | object;
+}
+
+export interface McpRoutesOptions {
+  readonly policy: AuthorizationPolicy;
+  readonly tools: Readonly<Record<string, McpTool>>;
+  /** `host:port` values a request's Host header may carry (DNS-rebinding guard). */
+  readonly allowedHosts: () => readonly string[];
+}
+
+// The filters' JSON Schema straight from the TypeBox schema: absent options are omitted, never null.
+const INPUT_SCHEMA = JSON.parse(JSON.stringify(FilterArgs)) as { type: 'object' };
+
+/**
+ * MCP over Streamable HTTP (stateless: a fresh server and transport per POST). The caller's
+ * credential decides which tools `tools/list` shows and which `tools/call` may run. The
+ * JSON-RPC `id` stays inside the SDK's protocol handling: it is never logged or stored.
+ */
+export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: FastifyInstance, o) => {
+  const guardHostAndOrigin = (req: FastifyRequest): void => {
+    const allowed = o.allowedHosts();
+    const host = req.headers.host;
+    if (!host || !allowed.includes(host.toLowerCase())) throw new ForbiddenError();
+    const origin = req.headers.origin;
+    if (origin !== undefined) {
+      let ok = false;
+      try {
+        const u = new URL(origin);
+        ok = (u.protocol === 'http:' || u.protocol === 'https:') && allowed.includes(u.host.toLowerCase());
+      } catch {
+        ok = false;
+      }
+      if (!ok) throw new ForbiddenError();
+    }
+  };
+
+  app.post('/mcp', async (req, reply) => {
+    guardHostAndOrigin(req);
+    // Any known client may connect; the tools it sees depend on its grants.
+    const client = o.policy.identify(req.headers.authorization);
+    const server = buildServer(o.tools, client);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    reply.hijack();
+    reply.raw.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req.raw, reply.raw, req.body);
+  });
+  // Stateless: no server-initiated stream and no sessions to delete.
+  for (const method of ['GET', 'DELETE'] as const) {
+    app.route({ method, url: '/mcp', handler: async (_req, reply) => sendProblem(reply, ErrorCode.METHOD_NOT_ALLOWED) });
+  }
+};
+
+function buildServer(tools: Readonly<Record<string, McpTool>>, client: Client): Server {
+  const server = new Server({ name: 'svc-serving', version: PACKAGE_VERSION }, { capabilities: { tools: {} } });
+  const visible = Object.entries(tools).filter(([, t]) => client.grants.has(t.grant));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: visible.map(([name, t]) => ({ name, description: t.description, inputSchema: INPUT_SCHEMA, outputSchema: t.outputSchema as { type: 'object' } })),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const tool = visible.find(([name]) => name === request.params.name)?.[1];
+    if (!tool) return { isError: true, content: [{ type: 'text' as const, text: 'Unknown tool or not permitted' }] };
+    try {
+      const result = await tool.run(parseFilterArgs(request.params.arguments ?? {}));
+      return { content: [{ type: 'text' as const, text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
+    } catch (err) {
+      const title = err instanceof SvcError ? err.message : 'Internal error';
+      return { isError: true, content: [{ type: 'text' as const, text: title }] };
+    }
+  });
+  return server;
+}

@@ -1,0 +1,112 @@
+import type { NodeCondition, ResultStatus } from '../schema/enums.js';
+import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
+import type { Filters } from '../schema/filters.js';
+import { formatTimestamp } from '../schema/primitives.js';
+import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+
+/** Largest node reply the fleet reads; beyond it the node is `malformed`. */
+export const MAX_NODE_REPLY_BYTES = 4 * 1024 * 1024;
+
+export interface DeclaredNode {
+  readonly hostId: string;
+  readonly sleeping?: boolean;
+}
+
+/** What asking one node produced. */
+export type NodeAnswer =
+  | { readonly kind: 'reply'; readonly data: Uint8Array }
+  | { readonly kind: 'unreachable' }
+  | { readonly kind: 'sleeping' };
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Pure: one node's answer -> its NodeResult, or the condition that makes it untrustworthy. */
+export function classifyAnswer(hostId: string, answer: NodeAnswer): NodeResult | NodeCondition {
+  if (answer.kind === 'unreachable') return 'unreachable';
+  if (answer.kind === 'sleeping') return 'sleeping';
+  if (answer.data.byteLength > MAX_NODE_REPLY_BYTES) return 'malformed';
+  let v: unknown;
+  try {
+    v = JSON.parse(decoder.decode(answer.data));
+  } catch {
+    return 'malformed';
+  }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return 'malformed';
+  const o = v as Record<string, unknown>;
+  // Another schema, or a problem object from a node that cannot serve this read: not ours to interpret.
+  if (o['schema'] !== SCHEMA_ID) return 'schema' in o || ('type' in o && 'status' in o) ? 'incompatible' : 'malformed';
+  if (!checkNodeResult.Check(v)) return 'malformed';
+  if (v.expected_host !== hostId) return 'wrong-identity';
+  let total = 0;
+  for (const s of v.sources) {
+    for (const r of s.records) if (r.host !== hostId) return 'wrong-identity';
+    if (s.truncation.returned !== s.records.length) return 'malformed';
+    total += s.records.length;
+  }
+  // Counts that do not add up cannot be trusted as counts.
+  if (v.truncation.returned !== total) return 'malformed';
+  return v;
+}
+
+/** The entry for a node that could not answer trustworthily: no records, count unknown. */
+export function failedNode(hostId: string, condition: NodeCondition, now: number): NodeResult {
+  return {
+    schema: SCHEMA_ID, expected_host: hostId, status: 'unavailable', collected_at: formatTimestamp(now), sources: [],
+    truncation: { returned: 0, omitted: null }, condition,
+  };
+}
+
+type Ref = { r: WorkloadRecord; t: number; node: number; source: number };
+
+function newestFirst(a: Ref, b: Ref): number {
+  return b.t - a.t || (a.r.id < b.r.id ? -1 : a.r.id > b.r.id ? 1 : 0);
+}
+
+/**
+ * Pure: the fleet result. One entry per declared node in declaration order; the filters'
+ * order and `limit` (at most 1000) apply across nodes, trimming the oldest; `omitted` is null
+ * whenever any node's count is unknown. A fleet with failed nodes is never `complete`.
+ */
+export function composeFleet(declared: readonly DeclaredNode[], answers: readonly NodeAnswer[], f: Filters, now: number): FleetResult {
+  const nodes: NodeResult[] = declared.map((d, i) => {
+    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' });
+    return typeof c === 'string' ? failedNode(d.hostId, c, now) : structuredClone(c);
+  });
+  const refs: Ref[] = [];
+  nodes.forEach((n, ni) => n.sources.forEach((s, si) => s.records.forEach((r) => refs.push({ r, t: Date.parse(r.updated_at), node: ni, source: si }))));
+  const cap = Math.min(f.limit, MAX_RECORDS_PER_RESULT);
+  if (refs.length > cap) {
+    refs.sort(newestFirst);
+    const keep = new Set(refs.slice(0, cap).map((x) => x.r));
+    for (const n of nodes) {
+      let cut = 0;
+      for (const s of n.sources) {
+        const before = s.records.length;
+        s.records = s.records.filter((r) => keep.has(r));
+        const dropped = before - s.records.length;
+        if (dropped === 0) continue;
+        cut += dropped;
+        s.truncation = { returned: s.records.length, omitted: s.truncation.omitted === null ? null : s.truncation.omitted + dropped };
+        if (s.status === 'complete') s.status = 'partial';
+      }
+      if (cut > 0) {
+        n.truncation = { returned: n.truncation.returned - cut, omitted: n.truncation.omitted === null ? null : n.truncation.omitted + cut };
+        if (n.status === 'complete') n.status = 'partial';
+      }
+    }
+  }
+  let returned = 0;
+  let omitted: number | null = 0;
+  let unavailable = 0;
+  let complete = 0;
+  for (const n of nodes) {
+    returned += n.truncation.returned;
+    omitted = omitted === null || n.truncation.omitted === null ? null : omitted + n.truncation.omitted;
+    if (n.status === 'unavailable') unavailable++;
+    if (n.status === 'complete') complete++;
+  }
+  let status: ResultStatus = 'partial';
+  if (nodes.length > 0 && unavailable === nodes.length) status = 'unavailable';
+  else if (complete === nodes.length && omitted === 0) status = 'complete';
+  return { schema: SCHEMA_ID, status, collected_at: formatTimestamp(now), nodes, truncation: { returned, omitted } };
+}

@@ -1,0 +1,77 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { checkFleetResult, type NodeResult } from '../../src/schema/envelopes.js';
+import { resolveFilters } from '../../src/schema/filters.js';
+import { foldBatch } from '../../src/streams/fold-node.js';
+import { createNodeSnapshot } from '../../src/streams/node-snapshot.js';
+import { composeFleet, type NodeAnswer } from '../../src/streams/compose-fleet.js';
+import { CONTROLLER_OWNERS, queryNode } from '../../src/streams/query-node.js';
+import { T0, batch, enc, rec } from '../support/records.js';
+import type { Owner } from '../../src/schema/enums.js';
+
+const ALL: Owner[] = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
+function nodeResult(host: string, n: number, offset = 0): NodeResult {
+  const s = createNodeSnapshot(host);
+  for (const owner of ALL) {
+    const upserts = owner === 'media' ? Array.from({ length: n }, (_, i) => rec(host, 'media', `j${i}`, { at: T0 - offset - i })) : [];
+    foldBatch(s, batch(host, owner, { seq: 1, upserts }));
+  }
+  return queryNode(s, resolveFilters({ limit: 1000 }), T0, { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS });
+}
+const reply = (v: unknown): NodeAnswer => ({ kind: 'reply', data: enc(v) });
+const F = resolveFilters({});
+
+describe('fleet composition', () => {
+  it('keeps one entry per declared node, in order, with the right condition', () => {
+    const declared = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((hostId) => ({ hostId }));
+    const answers: NodeAnswer[] = [
+      reply(nodeResult('a', 2)),
+      { kind: 'unreachable' },
+      reply(nodeResult('other', 1)),
+      { kind: 'reply', data: new TextEncoder().encode('{"schema":"svc-workloads/v1", "broken"') },
+      reply({ schema: 'svc-workloads/v2', expected_host: 'e' }),
+      { kind: 'sleeping' },
+      reply({ ...nodeResult('g', 1), truncation: { returned: 5, omitted: 0 } }),
+    ];
+    const r = composeFleet(declared, answers, F, T0);
+    assert.ok(checkFleetResult.Check(r));
+    assert.deepEqual(r.nodes.map((n) => n.expected_host), ['a', 'b', 'c', 'd', 'e', 'f', 'g']);
+    assert.deepEqual(r.nodes.map((n) => n.condition), [undefined, 'unreachable', 'wrong-identity', 'malformed', 'incompatible', 'sleeping', 'malformed']);
+    for (const n of r.nodes.slice(1)) {
+      assert.equal(n.status, 'unavailable');
+      assert.deepEqual(n.sources, []);
+      assert.deepEqual(n.truncation, { returned: 0, omitted: null });
+    }
+    assert.equal(r.status, 'partial', 'failed nodes never make an idle complete fleet');
+    assert.equal(r.truncation.omitted, null);
+    assert.equal(r.truncation.returned, 2, "the healthy node's records are intact");
+  });
+
+  it('a record claiming another host inside a node reply is wrong-identity, never data', () => {
+    const forged = nodeResult('a', 1);
+    forged.sources[3]!.records[0] = { ...forged.sources[3]!.records[0]!, host: 'b' };
+    const r = composeFleet([{ hostId: 'a' }], [reply(forged)], F, T0);
+    assert.equal(r.nodes[0]!.condition, 'wrong-identity');
+    assert.equal(r.status, 'unavailable');
+  });
+
+  it('applies the limit across nodes, newest first, counting what it cut', () => {
+    const r = composeFleet([{ hostId: 'a' }, { hostId: 'b' }], [reply(nodeResult('a', 5, 0)), reply(nodeResult('b', 5, 100))], resolveFilters({ limit: 6 }), T0);
+    assert.equal(r.truncation.returned, 6);
+    assert.equal(r.nodes[0]!.truncation.returned, 5, 'the newer node keeps all of its records');
+    assert.equal(r.nodes[1]!.truncation.returned, 1);
+    // Every node reported an unknown count (owners without records are fine, but node b's cut is counted).
+    assert.equal(r.nodes[1]!.status, 'partial');
+  });
+
+  it('an empty declared fleet is complete and empty', () => {
+    const r = composeFleet([], [], F, T0);
+    assert.equal(r.status, 'complete');
+    assert.deepEqual(r.truncation, { returned: 0, omitted: 0 });
+  });
+
+  it('all nodes failed: unavailable', () => {
+    const r = composeFleet([{ hostId: 'a' }, { hostId: 'b', sleeping: true }], [{ kind: 'unreachable' }, { kind: 'sleeping' }], F, T0);
+    assert.equal(r.status, 'unavailable');
+  });
+});

@@ -1,0 +1,25 @@
+import { randomBytes } from 'node:crypto';
+
+export interface NatsUsers {
+  /** nats-server configuration text with per-host publishing rights. */
+  readonly configText: string;
+  /** Passwords by user name (node host ids and "fleet"). */
+  readonly passwords: Record<string, string>;
+}
+
+/**
+ * The documented permission model (docs/nats.md): each node's user may publish and
+ * subscribe only under `svc.v1.<its host>.>` (plus inboxes for replies), so it can neither
+ * publish observations for another host nor answer another host's `workloads` subject; the
+ * fleet's user may only request `svc.v1.*.workloads`.
+ */
+export function natsUsers(hosts: readonly string[]): NatsUsers {
+  const passwords: Record<string, string> = {};
+  const users = hosts.map((h) => {
+    passwords[h] = randomBytes(12).toString('hex');
+    return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>", "_INBOX.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX.>"] } } }`;
+  });
+  passwords['fleet'] = randomBytes(12).toString('hex');
+  users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads"] }, subscribe: { allow: ["_INBOX.>"] } } }`);
+  return { configText: `authorization {\n  users = [\n${users.join(',\n')}\n  ]\n}\n`, passwords };
+}
