@@ -3,6 +3,7 @@ import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeRes
 import type { Filters } from '../schema/filters.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+import { topK } from './top-k.js';
 
 /** Largest node reply the fleet reads; beyond it the node is `malformed`. */
 export const MAX_NODE_REPLY_BYTES = 4 * 1024 * 1024;
@@ -56,7 +57,7 @@ export function failedNode(hostId: string, condition: NodeCondition, now: number
   };
 }
 
-type Ref = { r: WorkloadRecord; t: number; node: number; source: number };
+type Ref = { r: WorkloadRecord; t: number };
 
 function newestFirst(a: Ref, b: Ref): number {
   return b.t - a.t || (a.r.id < b.r.id ? -1 : a.r.id > b.r.id ? 1 : 0);
@@ -70,14 +71,14 @@ function newestFirst(a: Ref, b: Ref): number {
 export function composeFleet(declared: readonly DeclaredNode[], answers: readonly NodeAnswer[], f: Filters, now: number): FleetResult {
   const nodes: NodeResult[] = declared.map((d, i) => {
     const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' });
-    return typeof c === 'string' ? failedNode(d.hostId, c, now) : structuredClone(c);
+    // The reply was parsed for this call alone, so it is ours to trim in place (no copy).
+    return typeof c === 'string' ? failedNode(d.hostId, c, now) : c;
   });
   const refs: Ref[] = [];
-  nodes.forEach((n, ni) => n.sources.forEach((s, si) => s.records.forEach((r) => refs.push({ r, t: Date.parse(r.updated_at), node: ni, source: si }))));
+  nodes.forEach((n) => n.sources.forEach((s) => s.records.forEach((r) => refs.push({ r, t: Date.parse(r.updated_at) }))));
   const cap = Math.min(f.limit, MAX_RECORDS_PER_RESULT);
   if (refs.length > cap) {
-    refs.sort(newestFirst);
-    const keep = new Set(refs.slice(0, cap).map((x) => x.r));
+    const keep = new Set(topK(refs, cap, newestFirst).map((x) => x.r));
     for (const n of nodes) {
       let cut = 0;
       for (const s of n.sources) {
