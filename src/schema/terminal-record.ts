@@ -88,5 +88,6 @@ export function normalizeFinishReason(v: unknown): FinishReason | null {
   if (v === null || v === undefined) return null;
   if (typeof v !== 'string') return 'unknown';
   if (FINISH_SET.has(v)) return v as FinishReason;
-  return FINISH_ALIASES[v] ?? 'unknown';
+  // hasOwn: provider strings like `constructor` must not reach inherited members.
+  return Object.hasOwn(FINISH_ALIASES, v) ? FINISH_ALIASES[v]! : 'unknown';
 }

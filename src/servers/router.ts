@@ -136,8 +136,12 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     async close() {
       // Stop taking requests; requests in flight finish (and are recorded) or are cut at 5 s.
       const closing = app.close();
+      // A keep-alive connection whose request finishes during the close turns idle only then:
+      // close it as soon as it does, or it holds the exit until the 5 s cut.
+      const idle = setInterval(() => app.server.closeIdleConnections(), 100);
       const t = setTimeout(() => app.server.closeAllConnections(), 5_000);
       await closing;
+      clearInterval(idle);
       clearTimeout(t);
       await closeAll();
     },

@@ -1,6 +1,7 @@
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
+import { finishReasonOf } from './stream-observer.js';
 
 /** One retained decision: the public record plus the generated id it answers to. */
 export interface Decision {
@@ -58,13 +59,16 @@ export class DecisionLog {
    */
   scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET): { truncated: boolean } {
     let left = budget;
-    for (const file of this.files()) {
+    const files = this.files();
+    for (const [n, file] of files.entries()) {
       let text: string;
+      let cut = false;
       try {
         const buf = readFileSync(file);
         if (buf.byteLength > left) {
           text = buf.subarray(buf.byteLength - left).toString('utf8');
           left = 0;
+          cut = true;
         } else {
           text = buf.toString('utf8');
           left -= buf.byteLength;
@@ -77,7 +81,8 @@ export class DecisionLog {
         const d = parseDecision(lines[i]!);
         if (d && visit(d) === true) return { truncated: false };
       }
-      if (left === 0) return { truncated: true };
+      // Truncated only when something was left unread: this file's head or an older file.
+      if (cut || (left === 0 && n < files.length - 1)) return { truncated: true };
     }
     return { truncated: false };
   }
@@ -143,6 +148,8 @@ export function parseDecision(line: string): Decision | undefined {
     completion_source: u['completion_source'] ?? 'unknown',
   };
   if (!('admission_wait_ms' in raw)) rec['admission_wait_ms'] = null;
+  // An older line may hold a provider's own spelling: normalized, never dropped or kept as free text.
+  rec['finish_reason'] = finishReasonOf(rec['finish_reason']);
   for (const k of OPTIONAL_KEYS) if (typeof raw[k] === 'string') rec[k] = raw[k];
   if (!checkTerminalRecord.Check(rec)) return undefined;
   const g = raw['gateway_request_id'];

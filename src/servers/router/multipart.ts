@@ -3,6 +3,18 @@
  * copying the file parts. Returns undefined when the body or boundary is malformed.
  */
 export function multipartField(body: Buffer, contentType: string, name: string): string | undefined {
+  const at = fieldRange(body, contentType, name);
+  return at && body.subarray(at.start, at.end).toString('utf8');
+}
+
+/** The body with one small text field's value replaced, or undefined when the field is not found. */
+export function replaceMultipartField(body: Buffer, contentType: string, name: string, value: string): Buffer | undefined {
+  const at = fieldRange(body, contentType, name);
+  return at && Buffer.concat([body.subarray(0, at.start), Buffer.from(value, 'utf8'), body.subarray(at.end)]);
+}
+
+/** Where the value of a small text field lies in the body (byte offsets). */
+function fieldRange(body: Buffer, contentType: string, name: string): { start: number; end: number } | undefined {
   const m = /boundary=(?:"([^"]{1,70})"|([^\s;]{1,70}))/i.exec(contentType);
   const boundary = m?.[1] ?? m?.[2];
   if (!boundary) return undefined;
@@ -20,7 +32,7 @@ export function multipartField(body: Buffer, contentType: string, name: string):
     if (disp?.[1] === name && !/filename=/i.test(headers)) {
       const end = next - 2; // the CRLF before the next delimiter
       if (end - (headerEnd + 4) > 1024) return undefined;
-      return body.subarray(headerEnd + 4, Math.max(headerEnd + 4, end)).toString('utf8');
+      return { start: headerEnd + 4, end: Math.max(headerEnd + 4, end) };
     }
     pos = next;
   }

@@ -21,6 +21,25 @@ export function sendRawProblem(res: ServerResponse, code: ErrorCode, closeConnec
   res.end(body);
 }
 
+/** Longest a refused upload is still read (and discarded) so that its client sees the answer. */
+const LINGER_MS = 2_000;
+
+/**
+ * Answers a request whose body will not be used. Closing the connection at once resets a
+ * client that is still uploading before it can read the answer (an SDK then reports a
+ * connection error and retries the upload); so the rest of the body is discarded on a
+ * keep-alive connection, and the connection is cut only if the upload outlasts LINGER_MS.
+ */
+export function refuseUpload(req: IncomingMessage, res: ServerResponse, code: ErrorCode): void {
+  sendRawProblem(res, code);
+  if (req.complete || req.destroyed) return;
+  req.resume();
+  const t = setTimeout(() => req.socket?.destroy(), LINGER_MS);
+  t.unref();
+  req.once('close', () => clearTimeout(t));
+  req.once('end', () => clearTimeout(t));
+}
+
 export class BodyTooLarge extends Error {
   override name = 'BodyTooLarge';
 }

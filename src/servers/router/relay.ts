@@ -12,9 +12,9 @@ import {
 } from '../../schema/terminal-record.js';
 import { AdmissionRefused, type Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
-import { multipartField } from './multipart.js';
+import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
-import { BodyTooLarge, isContextRejection, ms, newGatewayId, readBody, sendRawProblem } from './relay-support.js';
+import { BodyTooLarge, isContextRejection, ms, newGatewayId, readBody, refuseUpload, sendRawProblem } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
@@ -77,19 +77,19 @@ function opaque(v: string | string[] | undefined): string | undefined {
 export async function relayInference(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): Promise<void> {
   const t0 = performance.now();
   const startedAt = Date.now();
-  if (!ctx.keys.accepts(req.headers.authorization)) return sendRawProblem(res, ErrorCode.UNAUTHENTICATED, true);
+  if (!ctx.keys.accepts(req.headers.authorization)) return refuseUpload(req, res, ErrorCode.UNAUTHENTICATED);
   const gid = newGatewayId();
   res.setHeader('x-svc-request-id', gid);
   const isAudio = route === 'audio.transcriptions';
   const ct = header1(req.headers['content-type']) ?? '';
   if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
-    return sendRawProblem(res, ErrorCode.UNSUPPORTED_MEDIA_TYPE, true);
+    return refuseUpload(req, res, ErrorCode.UNSUPPORTED_MEDIA_TYPE);
   }
   let body: Buffer;
   try {
     body = await readBody(req, ctx.cfg.maxBodyBytes);
   } catch (err) {
-    return sendRawProblem(res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT, true);
+    return refuseUpload(req, res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT);
   }
   let parsed: Record<string, unknown> | undefined;
   let alias: unknown;
@@ -116,6 +116,11 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (!prepared) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
     outputLimit = prepared.outputLimit;
     if (prepared.rewrite) outBody = Buffer.from(JSON.stringify(parsed));
+  } else if (up.route.upstreamModel !== up.route.alias) {
+    // Multipart (audio): the engine's model name replaces the alias there too.
+    const rewritten = replaceMultipartField(body, ct, 'model', up.route.upstreamModel);
+    if (!rewritten) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    outBody = rewritten;
   }
   const legacy = header1(req.headers['x-request-id']);
   const a: ActiveRequest = {
@@ -168,7 +173,8 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
       x.admissionWaitMs = performance.now() - q0;
       const reason = err instanceof AdmissionRefused ? err.reason : 'full';
       x.outcome = reason === 'aborted' ? 'disconnected' : 'rejected';
-      x.statusCode = 429;
+      // A client that left while queued was sent nothing (as when it leaves once admitted).
+      x.statusCode = reason === 'aborted' ? 0 : 429;
       return sendRawProblem(res, ErrorCode.ADMISSION_REFUSED);
     }
     x.admissionWaitMs = performance.now() - q0;
@@ -214,6 +220,16 @@ function prepareBody(b: Record<string, unknown>, m: ModelRoute, isText: boolean)
   if (requested === null || clamped) {
     b[field] = effective;
     rewrite = true;
+  }
+  // The other spelling, when sent too, may not carry more than the ceiling to the engine either.
+  const other = field === 'max_tokens' ? 'max_completion_tokens' : 'max_tokens';
+  const second = b[other];
+  if (second !== undefined && second !== null) {
+    if (!Number.isSafeInteger(second) || (second as number) < 0) return undefined;
+    if ((second as number) > m.maxOutputTokens) {
+      b[other] = m.maxOutputTokens;
+      rewrite = true;
+    }
   }
   return { outputLimit: { requested, effective, clamped }, rewrite };
 }

@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import { normalizeFinishReason, type FinishReason } from '../../schema/terminal-record.js';
+import { FINISH_REASONS, normalizeFinishReason, type FinishReason } from '../../schema/terminal-record.js';
 
 /** Longest SSE line kept while waiting for its end; longer lines are skipped, not buffered. */
 const MAX_LINE = 1024 * 1024;
@@ -93,7 +93,7 @@ export class StreamObserver {
           this.toolCall = true;
           if (streaming) this.fragments++;
         }
-        if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.finishReason = normalizeFinishReason(choice.finish_reason);
+        if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.finishReason = finishReasonOf(choice.finish_reason);
       }
     }
     const u = o.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
@@ -102,6 +102,18 @@ export class StreamObserver {
       if (Number.isSafeInteger(u.completion_tokens) && (u.completion_tokens as number) >= 0) this.completionTokens = u.completion_tokens as number;
     }
   }
+}
+
+const FINISH_SET: ReadonlySet<string> = new Set(FINISH_REASONS);
+
+/**
+ * normalizeFinishReason, guarded: its alias table is a plain object, so a provider string
+ * that names an inherited member (`constructor`, `__proto__`, `toString`) would come back as
+ * that member instead of `unknown`.
+ */
+export function finishReasonOf(v: unknown): FinishReason | null {
+  const n: unknown = normalizeFinishReason(v);
+  return n === null || (typeof n === 'string' && FINISH_SET.has(n)) ? (n as FinishReason | null) : 'unknown';
 }
 
 /** A rough local token estimate from characters (about four per token). */

@@ -1,0 +1,138 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, readFileSync } from 'node:fs';
+import type { TerminalRecord } from '../../src/schema/terminal-record.js';
+import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
+
+const GID = /^req_[0-9a-f]{32}$/;
+
+describe('router restart: kill -9 keeps every looked-up record (rotated decision log, torn last line)', () => {
+  let h: RouterHarness;
+
+  before(async () => {
+    // Small files so the records span several rotated files.
+    h = await startRouterHarness({ models: [{ alias: 'chat' }], server: { decision_log_max_bytes: 4096, decision_log_max_files: 50 } });
+  });
+  after(() => h?.stop());
+
+  const chat = (content: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}, signal?: AbortSignal) =>
+    fetch(`${h.routerUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: 'chat', messages: [{ role: 'user', content }], ...extra }),
+      signal: signal ?? AbortSignal.timeout(10_000),
+    });
+  /** Every parsed line of every retained file, and the gateway ids among them. */
+  const logged = (): { lines: string[]; gids: string[] } => {
+    const lines = h.logFiles().flatMap((f) => readFileSync(f, 'utf8').split('\n').filter((l) => l.length > 0));
+    const gids: string[] = [];
+    for (const l of lines) {
+      try {
+        const g = (JSON.parse(l) as { gateway_request_id?: unknown }).gateway_request_id;
+        if (typeof g === 'string') gids.push(g);
+      } catch {
+        // the torn fragment
+      }
+    }
+    return { lines, gids };
+  };
+
+  it('records found before the kill are found after restart; the log holds each gateway id once', async () => {
+    const session = `sess-${randomBytes(4).toString('hex')}`;
+    const legacy = `legacy-${randomBytes(4).toString('hex')}`;
+    const seen = new Map<string, TerminalRecord>();
+    const sessionIds: string[] = [];
+    const cases: Array<[string, Record<string, unknown>, Record<string, string>]> = [
+      ['plain', {}, {}],
+      ['stream', { stream: true, stream_options: { include_usage: true } }, {}],
+      ['sim:reject=context', {}, {}],
+      ['sim:status=503', {}, {}],
+      ['sim:fail_after=1', { stream: true }, {}],
+      ['sim:finish=tool_calls', {}, {}],
+      ['first legacy', { max_tokens: 2 }, { 'x-request-id': legacy }],
+      ['second legacy', { max_tokens: 3 }, { 'x-request-id': legacy }],
+    ];
+    for (let i = 0; i < 18; i++) {
+      const [content, extra, headers] = cases[i % cases.length]!;
+      const res = await chat(content, extra, { ...headers, 'x-svc-session-id': session });
+      const id = res.headers.get('x-svc-request-id') ?? '';
+      assert.match(id, GID);
+      await res.text();
+      const r = await h.lookup(id);
+      assert.equal(r.status, 200);
+      seen.set(id, r.body.request as TerminalRecord);
+      sessionIds.push(id);
+    }
+    assert.ok(h.logFiles().length >= 2, 'the log rotated');
+    const newestLegacy = (await h.lookup(legacy)).body.request as TerminalRecord;
+    // One request still streaming when the router dies: it has no terminal record.
+    const inflight = await chat('sim:tokens=500 sim:token_delay_ms=20', { stream: true }, {}, AbortSignal.timeout(10_000));
+    const inflightId = inflight.headers.get('x-svc-request-id')!;
+    await inflight.body!.getReader().read();
+
+    assert.equal(await h.stopRouter('SIGKILL'), null, 'killed, not exited');
+    // A crash mid-write leaves a torn last line without a newline.
+    appendFileSync(h.logPath!, `{"request_id":"req_${'ab'.repeat(16)}","model":"chat","outcome":"succ`);
+    await h.startRouter();
+
+    for (const [id, before] of seen) {
+      const r = await h.lookup(id);
+      assert.equal(r.status, 200, `record ${id} after restart`);
+      assert.deepEqual(r.body.request, before);
+    }
+    assert.deepEqual((await h.lookup(legacy)).body.request, newestLegacy);
+    assert.equal(newestLegacy.output_limit?.requested, 3);
+    assert.equal((await h.lookup(inflightId)).status, 404);
+    assert.equal((await h.lookup(`req_${'ab'.repeat(16)}`)).status, 404, 'the torn line is not a record');
+
+    const hist = await h.get(`/v1/requests?session_id=${session}&history=1`);
+    assert.equal(hist.status, 200);
+    const body = (await hist.json()) as { requests: TerminalRecord[]; truncation: { returned: number; omitted: number | null } };
+    assert.deepEqual(body.truncation, { returned: 18, omitted: 0 });
+    assert.deepEqual(body.requests, [...sessionIds].reverse().map((id) => seen.get(id)));
+
+    // The restarted router appends whole lines after the torn one.
+    const res = await chat('after restart');
+    const afterId = res.headers.get('x-svc-request-id')!;
+    await res.text();
+    assert.equal((await h.lookup(afterId)).body.request.outcome, 'success');
+    const { lines, gids } = logged();
+    const sorted = [...gids].sort();
+    assert.deepEqual(sorted, [...seen.keys(), afterId].sort(), 'each gateway id exactly once');
+    assert.equal(new Set(gids).size, gids.length);
+    const bad = lines.filter((l) => {
+      try {
+        JSON.parse(l);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    assert.equal(bad.length, 1, 'only the torn fragment does not parse');
+    assert.ok(bad[0]!.endsWith('"outcome":"succ'));
+  });
+
+  it('a graceful stop lets a stream in flight finish and records it; the next start serves every record', async () => {
+    const res = await chat('sim:tokens=15 sim:token_delay_ms=40', { stream: true });
+    const id = res.headers.get('x-svc-request-id')!;
+    const reader = res.body!.getReader();
+    await reader.read();
+    const stopping = h.stopRouter();
+    let text = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString('utf8');
+    }
+    assert.match(text, /data: \[DONE\]/);
+    assert.equal(await stopping, 0);
+    const { gids } = logged();
+    assert.ok(gids.includes(id), 'recorded before exit');
+    await h.startRouter();
+    for (const g of gids) assert.equal((await h.lookup(g)).status, 200, g);
+    assert.equal((await h.lookup(id)).body.request.outcome, 'success');
+    const status = await h.get('/v1/router/status');
+    assert.equal(status.status, 200);
+  });
+});
