@@ -18,12 +18,22 @@ export function formatTimestamp(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+// Batches repeat the same few timestamps across many records; remembering recent answers
+// keeps the fold's decode path cheap (bounded: cleared when it grows past 4,096 entries).
+const parsed = new Map<string, number>();
+
 /** Parses a contract timestamp to epoch ms, or NaN when it is not one (including impossible dates). */
 export function parseTimestamp(s: string): number {
-  if (!TIMESTAMP_RE.test(s)) return Number.NaN;
-  const ms = Date.parse(s);
-  // Date.parse rolls 2026-02-30 over to March; the round trip catches that.
-  if (Number.isNaN(ms) || new Date(ms).toISOString() !== s) return Number.NaN;
+  const hit = parsed.get(s);
+  if (hit !== undefined) return hit;
+  let ms = Number.NaN;
+  if (TIMESTAMP_RE.test(s)) {
+    ms = Date.parse(s);
+    // Date.parse rolls 2026-02-30 over to March; the round trip catches that.
+    if (Number.isNaN(ms) || new Date(ms).toISOString() !== s) ms = Number.NaN;
+  }
+  if (parsed.size >= 4096) parsed.clear();
+  parsed.set(s, ms);
   return ms;
 }
 
