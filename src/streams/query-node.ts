@@ -4,7 +4,7 @@ import type { Filters } from '../schema/filters.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
 import type { MirrorEntry, NodeSnapshot, SourceMirror } from './node-snapshot.js';
-import { topK } from './top-k.js';
+import { BoundedHeap, topK } from './top-k.js';
 
 /** Default stale threshold (SPEC.md): 30 seconds. */
 export const DEFAULT_STALE_AFTER_MS = 30_000;
@@ -59,9 +59,20 @@ function relevant(owner: Owner, f: Filters): boolean {
   return (f.owner === undefined || f.owner === owner) && (f.kind === undefined || KIND_OF_OWNER[owner] === f.kind);
 }
 
-/** The records of one mirror that the filters select, with their stale labels. */
-function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: number, staleAfterMs: number): Match[] {
-  const out: Match[] = [];
+/** Entry order: newest `updated_at` first, ties by record ID ascending. */
+function entryNewestFirst(a: MirrorEntry, b: MirrorEntry): number {
+  const d = b.updatedMs - a.updatedMs;
+  if (d !== 0) return d;
+  return a.rec.id < b.rec.id ? -1 : a.rec.id > b.rec.id ? 1 : 0;
+}
+
+/**
+ * The records of one mirror that the filters select: their count, and the `k` newest with
+ * their stale labels. Only candidates that could enter the top `k` allocate anything.
+ */
+function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: number, staleAfterMs: number, k: number): { matched: number; top: Match[] } {
+  const heap = new BoundedHeap<Match>(k, newestFirst);
+  let matched = 0;
   const recentMs = f.recent_seconds * 1000;
   for (const e of m.records.values()) {
     const r = e.rec;
@@ -75,9 +86,12 @@ function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: num
       if (f.active_only) continue;
       if (r.state === 'terminal' && now - e.updatedMs > recentMs) continue;
     }
-    out.push({ e, stale, owner: m.owner });
+    matched++;
+    const worst = heap.worst();
+    if (heap.full && worst && entryNewestFirst(e, worst.e) >= 0) continue;
+    heap.offer({ e, stale, owner: m.owner });
   }
-  return out;
+  return { matched, top: heap.sorted() };
 }
 
 function emit(m: Match): WorkloadRecord {
@@ -98,8 +112,8 @@ export function queryNode(snap: NodeSnapshot, f: Filters, now: number, opts: Que
     const m = snap.sources[owner];
     const health = sourceHealth(m, now, opts.staleAfterMs);
     const isRelevant = relevant(owner, f);
-    const matches = isRelevant && health.status !== 'unavailable' ? matchSource(m, health, f, now, opts.staleAfterMs) : [];
-    return { owner, health, isRelevant, matched: matches.length, top: topK(matches, perSource, newestFirst) };
+    const sel = isRelevant && health.status !== 'unavailable' ? matchSource(m, health, f, now, opts.staleAfterMs, perSource) : { matched: 0, top: [] };
+    return { owner, health, isRelevant, matched: sel.matched, top: sel.top };
   });
   const kept = topK(parts.flatMap((p) => p.top), perNode, newestFirst);
   const keptPerOwner = new Map<Owner, WorkloadRecord[]>();

@@ -6,17 +6,47 @@
 export function topK<T>(items: readonly T[], k: number, cmp: (a: T, b: T) => number): T[] {
   if (k <= 0) return [];
   if (items.length <= k) return [...items].sort(cmp);
-  const heap: T[] = [];
-  for (const item of items) {
-    if (heap.length < k) {
-      heap.push(item);
-      siftUp(heap, heap.length - 1, cmp);
-    } else if (cmp(item, heap[0]!) < 0) {
-      heap[0] = item;
-      siftDown(heap, 0, cmp);
+  const heap = new BoundedHeap(k, cmp);
+  for (const item of items) heap.offer(item);
+  return heap.sorted();
+}
+
+/**
+ * Keeps the `k` best items offered (smallest under `cmp`). `worst()` lets a caller skip
+ * building an item that could not get in, so a scan over many candidates allocates only for
+ * the few that do.
+ */
+export class BoundedHeap<T> {
+  private readonly heap: T[] = [];
+  constructor(
+    private readonly k: number,
+    private readonly cmp: (a: T, b: T) => number,
+  ) {}
+
+  get full(): boolean {
+    return this.heap.length >= this.k;
+  }
+
+  /** The worst item kept (the one the next better offer replaces). */
+  worst(): T | undefined {
+    return this.heap[0];
+  }
+
+  offer(item: T): void {
+    if (this.k <= 0) return;
+    if (this.heap.length < this.k) {
+      this.heap.push(item);
+      siftUp(this.heap, this.heap.length - 1, this.cmp);
+    } else if (this.cmp(item, this.heap[0]!) < 0) {
+      this.heap[0] = item;
+      siftDown(this.heap, 0, this.cmp);
     }
   }
-  return heap.sort(cmp);
+
+  /** The kept items, best first. */
+  sorted(): T[] {
+    return this.heap.sort(this.cmp);
+  }
 }
 
 // Max-heap on `cmp`: the worst kept item sits at the root.
