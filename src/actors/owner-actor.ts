@@ -33,6 +33,14 @@ export function resyncSubject(host: string): string {
 }
 
 const encoder = new TextEncoder();
+// Records are immutable once built; owners that hand the same object again (a finished
+// request) are not serialized again just to see that nothing changed.
+const fingerprints = new WeakMap<WorkloadRecord, string>();
+function fingerprint(r: WorkloadRecord): string {
+  let f = fingerprints.get(r);
+  if (f === undefined) fingerprints.set(r, (f = JSON.stringify(r)));
+  return f;
+}
 
 /**
  * An owner actor: reads its authority, bounds the window, and publishes ObservationBatches
@@ -93,7 +101,7 @@ export class OwnerActor {
       status: reading.status, ...(reading.reason ? { reason: reading.reason } : {}), omitted: window.omitted,
     } as const;
     const next = new Map<string, string>();
-    for (const r of window.records) next.set(r.id, JSON.stringify(r));
+    for (const r of window.records) next.set(r.id, fingerprint(r));
     try {
       if (full) {
         this.publishFull(base, window.records);

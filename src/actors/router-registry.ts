@@ -44,6 +44,9 @@ export interface ActiveSummary {
 
 interface Buffered extends Decision {
   readonly gid: string;
+  readonly finishedMs: number;
+  /** Its workload record, built once: a finished request never changes. */
+  readonly workload: WorkloadRecord;
 }
 
 /**
@@ -95,7 +98,7 @@ export class RouterRegistry {
         this.opts.logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, gateway_request_id: a.gid }, 'decision log write failed');
       }
     }
-    const entry: Buffered = { gid: a.gid, record };
+    const entry: Buffered = { gid: a.gid, record, finishedMs: parseTimestamp(record.finished_at), workload: mapTerminalRequest(this.opts.host, a.gid, record) };
     const evicted = this.ring[this.head];
     if (evicted) this.byGid.delete(evicted.gid);
     this.ring[this.head] = entry;
@@ -178,8 +181,8 @@ export class RouterRegistry {
     let omitted = 0;
     const horizon = now - 86_400_000;
     for (const e of this.recent()) {
-      if (parseTimestamp(e.record.finished_at) < horizon) break;
-      if (records.length < cap) records.push(mapTerminalRequest(this.opts.host, e.gid, e.record));
+      if (e.finishedMs < horizon) break;
+      if (records.length < cap) records.push(e.workload);
       else omitted++;
     }
     return { records, omitted };
