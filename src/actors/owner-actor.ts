@@ -60,6 +60,10 @@ export class OwnerActor {
     this.now = opts.now ?? Date.now;
   }
 
+  get owner(): Owner {
+    return this.opts.owner;
+  }
+
   /** Starts polling and publishing; idempotent. */
   start(): void {
     if (this.sub) return;

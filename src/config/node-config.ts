@@ -23,6 +23,15 @@ export const NodeConfigSchema = Type.Object(
         authorization_policy: Type.String({ minLength: 1, maxLength: 4096 }),
         stale_after_seconds: Type.Number({ default: 30, exclusiveMinimum: 0, maximum: 86_400 }),
         state_dir: Type.String({ default: 'state', minLength: 1, maxLength: 4096 }),
+        /** Directory of recipe TOML files (owner `recipe`); unset: no recipe actor. */
+        recipes_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        /** Directory of manifest TOML files (owner `manifest`); unset: no manifest actor. */
+        manifests_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        /** The container runtime's Docker Engine API unix socket. */
+        container_socket: Type.String({ default: '/var/run/docker.sock', minLength: 1, maxLength: 4096 }),
+        /** The node's router, for benchmark and media jobs (lifecycle commands). */
+        router_url: Type.Optional(Type.String({ pattern: '^https?://[^\\s@/]+$', maxLength: 512 })),
+        router_key_env: Type.Optional(ENV_NAME),
       },
       { additionalProperties: false },
     ),
@@ -38,6 +47,12 @@ export interface NodeConfig {
   readonly policyPath: string;
   readonly staleAfterMs: number;
   readonly stateDir: string;
+  /** Recipes and manifests (docs/api.md, "Recipes and manifests"); absolute paths, never in records. */
+  readonly recipesDir?: string | undefined;
+  readonly manifestsDir?: string | undefined;
+  readonly containerSocket?: string | undefined;
+  /** Where benchmark and media jobs send their requests; the key's variable name, never its value. */
+  readonly router?: { readonly url: string; readonly keyEnv: string } | undefined;
 }
 
 export interface NatsConnection {
@@ -58,6 +73,10 @@ export function loadNodeConfig(path: string): NodeConfig {
     policyPath: resolve(dir, n.authorization_policy),
     staleAfterMs: Math.round(n.stale_after_seconds * 1000),
     stateDir: resolve(dir, n.state_dir),
+    recipesDir: n.recipes_dir === undefined ? undefined : resolve(dir, n.recipes_dir),
+    manifestsDir: n.manifests_dir === undefined ? undefined : resolve(dir, n.manifests_dir),
+    containerSocket: resolve(dir, n.container_socket),
+    router: n.router_url && n.router_key_env ? { url: n.router_url, keyEnv: n.router_key_env } : undefined,
   };
 }
 

@@ -9,8 +9,13 @@ import { CONTROLLER_OWNERS } from '../streams/query-node.js';
 import { nodeRead, toolsCallRoutes } from './controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from './http-app.js';
 import { mcpRoutes } from './mcp-routes.js';
+import { lifecycleRoutes } from './lifecycle-routes.js';
+import { JobService } from '../jobs/job-service.js';
+import { createJobActor } from '../actors/job-actor.js';
+import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
+import { startRecipeActors } from '../actors/recipe-actor.js';
 
 export interface ControllerHandle {
   readonly url: string;
@@ -32,8 +37,10 @@ export async function buildControllerApp(deps: {
   policy: AuthorizationPolicy;
   view: NodeView;
   allowedHosts?: () => readonly string[];
+  jobs?: JobService;
 }): Promise<FastifyInstance> {
   const app = createHttpApp({ logger: deps.logger });
+  if (deps.jobs) await app.register(lifecycleRoutes, { policy: deps.policy, jobs: deps.jobs });
   const read = nodeRead((f) => deps.view.query(f));
   await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: read } });
   await app.register(mcpRoutes, {
@@ -64,15 +71,36 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   const ownsBus = deps.bus === undefined;
   const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: CONTROLLER_OWNERS, logger: log });
   view.start();
+  let routerTarget: { url: string; key: string } | undefined;
+  if (cfg.router) {
+    const key = env[cfg.router.keyEnv];
+    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) is not set`);
+    routerTarget = { url: cfg.router.url, key };
+  }
+  const jobs = new JobService(cfg.stateDir, routerTarget, log);
+  const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
+    createJobActor({ host: cfg.hostId, owner, storePath: jobs.paths[owner], bus, staleAfterMs: cfg.staleAfterMs, logger: log }),
+  );
+  const jobChanges = jobs.changes.subscribe((owner) => jobActors.find((a) => a.owner === owner)?.notify());
+  for (const a of jobActors) a.start();
+  const stopJobs = async (): Promise<void> => {
+    jobChanges.unsubscribe();
+    for (const a of jobActors) a.stop();
+    await jobs.close();
+    for (const a of jobActors) a.closeStore();
+  };
+  const recipeActors = startRecipeActors(cfg, bus, log);
   const responder = serveNodeWorkloads(bus, cfg.hostId, (f) => view.query(f), log);
 
-  const app = await buildControllerApp({ logger: log, policy, view });
+  const app = await buildControllerApp({ logger: log, policy, view, jobs });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
     responder.stop();
+    await recipeActors.stop();
     view.stop();
+    await stopJobs();
     if (ownsBus) await bus.close();
     throw err;
   }
@@ -83,6 +111,8 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     async close() {
       await app.close();
       responder.stop();
+      await recipeActors.stop();
+      await stopJobs();
       view.stop();
       if (ownsBus) await bus.close();
     },

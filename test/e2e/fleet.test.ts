@@ -43,8 +43,8 @@ describe('fleet over one nats-server with per-host permissions (real processes)'
   };
   const startActor = async (host: string, native: string): Promise<void> => {
     const file = join(dir, `${host}-records.json`);
-    writeFileSync(file, JSON.stringify([rec(host, 'media', native, { at: Date.now() })]));
-    await start(ACTOR, [], { NATS_URL: nats.url, NATS_USER: host, NATS_PASS: users.passwords[host]!, HOST_ID: host, OWNER: 'media', RECORDS_FILE: file, POLL_MS: '100', STALE_MS: '5000' });
+    writeFileSync(file, JSON.stringify([rec(host, 'manifest', native, { at: Date.now() })]));
+    await start(ACTOR, [], { NATS_URL: nats.url, NATS_USER: host, NATS_PASS: users.passwords[host]!, HOST_ID: host, OWNER: 'manifest', RECORDS_FILE: file, POLL_MS: '100', STALE_MS: '5000' });
   };
   const fleetCall = async (args: Record<string, unknown> = {}): Promise<FleetResult> => {
     const res = await fetch(`${fleet.url}/tools/call`, {
@@ -82,7 +82,7 @@ describe('fleet over one nats-server with per-host permissions (real processes)'
   it('keeps an entry per declared node with the right condition, and the healthy records intact', async () => {
     const r = await eventually(async () => {
       const x = await fleetCall();
-      return node(x, 'node-a').sources[3]?.records.length && node(x, 'node-b').sources[3]?.records.length ? x : undefined;
+      return node(x, 'node-a').sources[5]?.records.length && node(x, 'node-b').sources[5]?.records.length ? x : undefined;
     }, 8000, 100);
     assert.deepEqual(r.nodes.map((n) => n.expected_host), HOSTS);
     const cond = Object.fromEntries(r.nodes.map((n) => [n.expected_host, n.condition ?? null]));
@@ -93,8 +93,8 @@ describe('fleet over one nats-server with per-host permissions (real processes)'
     }
     assert.equal(r.status, 'partial');
     assert.equal(r.truncation.omitted, null);
-    assert.equal(node(r, 'node-a').sources[3]!.records[0]!.host, 'node-a');
-    assert.equal(node(r, 'node-b').sources[3]!.records[0]!.host, 'node-b');
+    assert.equal(node(r, 'node-a').sources[5]!.records[0]!.host, 'node-a');
+    assert.equal(node(r, 'node-b').sources[5]!.records[0]!.host, 'node-b');
   });
 
   it('dead nodes cost one timeout in total, not one each (parallel fan-out)', async () => {
@@ -106,12 +106,12 @@ describe('fleet over one nats-server with per-host permissions (real processes)'
   it('a node cannot publish observations for another host', async () => {
     const intruder = await connectNatsBus({ servers: nats.url, user: 'node-b', pass: users.passwords['node-b']!, name: 'intruder' });
     try {
-      const forged = rec('node-a', 'media', 'forged-by-b', { at: Date.now() });
-      intruder.publish('svc.v1.node-a.obs.media', enc(batch('node-a', 'media', { seq: 1, at: Date.now() + 1000, upserts: [forged] })));
+      const forged = rec('node-a', 'manifest', 'forged-by-b', { at: Date.now() });
+      intruder.publish('svc.v1.node-a.obs.manifest', enc(batch('node-a', 'manifest', { seq: 1, at: Date.now() + 1000, upserts: [forged] })));
       await intruder.flush().catch(() => undefined);
       await new Promise((r) => setTimeout(r, 500));
-      const r = await fleetCall({ owner: 'media' });
-      assert.ok(!node(r, 'node-a').sources[3]!.records.some((x) => x.id === forged.id), 'the forged record never reached node-a');
+      const r = await fleetCall({ owner: 'manifest' });
+      assert.ok(!node(r, 'node-a').sources[5]!.records.some((x) => x.id === forged.id), 'the forged record never reached node-a');
       assert.equal(node(r, 'node-a').condition, undefined);
     } finally {
       await intruder.close();

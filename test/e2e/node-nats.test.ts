@@ -38,10 +38,10 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     assert.ok(checkNodeResult.Check(body), 'the reply is a valid NodeResult');
     return body;
   };
-  const media = (r: NodeResult) => r.sources.find((s) => s.owner === 'media')!;
+  const manifestSource = (r: NodeResult) => r.sources.find((s) => s.owner === 'manifest')!;
   const startActor = () =>
     spawnNode(FIXTURE, [], {
-      env: { NATS_URL: nats.url, HOST_ID: H, OWNER: 'media', RECORDS_FILE: recordsFile, POLL_MS: '100', STALE_MS: String(STALE_S * 1000) },
+      env: { NATS_URL: nats.url, HOST_ID: H, OWNER: 'manifest', RECORDS_FILE: recordsFile, POLL_MS: '100', STALE_MS: String(STALE_S * 1000) },
     });
 
   before(async () => {
@@ -63,33 +63,39 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     await nats?.stop();
   });
 
-  it('before any actor speaks, every source is unavailable (no-observation)', async () => {
-    const r = await read();
-    assert.equal(r.status, 'unavailable');
-    assert.ok(r.sources.every((s) => s.status === 'unavailable' && s.reason === 'no-observation'));
+  it('before the other owners speak, their sources are unavailable (no-observation); the job stores are live', async () => {
+    const r = await eventually(async () => {
+      const x = await read();
+      return x.sources.find((s) => s.owner === 'benchmark')!.status === 'complete' ? x : undefined;
+    }, 3000);
+    assert.equal(r.status, 'partial');
+    for (const s of r.sources) {
+      if (['controller', 'benchmark', 'media'].includes(s.owner)) assert.equal(s.status, 'complete', s.owner);
+      else assert.deepEqual([s.status, s.reason], ['unavailable', 'no-observation'], s.owner);
+    }
   });
 
   it('a batch published by another process shows up within a second', async () => {
-    writeRecords([rec(H, 'media', 'job-1', { at: Date.now(), progress: { completed: 1, total: 4, unit: 'items' } })]);
+    writeRecords([rec(H, 'manifest', 'recipe-1', { at: Date.now() })]);
     actor = await startActor();
     const t0 = Date.now();
     const r = await eventually(async () => {
-      const x = await read({ owner: 'media' });
-      return media(x).records.length === 1 ? x : undefined;
+      const x = await read({ owner: 'manifest' });
+      return manifestSource(x).records.length === 1 ? x : undefined;
     }, 3000, 20);
     assert.ok(Date.now() - t0 < 1000, `seen after ${Date.now() - t0} ms`);
-    assert.equal(r.status, 'complete');
-    assert.equal(media(r).records[0]!.progress?.completed, 1);
+    assert.equal(manifestSource(r).status, 'complete');
+    assert.equal(manifestSource(r).records[0]!.state, 'configured');
   });
 
   it('an update in the authority follows', async () => {
     const created = Date.now() - 1000;
-    writeRecords([rec(H, 'media', 'job-1', { at: Date.now(), created_at: formatTimestamp(created), progress: { completed: 3, total: 4, unit: 'items' } })]);
-    await eventually(async () => media(await read()).records[0]?.progress?.completed === 3, 3000);
+    writeRecords([rec(H, 'manifest', 'recipe-1', { at: Date.now(), created_at: formatTimestamp(created), state: 'absent', phase: 'absent', observation_quality: 'absent' })]);
+    await eventually(async () => manifestSource(await read()).records[0]?.state === 'absent', 3000);
   });
 
   it('answers node_workloads over NATS request/reply, and bad filters with a fixed problem', async () => {
-    const reply = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode('{"owner":"media"}'), { timeoutMs: 2000 })));
+    const reply = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode('{"owner":"manifest"}'), { timeoutMs: 2000 })));
     assert.ok(checkNodeResult.Check(reply));
     assert.equal(reply.expected_host, H);
     const bad = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode('{"owner":"MEDIA-CANARY"}'), { timeoutMs: 2000 })));
@@ -100,15 +106,15 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     await actor!.stop('SIGKILL');
     actor = undefined;
     const stale = await eventually(async () => {
-      const x = media(await read());
+      const x = manifestSource(await read());
       return x.status === 'partial' ? x : undefined;
     }, 5000);
     assert.equal(stale.reason, 'timeout');
-    assert.equal(stale.records[0]!.state, 'running', 'a stale record keeps its state');
+    assert.equal(stale.records[0]!.state, 'absent', 'a stale record keeps its state');
     assert.equal(stale.records[0]!.observation_quality, 'stale');
     assert.equal(stale.truncation.omitted, null);
     const gone = await eventually(async () => {
-      const x = media(await read());
+      const x = manifestSource(await read());
       return x.status === 'unavailable' ? x : undefined;
     }, 15_000, 200);
     assert.equal(gone.reason, 'timeout');
@@ -117,12 +123,12 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
 
   it('recovers after nats-server restarts, without restarting the controller', async () => {
     actor = await startActor();
-    await eventually(async () => media(await read()).status === 'complete', 5000);
+    await eventually(async () => manifestSource(await read()).status === 'complete', 5000);
     await nats.restart();
-    writeRecords([rec(H, 'media', 'job-2', { at: Date.now() })]);
+    writeRecords([rec(H, 'manifest', 'recipe-2', { at: Date.now() })]);
     const r = await eventually(async () => {
-      const x = media(await read());
-      return x.status === 'complete' && x.records.some((y) => y.id === rec(H, 'media', 'job-2').id) ? x : undefined;
+      const x = manifestSource(await read());
+      return x.status === 'complete' && x.records.some((y) => y.id === rec(H, 'manifest', 'recipe-2').id) ? x : undefined;
     }, 15_000, 100);
     assert.ok(r);
     const reply = await eventually(() => client.request(`svc.v1.${H}.workloads`, new Uint8Array(0), { timeoutMs: 1000 }), 10_000, 200);

@@ -1,0 +1,31 @@
+import type { Logger } from 'pino';
+import type { Bus } from '../streams/bus.js';
+import { JobStore } from '../stores/job-store.js';
+import { DEFAULT_WINDOW_CAP, WINDOW_TERMINAL_MS } from './window.js';
+import { NATIVE_TERMINAL, mapJob, type JobOwner } from './job-mapping.js';
+import { OwnerActor } from './owner-actor.js';
+
+/**
+ * The actor of a job-store owner (controller operations, benchmark jobs, media jobs): reads
+ * the store through its own read-only handle and publishes the mapped window. A store that
+ * cannot be read makes the source unavailable (inspection-error), never empty.
+ */
+export function createJobActor(o: { host: string; owner: JobOwner; storePath: string; bus: Bus; staleAfterMs: number; logger?: Logger }): OwnerActor & { closeStore(): void } {
+  let store: JobStore | undefined;
+  const actor = new OwnerActor({
+    host: o.host, owner: o.owner, bus: o.bus, staleAfterMs: o.staleAfterMs, pollMs: 1000, minIntervalMs: 100, ...(o.logger ? { logger: o.logger } : {}),
+    read: () => {
+      store ??= JobStore.openReadOnly(o.storePath);
+      const rows = store.window(Date.now() - WINDOW_TERMINAL_MS, NATIVE_TERMINAL, DEFAULT_WINDOW_CAP + 1);
+      // One more row than the cap says "more than the cap": the exact excess is not counted here.
+      const records = rows.slice(0, DEFAULT_WINDOW_CAP).map((r) => mapJob(o.owner, o.host, r));
+      return { status: 'complete', records, ...(rows.length > DEFAULT_WINDOW_CAP ? { countUnknown: true } : {}) };
+    },
+  });
+  return Object.assign(actor, {
+    closeStore() {
+      store?.close();
+      store = undefined;
+    },
+  });
+}

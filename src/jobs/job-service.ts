@@ -1,0 +1,219 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { Subject } from 'rxjs';
+import type { Logger } from 'pino';
+import { InvalidInputError, NotFoundError } from '../errors.js';
+import { NATIVE, type JobOwner } from '../actors/job-mapping.js';
+import { JobStore, type JobRow } from '../stores/job-store.js';
+import { runBenchmark, type RouterTarget } from './benchmark-runner.js';
+import { describePlan, type Command } from './commands.js';
+import { runMedia } from './media-runner.js';
+
+/** How long a plan's confirmation token stays valid. */
+export const CONFIRMATION_TTL_MS = 120_000;
+const HEARTBEAT_MS = 1_000;
+
+export interface PlanResult {
+  operation_id: string;
+  command: string;
+  plan: string[];
+  confirmation_token: string;
+  expires_at: string;
+}
+
+interface Pending {
+  readonly opId: string;
+  readonly command: Command;
+  readonly expiresAt: number;
+}
+
+const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('hex')}`;
+const digest = (t: string): string => createHash('sha256').update(t).digest('hex');
+
+/**
+ * The node's lifecycle side: owner stores (operations, benchmark jobs, media jobs), the
+ * plan/apply confirmation boundary, and the runners. Reads never come here: actors read the
+ * stores through read-only handles.
+ */
+export class JobService {
+  readonly stores: Readonly<Record<JobOwner, JobStore>>;
+  readonly paths: Readonly<Record<JobOwner, string>>;
+  /** Emits the owner whose store changed (actors read sooner). */
+  readonly changes = new Subject<JobOwner>();
+  private readonly pending = new Map<string, Pending>();
+  private readonly running = new Map<string, AbortController>();
+  private readonly tasks = new Set<Promise<void>>();
+  private closing = false;
+
+  constructor(
+    stateDir: string,
+    private readonly router: RouterTarget | undefined,
+    private readonly logger: Logger,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.paths = { controller: join(stateDir, 'controller.db'), benchmark: join(stateDir, 'benchmark.db'), media: join(stateDir, 'media.db') };
+    this.stores = {
+      controller: JobStore.openForOwner(this.paths.controller),
+      benchmark: JobStore.openForOwner(this.paths.benchmark),
+      media: JobStore.openForOwner(this.paths.media),
+    };
+    this.reconcile();
+  }
+
+  /** Work a previous process left active has no runner now: say so instead of showing it running. */
+  private reconcile(): void {
+    const t = this.now();
+    for (const owner of ['controller', 'benchmark', 'media'] as const) {
+      for (const row of this.stores[owner].inStates([NATIVE.queued, NATIVE.awaitingApproval, NATIVE.preparing, NATIVE.submitting, NATIVE.running])) {
+        const state = row.native_state === NATIVE.awaitingApproval ? NATIVE.expired : NATIVE.interrupted;
+        this.stores[owner].update(row.id, { native_state: state, outcome: state === NATIVE.expired ? 'timeout' : 'unknown' }, t);
+      }
+    }
+  }
+
+  /** Records the operation as awaiting approval and returns the plan with a short-lived token. */
+  plan(command: Command): PlanResult {
+    const t = this.now();
+    const opId = newId('op');
+    this.insert('controller', { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: 3 }, t);
+    const token = randomBytes(24).toString('hex');
+    const expiresAt = t + CONFIRMATION_TTL_MS;
+    this.pending.set(digest(token), { opId, command, expiresAt });
+    setTimeout(() => this.expire(digest(token)), CONFIRMATION_TTL_MS + 10).unref();
+    return { operation_id: opId, command: command.name, plan: describePlan(command), confirmation_token: token, expires_at: new Date(expiresAt).toISOString() };
+  }
+
+  /** Carries out a planned command. Thrown when: the token is unknown, used or expired (InvalidInputError); the job to cancel is unknown (NotFoundError). */
+  apply(token: string): { operation_id: string; job_id?: string } {
+    const key = digest(token);
+    const p = this.pending.get(key);
+    if (!p) throw new InvalidInputError();
+    this.pending.delete(key);
+    if (this.now() > p.expiresAt) {
+      this.finishOp(p.opId, NATIVE.expired, 'timeout');
+      throw new InvalidInputError();
+    }
+    const ops = this.stores.controller;
+    ops.update(p.opId, { native_state: NATIVE.preparing, progress_completed: 1 }, this.now());
+    this.changes.next('controller');
+    try {
+      ops.update(p.opId, { native_state: NATIVE.submitting, progress_completed: 2 }, this.now());
+      const jobId = this.execute(p.command);
+      this.finishOp(p.opId, NATIVE.succeeded, 'success', 3);
+      return jobId ? { operation_id: p.opId, job_id: jobId } : { operation_id: p.opId };
+    } catch (err) {
+      this.finishOp(p.opId, NATIVE.failed, err instanceof NotFoundError ? 'rejected' : 'error');
+      throw err;
+    }
+  }
+
+  /** An operation and, for job commands, the job it started (lifecycle status route). */
+  status(id: string): { id: string; state: string; outcome: string | null; progress: { completed: number | null; total: number | null }; summary: unknown } {
+    for (const owner of ['controller', 'benchmark', 'media'] as const) {
+      const row = this.stores[owner].get(id);
+      if (row) {
+        return {
+          id: row.id, state: row.native_state, outcome: row.outcome, progress: { completed: row.progress_completed, total: row.progress_total },
+          summary: row.summary ? (JSON.parse(row.summary) as unknown) : null,
+        };
+      }
+    }
+    throw new NotFoundError();
+  }
+
+  private execute(c: Command): string | undefined {
+    switch (c.name) {
+      case 'benchmark.start':
+        return this.startJob('benchmark', c.params.requests, (progress, signal) => runBenchmark(c.params, this.requireRouter(), progress, signal));
+      case 'media.submit':
+        return this.startJob('media', c.params.files.length, (progress, signal) => runMedia(c.params, this.requireRouter(), progress, signal));
+      case 'benchmark.cancel':
+      case 'media.cancel': {
+        const owner: JobOwner = c.name === 'benchmark.cancel' ? 'benchmark' : 'media';
+        const ctl = this.running.get(c.params.job_id);
+        if (!ctl || !this.stores[owner].get(c.params.job_id)) throw new NotFoundError();
+        ctl.abort();
+        return undefined;
+      }
+    }
+  }
+
+  private requireRouter(): RouterTarget {
+    if (!this.router) throw new InvalidInputError();
+    return this.router;
+  }
+
+  private startJob(owner: 'benchmark' | 'media', total: number, run: (progress: (n: number) => void, signal: AbortSignal) => Promise<object>): string {
+    if (!this.router) throw new InvalidInputError();
+    const id = newId(owner === 'benchmark' ? 'bench' : 'media');
+    const store = this.stores[owner];
+    this.insert(owner, { id, kind: owner, native_state: NATIVE.queued, total }, this.now());
+    const ctl = new AbortController();
+    this.running.set(id, ctl);
+    let lastWrite = 0;
+    const beat = setInterval(() => {
+      store.heartbeat(id, this.now());
+      this.changes.next(owner);
+    }, HEARTBEAT_MS);
+    const task = (async () => {
+      store.update(id, { native_state: NATIVE.running, progress_completed: 0 }, this.now());
+      this.changes.next(owner);
+      try {
+        const summary = await run((n) => {
+          const t = this.now();
+          if (n === total || t - lastWrite >= 200) {
+            lastWrite = t;
+            store.update(id, { progress_completed: n }, t);
+            this.changes.next(owner);
+          }
+        }, ctl.signal);
+        const outcomes = (summary as { outcomes?: Record<string, number> }).outcomes ?? {};
+        const failed = Object.entries(outcomes).some(([k, v]) => k !== 'success' && k !== 'cancelled' && v > 0);
+        // Stopped by a shutdown rather than a cancel command: what the engine finished is unknown.
+        const state = this.closing ? NATIVE.interrupted : ctl.signal.aborted ? NATIVE.cancelled : failed ? NATIVE.failed : NATIVE.succeeded;
+        const outcomeOf: Record<string, string> = { [NATIVE.succeeded]: 'success', [NATIVE.cancelled]: 'cancelled', [NATIVE.interrupted]: 'unknown' };
+        const outcome = outcomeOf[state] ?? 'error';
+        store.update(id, { native_state: state, outcome, summary: JSON.stringify(summary) }, this.now());
+      } catch (err) {
+        this.logger.error({ err: { name: (err as Error)?.name }, job: id }, 'job failed');
+        store.update(id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());
+      } finally {
+        clearInterval(beat);
+        this.running.delete(id);
+        this.changes.next(owner);
+      }
+    })();
+    this.tasks.add(task);
+    void task.finally(() => this.tasks.delete(task));
+    return id;
+  }
+
+  private insert(owner: JobOwner, r: { id: string; kind: string; native_state: string; total: number }, t: number): void {
+    const row: JobRow = {
+      id: r.id, kind: r.kind, native_state: r.native_state, outcome: null, progress_completed: 0, progress_total: r.total,
+      created_at: t, updated_at: t, heartbeat_at: t, summary: null,
+    };
+    this.stores[owner].insert(row);
+    this.changes.next(owner);
+  }
+
+  private finishOp(opId: string, state: string, outcome: string, completed?: number): void {
+    this.stores.controller.update(opId, { native_state: state, outcome, ...(completed !== undefined ? { progress_completed: completed } : {}) }, this.now());
+    this.changes.next('controller');
+  }
+
+  private expire(key: string): void {
+    const p = this.pending.get(key);
+    if (!p) return;
+    this.pending.delete(key);
+    this.finishOp(p.opId, NATIVE.expired, 'timeout');
+  }
+
+  /** Stops runners; their jobs are marked interrupted (their engine work is not known). */
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const ctl of this.running.values()) ctl.abort();
+    await Promise.allSettled([...this.tasks]);
+    for (const s of Object.values(this.stores)) s.close();
+  }
+}

@@ -1,0 +1,152 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { NodeResult, SourceResult } from '../../src/schema/envelopes.js';
+import type { WorkloadRecord } from '../../src/schema/record.js';
+import { writeTestPolicy } from '../support/policy.js';
+import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
+
+describe('benchmark and media jobs through a real router, seen by node_workloads', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-jobs-'));
+  const policy = writeTestPolicy(dir);
+  const env = { ...policy.env, SVC_ROUTER_KEYS: 'jobs-router-key', NODE_ROUTER_KEY: 'jobs-router-key' };
+  let sim: RunningProcess;
+  let router: RunningProcess;
+  let controller: RunningProcess;
+  const cfg = join(dir, 'node.toml');
+
+  const startController = async (): Promise<void> => {
+    controller = await spawnNode(CLI, ['controller', 'serve', '--config', cfg], { env });
+  };
+  const call = (path: string, token: string, body?: unknown): Promise<Response> =>
+    fetch(`${controller.url}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+  const read = async (args: Record<string, unknown> = {}): Promise<NodeResult> =>
+    (await (await call('/tools/call', policy.tokens.reader, { name: 'node_workloads', arguments: args })).json()) as NodeResult;
+  const source = (r: NodeResult, owner: string): SourceResult => r.sources.find((s) => s.owner === owner)!;
+  const start = async (command: string, params: unknown): Promise<{ operation_id: string; job_id: string }> => {
+    const plan = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command, params });
+    assert.equal(plan.status, 201);
+    const p = (await plan.json()) as { confirmation_token: string; plan: string[] };
+    assert.ok(p.plan.length > 0);
+    const applied = await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: p.confirmation_token });
+    assert.equal(applied.status, 200);
+    return (await applied.json()) as { operation_id: string; job_id: string };
+  };
+
+  before(async () => {
+    sim = await spawnNode(CLI, ['engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '5', '--token-delay-ms', '10', '--tokens', '8']);
+    writeFileSync(join(dir, 'router.toml'), [
+      '[server]', 'host_id = "node-j"', 'listen = "127.0.0.1:0"', 'api_keys_env = "SVC_ROUTER_KEYS"', '',
+      '[[models]]', 'alias = "m"', `upstream = "${sim.url}/v1"`, 'upstream_model = "sim-model"', 'max_concurrency = 16',
+    ].join('\n'));
+    router = await spawnNode(CLI, ['router', 'serve', '--config', join(dir, 'router.toml')], { env });
+    writeFileSync(cfg, [
+      '[node]', 'host_id = "node-j"', 'listen = "127.0.0.1:0"', 'authorization_policy = "policy.toml"', 'stale_after_seconds = 5',
+      'state_dir = "state"', `router_url = "${router.url}"`, 'router_key_env = "NODE_ROUTER_KEY"',
+    ].join('\n'));
+    await startController();
+  });
+  after(async () => {
+    await Promise.all([controller?.stop(), router?.stop(), sim?.stop()]);
+  });
+
+  it('the job owners are live sources of the node (complete, not unavailable)', async () => {
+    const r = await eventually(async () => {
+      const x = await read();
+      return ['controller', 'benchmark', 'media'].every((o) => source(x, o).status === 'complete') ? x : undefined;
+    }, 5000);
+    assert.equal(source(r, 'controller').records.length, 0);
+  });
+
+  it('lifecycle needs its own grant: a workloads:read token cannot start anything, and reads create no operation', async () => {
+    for (const t of [policy.tokens.reader, policy.tokens.media, policy.tokens.bootstrap]) {
+      assert.equal((await call('/v1/lifecycle/plan', t, { command: 'benchmark.start', params: {} })).status, 403);
+    }
+    assert.equal((await call('/v1/lifecycle/plan', 'nope-nope-nope', { command: 'benchmark.start', params: {} })).status, 401);
+    assert.equal((await call('/tools/call', policy.tokens.lifecycle, { name: 'node_workloads' })).status, 403);
+    for (let i = 0; i < 3; i++) await read();
+    assert.equal(source(await read(), 'controller').records.length, 0, 'no read creates a controller operation record');
+  });
+
+  it('apply needs the plan\'s token; a wrong or reused token is refused', async () => {
+    const bad = await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: 'f'.repeat(48) });
+    assert.equal(bad.status, 400);
+    const malformed = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'benchmark.start', params: { alias: 'm', requests: 0 } });
+    assert.equal(malformed.status, 400);
+    const plan = (await (await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'media.cancel', params: { job_id: 'media_' + '0'.repeat(24) } })).json()) as { confirmation_token: string };
+    assert.equal((await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: plan.confirmation_token })).status, 404);
+    assert.equal((await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: plan.confirmation_token })).status, 400, 'a token works once');
+  });
+
+  it('a benchmark shows queued/running with progress, then its terminal outcome and summary', async () => {
+    const { job_id, operation_id } = await start('benchmark.start', { alias: 'm', requests: 40, concurrency: 2, prompt_tokens: 16, max_tokens: 8 });
+    assert.match(job_id, /^bench_[0-9a-f]{24}$/);
+    const seen = new Set<string>();
+    let lastProgress = -1;
+    const fin = await eventually(async () => {
+      const rec = source(await read({ owner: 'benchmark' }), 'benchmark').records[0];
+      if (!rec) return undefined;
+      seen.add(rec.state);
+      if (rec.progress) {
+        assert.ok(rec.progress.completed >= lastProgress, 'progress never goes backwards');
+        lastProgress = rec.progress.completed;
+        assert.equal(rec.progress.unit, 'requests');
+        assert.equal(rec.progress.total, 40);
+      }
+      return rec.state === 'terminal' ? rec : undefined;
+    }, 30_000, 50);
+    assert.ok(seen.has('running'), `saw ${[...seen]}`);
+    assert.equal(fin.outcome, 'success');
+    assert.equal(fin.progress?.completed, 40);
+    const status = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { summary: { completed: number; outcomes: Record<string, number> } };
+    assert.equal(status.summary.completed, 40);
+    assert.equal(status.summary.outcomes['success'], 40);
+    const ops = source(await read({ owner: 'controller' }), 'controller').records;
+    const op = ops.find((r: WorkloadRecord) => r.state === 'terminal' && r.outcome === 'success');
+    assert.ok(op, `the command is a controller operation record (${operation_id})`);
+  });
+
+  it('a media job transcribes files through the router; its records hold no file path', async () => {
+    const files = [0, 1, 2].map((i) => {
+      const p = join(dir, `secret-name-${i}.wav`);
+      writeFileSync(p, Buffer.alloc(2048, i));
+      return p;
+    });
+    const { job_id } = await start('media.submit', { alias: 'm', files });
+    const fin = await eventually(async () => {
+      const r = await read({ owner: 'media' });
+      const rec = source(r, 'media').records.find((x) => x.state === 'terminal');
+      if (rec) assert.ok(!JSON.stringify(r).includes('secret-name'), 'no file name in the inventory');
+      return rec;
+    }, 15_000, 100);
+    assert.equal(fin.outcome, 'success');
+    assert.deepEqual(fin.progress, { completed: 3, total: 3, unit: 'items' });
+    const status = await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).text();
+    assert.ok(!status.includes('secret-name') && !status.includes(dir));
+  });
+
+  it('a controller killed mid-job keeps its store and reports the job honestly after restart', async () => {
+    const { job_id } = await start('benchmark.start', { alias: 'm', requests: 500, concurrency: 1, prompt_tokens: 8, max_tokens: 8 });
+    await eventually(async () => (source(await read({ owner: 'benchmark' }), 'benchmark').records.find((r) => r.state === 'running')?.progress?.completed ?? 0) > 2, 15_000, 50);
+    await controller.stop('SIGKILL');
+    await startController();
+    const r = await eventually(async () => {
+      const x = await read({ owner: 'benchmark' });
+      return source(x, 'benchmark').status === 'complete' ? x : undefined;
+    }, 5000);
+    const recs = source(r, 'benchmark').records;
+    assert.equal(recs.length, 2, 'both benchmark jobs survived the restart');
+    const killed = recs.find((x) => x.outcome !== 'success')!;
+    assert.equal(killed.state, 'terminal');
+    assert.equal(killed.outcome, 'unknown', 'interrupted: never shown as still running, never as a success');
+    assert.ok((killed.progress?.completed ?? 0) > 0);
+    const status = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string };
+    assert.equal(status.state, 'interrupted');
+  });
+});
