@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
 import type { NodeResult, SourceResult } from '../../src/schema/envelopes.js';
 import type { WorkloadRecord } from '../../src/schema/record.js';
 import { writeTestPolicy } from '../support/policy.js';
@@ -131,6 +132,31 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     assert.ok(!status.includes('secret-name') && !status.includes(dir));
   });
 
+  it('svc-serving bench run plans, needs confirmation, applies and follows the job to its summary', async () => {
+    const run = (args: string[], token: string) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const p = spawn(process.execPath, [CLI, 'bench', 'run', '--controller-url', controller.url, '--auth-env', 'BENCH_TOKEN', '--alias', 'm', ...args], {
+          env: { PATH: process.env['PATH'] ?? '', BENCH_TOKEN: token }, stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stdout = '';
+        let stderr = '';
+        p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+        p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        p.on('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+    const unconfirmed = await run(['--requests', '3'], policy.tokens.lifecycle);
+    assert.equal(unconfirmed.code, 2);
+    assert.match(unconfirmed.stderr, /confirmation required/);
+    const ok = await run(['--requests', '6', '--concurrency', '2', '--yes', '--json'], policy.tokens.lifecycle);
+    assert.equal(ok.code, 0, ok.stderr);
+    const status = JSON.parse(ok.stdout) as { state: string; summary: { completed: number } };
+    assert.equal(status.state, 'succeeded');
+    assert.equal(status.summary.completed, 6);
+    const denied = await run(['--requests', '3', '--yes'], policy.tokens.reader);
+    assert.equal(denied.code, 4);
+    assert.ok(!denied.stderr.includes(policy.tokens.reader) && !denied.stderr.includes(controller.url));
+  });
+
   it('a controller killed mid-job keeps its store and reports the job honestly after restart', async () => {
     const { job_id } = await start('benchmark.start', { alias: 'm', requests: 500, concurrency: 1, prompt_tokens: 8, max_tokens: 8 });
     await eventually(async () => (source(await read({ owner: 'benchmark' }), 'benchmark').records.find((r) => r.state === 'running')?.progress?.completed ?? 0) > 2, 15_000, 50);
@@ -141,7 +167,7 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
       return source(x, 'benchmark').status === 'complete' ? x : undefined;
     }, 5000);
     const recs = source(r, 'benchmark').records;
-    assert.equal(recs.length, 2, 'both benchmark jobs survived the restart');
+    assert.equal(recs.length, 3, 'every benchmark job survived the restart');
     const killed = recs.find((x) => x.outcome !== 'success')!;
     assert.equal(killed.state, 'terminal');
     assert.equal(killed.outcome, 'unknown', 'interrupted: never shown as still running, never as a success');
