@@ -1,0 +1,126 @@
+import type { Logger } from 'pino';
+import type { NodeConfig } from '../config/node-config.js';
+import { ConfigDirUnreadableError, loadManifestDir, loadRecipeDir } from '../recipes/config-dir.js';
+import { DockerEngineClient } from '../recipes/docker-api.js';
+import { ContainerInspector, type ManagedContainer } from '../recipes/inspector.js';
+import type { WorkloadRecord } from '../schema/record.js';
+import type { Bus } from '../streams/bus.js';
+import { OwnerActor } from './owner-actor.js';
+import { mapRecipeServe, type ContainerSighting } from './recipe-mapping.js';
+import type { OwnerReading } from './window.js';
+
+/** Default path of the container runtime's Docker Engine API socket. */
+export const DEFAULT_CONTAINER_SOCKET = '/var/run/docker.sock';
+
+const UNAVAILABLE: OwnerReading = { status: 'unavailable', reason: 'inspection-error', records: [] };
+
+function byRecipe(containers: readonly ManagedContainer[]): Map<string, ContainerSighting[]> {
+  const m = new Map<string, ContainerSighting[]>();
+  for (const c of containers) {
+    const list = m.get(c.recipe) ?? [];
+    list.push({ status: c.status, createdAt: c.createdAt, changedAt: c.changedAt });
+    m.set(c.recipe, list);
+  }
+  return m;
+}
+
+/** Lists managed containers; undefined when the runtime cannot be inspected (any failure). */
+async function inspect(inspector: ContainerInspector): Promise<{ containers: ManagedContainer[]; over: boolean } | undefined> {
+  try {
+    return await inspector.managedContainers();
+  } catch {
+    return undefined;
+  }
+}
+
+function reading(records: WorkloadRecord[], problems: number, over: boolean): OwnerReading {
+  if (problems > 0) return { status: 'partial', reason: 'malformed', records, countUnknown: true };
+  if (over) return { status: 'partial', records, countUnknown: true };
+  return { status: 'complete', records };
+}
+
+/**
+ * The `recipe` owner's authority: the recipes directory plus the runtime's managed containers.
+ * One record per configured recipe, and one per managed container whose recipe is not (or no
+ * longer) configured. An empty directory with a reachable runtime is complete with no
+ * records; an unreadable directory or runtime makes the whole source `unavailable`
+ * (`inspection-error`), never empty and never `absent`.
+ */
+export async function readRecipeOwner(host: string, recipesDir: string, inspector: ContainerInspector, now: () => number = Date.now): Promise<OwnerReading> {
+  let dir;
+  try {
+    dir = loadRecipeDir(recipesDir);
+  } catch (err) {
+    if (err instanceof ConfigDirUnreadableError) return UNAVAILABLE;
+    throw err;
+  }
+  const seen = await inspect(inspector);
+  if (!seen) return UNAVAILABLE;
+  const at = now();
+  const claims = byRecipe(seen.containers);
+  const records: WorkloadRecord[] = [];
+  for (const [name, r] of dir.entries) {
+    records.push(mapRecipeServe(host, { owner: 'recipe', nativeId: name, intent: 'configured', configAt: r.configAt, containers: claims.get(name) ?? [] }, at));
+  }
+  for (const [name, containers] of claims) {
+    // A name whose configuration is ambiguous is already counted as a problem (partial).
+    if (dir.entries.has(name) || dir.duplicates.has(name)) continue;
+    records.push(mapRecipeServe(host, { owner: 'recipe', nativeId: name, intent: 'absent', containers }, at));
+  }
+  return reading(records, dir.problems, seen.over);
+}
+
+/**
+ * The `manifest` owner's authority: the manifests directory plus the runtime. One record per
+ * manifest entry (`<manifest>/<recipe>`): `recipes` entries are configured intent, `absent`
+ * entries absent intent; containers are matched by their `svc.recipe` label.
+ */
+export async function readManifestOwner(host: string, manifestsDir: string, inspector: ContainerInspector, now: () => number = Date.now): Promise<OwnerReading> {
+  let dir;
+  try {
+    dir = loadManifestDir(manifestsDir);
+  } catch (err) {
+    if (err instanceof ConfigDirUnreadableError) return UNAVAILABLE;
+    throw err;
+  }
+  const seen = await inspect(inspector);
+  if (!seen) return UNAVAILABLE;
+  const at = now();
+  const claims = byRecipe(seen.containers);
+  const records: WorkloadRecord[] = [];
+  for (const [mname, m] of dir.entries) {
+    const entries = [...m.manifest.recipes.map((r) => [r, 'configured'] as const), ...m.manifest.absent.map((r) => [r, 'absent'] as const)];
+    for (const [recipe, intent] of entries) {
+      records.push(mapRecipeServe(host, { owner: 'manifest', nativeId: `${mname}/${recipe}`, intent, configAt: m.configAt, containers: claims.get(recipe) ?? [] }, at));
+    }
+  }
+  return reading(records, dir.problems, seen.over);
+}
+
+export interface RecipeActors {
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the `recipe` actor when `[node] recipes_dir` is set and the `manifest` actor when
+ * `manifests_dir` is set, both inspecting the runtime at `container_socket`. Without them the
+ * owners publish nothing and their sources stay unavailable (`no-observation`).
+ */
+export function startRecipeActors(cfg: NodeConfig, bus: Bus, logger?: Logger, opts: { pollMs?: number; timeoutMs?: number } = {}): RecipeActors {
+  if (!cfg.recipesDir && !cfg.manifestsDir) return { stop: async () => {} };
+  const api = new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET, opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {});
+  const inspector = new ContainerInspector(api);
+  const common = { host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, pollMs: opts.pollMs ?? 1000, ...(logger ? { logger } : {}) };
+  const actors: OwnerActor[] = [];
+  const recipesDir = cfg.recipesDir;
+  const manifestsDir = cfg.manifestsDir;
+  if (recipesDir) actors.push(new OwnerActor({ ...common, owner: 'recipe', read: () => readRecipeOwner(cfg.hostId, recipesDir, inspector) }));
+  if (manifestsDir) actors.push(new OwnerActor({ ...common, owner: 'manifest', read: () => readManifestOwner(cfg.hostId, manifestsDir, inspector) }));
+  for (const a of actors) a.start();
+  return {
+    async stop() {
+      for (const a of actors) a.stop();
+      await api.close().catch(() => {});
+    },
+  };
+}
