@@ -6,8 +6,11 @@ import { registerControllerCommands } from './server-commands.js';
 import { registerEngineCommands } from './engine-commands.js';
 import { registerRouterCommands } from './router-commands.js';
 import { registerUpCommand } from './up-command.js';
+import { registerBenchCommand } from './bench-command.js';
 import { registerFleetCommands } from './fleet-commands.js';
 import { registerReadCommands } from './read-commands.js';
+import { registerDashboardCommand } from './dashboard-command.js';
+import { registerRecipeCommand } from './recipe-command.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -35,6 +38,9 @@ export function buildProgram(): Command {
   const fleetCmd = registerFleetCommands(program);
   registerReadCommands(routerCmd, fleetCmd);
   registerUpCommand(program);
+  registerBenchCommand(program);
+  registerDashboardCommand(program);
+  registerRecipeCommand(program);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ outputError: () => {} });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ outputError: () => {} });

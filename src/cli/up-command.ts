@@ -23,12 +23,13 @@ export function registerUpCommand(program: Command): void {
     .option('--host-id <id>', 'this node\'s host ID', 'local')
     .option('--router-port <port>', 'router port', port, 8000)
     .option('--controller-port <port>', 'controller port', port, 8100)
-    .action(async (flags: { natsUrl?: string; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number }) => {
+    .option('--dashboard-port <port>', 'dashboard port', port, 8200)
+    .action(async (flags: { natsUrl?: string; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number; dashboardPort: number }) => {
       await runServer('up', async (logger) => {
         const creds = ensureLocalCredentials();
         const node = await startLocalNode({
           hostId: flags.hostId, bindHost: '127.0.0.1', routerPort: flags.routerPort, controllerPort: flags.controllerPort,
-          natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger,
+          natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger, dashboardPort: flags.dashboardPort,
         });
         process.stderr.write(
           [
@@ -36,6 +37,7 @@ export function registerUpCommand(program: Command): void {
             `svc-serving node "${flags.hostId}" is up (${flags.natsUrl ? 'NATS' : 'in-process bus'}).`,
             `  router      ${node.routerUrl}   (OpenAI-compatible; model alias "sim-chat")`,
             `  controller  ${node.controllerUrl}   (POST /tools/call node_workloads)`,
+            `  dashboard   ${node.dashboardUrl}   (open it; paste the contents of ${creds.readerTokenFile} into the Workloads tab)`,
             `  credentials ${creds.readerTokenFile} (workloads:read), ${creds.routerKeyFile} (router data-plane key)`,
             '',
             '  Read the inventory:',

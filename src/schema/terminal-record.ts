@@ -46,8 +46,9 @@ export type OutputLimit = Static<typeof OutputLimit>;
 /** The router's terminal decision record (CONTRACT.md): nothing else, no prompt or response. */
 export const TerminalRecord = Type.Object(
   {
-    request_id: Type.String({ maxLength: 128 }),
-    model: Type.String({ maxLength: 128 }),
+    // Printable identifier characters only: records are shown on terminals and dashboards.
+    request_id: Type.String({ pattern: LEGACY_ID_RE.source, maxLength: 128 }),
+    model: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' }),
     route: literalUnion(ROUTES),
     outcome: literalUnion(REQUEST_OUTCOMES),
     status_code: Type.Integer({ minimum: 0, maximum: 999 }),
@@ -65,7 +66,7 @@ export const TerminalRecord = Type.Object(
     workbench_run_id: Type.Optional(Opaque),
     task_id: Type.Optional(Opaque),
     routing_config_hash: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
-    package_version: Type.Optional(Type.String({ maxLength: 64 })),
+    package_version: Type.Optional(Type.String({ pattern: '^[0-9A-Za-z.+-]{1,64}$' })),
   },
   { additionalProperties: false },
 );

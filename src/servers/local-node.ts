@@ -6,6 +6,7 @@ import type { Bus } from '../streams/bus.js';
 import { InProcessBus } from '../streams/in-process-bus.js';
 import { connectNatsBus } from '../streams/nats-bus.js';
 import { startController } from './controller.js';
+import { startDashboard } from './dashboard.js';
 import { startEngineSim } from './engine-sim.js';
 import { startRouter } from './router.js';
 
@@ -18,12 +19,15 @@ export interface LocalNodeOptions {
   readonly demoTraffic: boolean;
   readonly creds: LocalCredentials;
   readonly logger: Logger;
+  /** Dashboard port (default 8200; 0 picks a free one). */
+  readonly dashboardPort?: number;
 }
 
 export interface LocalNode {
   readonly routerUrl: string;
   readonly controllerUrl: string;
   readonly engineUrl: string;
+  readonly dashboardUrl: string;
   close(): Promise<void>;
 }
 
@@ -63,12 +67,24 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
       {
         hostId: o.hostId, listen: { host: o.bindHost, port: o.controllerPort }, nats: undefined, policyPath: o.creds.policyFile,
         staleAfterMs: 30_000, stateDir: join(o.creds.home, 'state'),
+        router: { url: router.url, keyEnv: 'SVC_LOCAL_ROUTER_KEYS' },
       },
       { logger: o.logger, env, bus },
     );
     closers.push(() => controller.close());
+    // The dashboard, on loopback without --auth-env (telemetry open to this machine only),
+    // reading the local controller as this host with the local policy: the user pastes the
+    // reader token from its file into the Workloads tab.
+    const dashboard = await startDashboard(
+      {
+        host: o.bindHost, port: o.dashboardPort ?? 8200, workloadControllerUrl: controller.url, workloadExpectedNode: o.hostId,
+        workloadAuthorizationPolicy: o.creds.policyFile, routerMetricsUrl: `${router.url}/metrics`,
+      },
+      { logger: o.logger, env },
+    );
+    closers.push(() => dashboard.close());
     if (o.demoTraffic) closers.push(startDemoTraffic(router.url, o.creds.routerKey, o.logger));
-    return { routerUrl: router.url, controllerUrl: controller.url, engineUrl: engine.url, close: closeAll };
+    return { routerUrl: router.url, controllerUrl: controller.url, engineUrl: engine.url, dashboardUrl: dashboard.url, close: closeAll };
   } catch (err) {
     await closeAll();
     throw err;

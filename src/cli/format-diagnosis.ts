@@ -1,0 +1,178 @@
+import type { Truncation } from '../schema/envelopes.js';
+import type { ActiveRequest, InterpretationCode, RouterStatus, SessionEntry } from '../schema/diagnosis.js';
+import type { TerminalRecord } from '../schema/terminal-record.js';
+
+/**
+ * Plain-words output of `router diagnose`. It explains evidence, never more: timing codes are
+ * descriptions, not root causes, and the current router is not the one that served an earlier
+ * request. Server strings without a fixed grammar (ids, model, version) are printed through
+ * `safe`, so a hostile server cannot write terminal escapes.
+ */
+
+function safe(s: string): string {
+  return s.replace(/[^\x20-\x7e]/g, '?');
+}
+
+/** `812 ms` below a second, `3.2 s` above; "not measured" for null. */
+export function formatMs(ms: number | null): string {
+  if (ms === null) return 'not measured';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+const NOT_FOUND_CAUSES = [
+  '  1. it is still active (try: svc-serving router diagnose --active);',
+  '  2. it was evicted from the router\'s bounded buffer and no retained decision log holds it;',
+  '  3. it is outside the retained history (rotated away, or the router restarted without a decision log);',
+  '  4. this router does not serve request lookup (a documented command does not prove the installed router has it).',
+];
+
+/** Short phrases for one-line summaries (`--session-id`). */
+const SHORT: Readonly<Record<InterpretationCode, string>> = {
+  startup_dominated: 'startup dominated',
+  completion_dominated: 'completion dominated',
+  length_finish: 'length finish (check output ceiling and reasoning budget)',
+  context_rejected: 'context rejected',
+  client_cancelled: 'client went away',
+  tool_call_transition: 'tool-call transition',
+  usage_estimated: 'usage estimated',
+  usage_unknown: 'usage unknown',
+  output_clamped: 'output limit clamped',
+  admission_rejected: 'admission refused',
+  upstream_failed: 'upstream failed',
+  upstream_timeout: 'upstream timed out',
+  latency_unmeasured: 'latency not measured',
+  not_found_maybe_active_or_evicted: 'not found',
+};
+
+/** What each ending-related code means, in full sentences. */
+const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
+  length_finish: 'Finished because of length: the output reached a token ceiling. Examine the effective output limit and the model\'s reasoning budget; a length finish does not prove the visible answer was complete.',
+  tool_call_transition: 'Finished with tool calls: a protocol transition handing control to the caller\'s tools. It is not successful tool execution and says nothing about quality.',
+  context_rejected: 'Rejected with HTTP 400: the request did not fit the model\'s context length (prompt plus requested output).',
+  admission_rejected: 'Rejected with HTTP 429: admission refused; the alias\'s queue was full or the wait exceeded its queue timeout.',
+  client_cancelled: 'The client went away before the answer finished; interrupted output is estimated from the fragments seen before that.',
+  upstream_failed: 'The upstream failed: the engine answered with an error or could not be reached (raw upstream errors are never recorded).',
+  upstream_timeout: 'The upstream missed the router\'s deadline.',
+  latency_unmeasured: 'Total latency is not measured for embeddings and rerank requests (the stored 0 is a legacy placeholder, shown as not measured).',
+};
+
+function timingLine(r: TerminalRecord, codes: readonly InterpretationCode[]): string {
+  const split = `${formatMs(r.time_to_first_content_ms)} of ${formatMs(r.latency_ms)}`;
+  if (codes.includes('startup_dominated')) {
+    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). This describes timing; it is not a root cause.`;
+  }
+  if (codes.includes('completion_dominated')) {
+    return `Timing: completion dominated: the first content came within the first half of the recorded time (${split}); most of it went into generating and relaying the rest. This describes timing; it is not a root cause.`;
+  }
+  return 'Timing: the split between startup and completion is unknown (first content or total not measured; tool-only or buffered output can have no first-content time).';
+}
+
+function usageSide(tokens: number | null, source: string): string {
+  const count = tokens === null ? 'unknown' : `${tokens} tokens`;
+  if (source === 'upstream') return `${count}, reported by the engine`;
+  if (source === 'estimated') return `${count}, estimated by the router (a local approximation, not an engine count)`;
+  return `${count}, provenance unknown (an unknown count is not proof of zero work)`;
+}
+
+function outputLimitLine(r: TerminalRecord): string {
+  const o = r.output_limit;
+  if (o === null) return 'Output limit: none recorded for this route.';
+  const requested = o.requested === null ? 'none requested' : `requested ${o.requested}`;
+  const effective = o.effective === null ? 'effective unknown' : `effective ${o.effective}`;
+  const clamp = o.clamped ? 'clamped by the router to the alias\'s ceiling' : 'not clamped by the router';
+  return `Output limit: ${requested}, ${effective}: ${clamp}. An upstream may impose further limits.`;
+}
+
+function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { unavailable: true }): string[] {
+  const out: string[] = [];
+  if (r) {
+    const v = r.package_version ? safe(r.package_version) : 'not recorded';
+    const h = r.routing_config_hash ?? 'not recorded (older record)';
+    out.push(`Recorded at request time: router version ${v}, routing configuration hash ${h}.`);
+  }
+  if ('unavailable' in current) {
+    out.push('Current router: unavailable (the status read failed); the diagnosis above stands on the request\'s own evidence.');
+    return out;
+  }
+  out.push(`Current router (a separate status read, now): host ${current.host}, version ${safe(current.package_version)}, routing configuration hash ${current.routing_config_hash}, started ${current.started_at}.`);
+  let note = 'It identifies the router answering now; it does not prove which configuration served an earlier request.';
+  if (r?.routing_config_hash) note += r.routing_config_hash === current.routing_config_hash ? ' The recorded hash equals the current one.' : ' The recorded hash differs from the current one: the routing configuration has changed since.';
+  out.push(note);
+  return out;
+}
+
+/** The diagnosis of one request (or the four causes of not-found). */
+export function formatRequest(r: TerminalRecord | null, codes: readonly InterpretationCode[], current: RouterStatus | { unavailable: true }): string {
+  if (r === null) {
+    return [`No terminal record for this request id. A not-found can mean:`, ...NOT_FOUND_CAUSES, '', ...currentRouterLines(null, current)].join('\n') + '\n';
+  }
+  const lines = [
+    `Request ${safe(r.request_id)}: ${r.route} on model ${safe(r.model)}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
+    `Started ${r.started_at}, finished ${r.finished_at}`,
+  ];
+  const lineage = [r.session_id && `session ${safe(r.session_id)}`, r.workbench_run_id && `workbench run ${safe(r.workbench_run_id)}`, r.task_id && `task ${safe(r.task_id)}`].filter(Boolean);
+  if (lineage.length > 0) lines.push(`Lineage: ${lineage.join(', ')}`);
+  lines.push(
+    '',
+    'Where the time went (from router backend entry to the terminal outcome; client upload, transit and final delivery excluded):',
+    `  total            ${formatMs(r.latency_ms)}`,
+    `  readiness check  ${formatMs(r.readiness_check_ms)}  (upstream readiness, a cached result included; not engine queue time)`,
+    `  admission wait   ${formatMs(r.admission_wait_ms)}  (waiting for a concurrency slot on this router)`,
+    `  upstream         ${formatMs(r.upstream_duration_ms)}  (the engine call and its stream, transport and client backpressure included; not pure GPU time)`,
+    `  first content    ${formatMs(r.time_to_first_content_ms)}  (after entry, the first nonempty content fragment)`,
+    '',
+    timingLine(r, codes),
+  );
+  const endings = codes.map((c) => ENDING[c]).filter((x): x is string => x !== undefined);
+  if (endings.length === 0) lines.push(r.outcome === 'success' ? `Ending: finished normally (${r.finish_reason ?? 'finish not recorded'}).` : `Ending: ${r.outcome} (HTTP ${r.status_code}).`);
+  else lines.push(...endings.map((e) => `Ending: ${e}`));
+  lines.push(
+    `Usage: prompt ${usageSide(r.usage.prompt_tokens, r.usage.prompt_source)}; completion ${usageSide(r.usage.completion_tokens, r.usage.completion_source)}. Not a billing guarantee.`,
+    outputLimitLine(r),
+    '',
+    ...currentRouterLines(r, current),
+  );
+  return lines.join('\n') + '\n';
+}
+
+function omittedText(t: Truncation): string {
+  return t.omitted === null ? 'more may exist (count unknown)' : `${t.omitted} more not shown`;
+}
+
+/** `--active`: phase, elapsed, upstream silence, admission wait; engine counts apart from estimates. */
+export function formatActive(requests: readonly ActiveRequest[], t: Truncation, current: RouterStatus | { unavailable: true }): string {
+  const lines = [`Requests in flight on this router: ${requests.length} shown, ${omittedText(t)}.`];
+  if (requests.length > 0) {
+    const head = ['REQUEST', 'MODEL', 'ROUTE', 'PHASE', 'ELAPSED', 'SINCE-UPSTREAM', 'ADMISSION-WAIT', 'PROMPT-ENGINE', 'PROMPT-EST', 'COMPLETION-ENGINE', 'COMPLETION-EST'];
+    const n = (v: number | null): string => (v === null ? '-' : String(v));
+    const d = (v: number | null): string => (v === null ? '-' : formatMs(v));
+    const rows = requests.map((a) => [
+      safe(a.request_id), safe(a.model), a.route, a.phase, d(a.elapsed_ms), d(a.since_upstream_activity_ms), d(a.admission_wait_ms),
+      n(a.tokens.prompt_upstream), n(a.tokens.prompt_estimated), n(a.tokens.completion_upstream), n(a.tokens.completion_estimated),
+    ]);
+    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+    for (const r of [head, ...rows]) lines.push(r.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd());
+    lines.push('', 'ENGINE columns are counts the engine reported; EST columns are the router\'s local estimates. They are never added together. "-" means not yet observed or unknown, not zero.');
+  }
+  lines.push('', ...currentRouterLines(null, current));
+  return lines.join('\n') + '\n';
+}
+
+/** `--session-id`: retained requests newest first, one line of diagnosis each. */
+export function formatSession(sessionId: string, entries: readonly SessionEntry[], t: Truncation, current: RouterStatus | { unavailable: true }): string {
+  const lines = [`Session ${safe(sessionId)}: ${entries.length} retained request${entries.length === 1 ? '' : 's'}, newest first; ${omittedText(t)}.`];
+  if (entries.length === 0) {
+    lines.push(
+      'No retained terminal record for this session. Its requests may still be active (try --active), may have been',
+      'evicted or rotated out of the retained history, or this router does not serve session lookup; the id may also be',
+      'one this router never saw. None of these is proof that the session did no work.',
+    );
+  }
+  for (const { request: r, interpretation } of entries) {
+    const summary = interpretation.map((c) => SHORT[c]).join(', ') || 'nothing notable';
+    lines.push(`${r.finished_at}  ${safe(r.request_id)}  ${r.outcome} ${r.status_code}  finish ${r.finish_reason ?? '-'}  ${formatMs(r.latency_ms)}  ${summary}`);
+  }
+  lines.push('', ...currentRouterLines(null, current));
+  return lines.join('\n') + '\n';
+}

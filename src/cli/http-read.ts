@@ -1,0 +1,122 @@
+import { Pool, type Dispatcher } from 'undici';
+import { PACKAGE_VERSION } from '../version.js';
+import type { SafeOrigin } from './origin-policy.js';
+
+/** SPEC.md Limits: 128 KiB per response. */
+export const MAX_RESPONSE_BYTES = 128 * 1024;
+/** SPEC.md Limits: `--timeout` is greater than 0 and at most 30 seconds, default 5. */
+export const DEFAULT_TIMEOUT_S = 5;
+export const MAX_TIMEOUT_S = 30;
+
+/**
+ * What one read produced. The reader never throws and never keeps error text: callers map
+ * these to fixed messages, so no URL, body or exception can reach the terminal.
+ */
+export type ReadOutcome =
+  | { readonly kind: 'json'; readonly status: number; readonly body: unknown }
+  | { readonly kind: 'status'; readonly status: number }
+  | { readonly kind: 'redirect' | 'timeout' | 'transport' | 'oversized' | 'malformed' };
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/**
+ * The one HTTP client of the read commands. Why each choice:
+ * - an undici Pool is bound to exactly one origin, so the credential can only go there;
+ * - an explicit dispatcher (never global fetch, never EnvHttpProxyAgent) means HTTP_PROXY,
+ *   HTTPS_PROXY, ALL_PROXY and NODE_USE_ENV_PROXY are never consulted;
+ * - undici's `request` follows no redirect; a 3xx is reported, its target never contacted;
+ * - connect, headers and body timeouts are per socket wait (the body timer restarts on every
+ *   chunk), so a slow but live server is not cut off by a total deadline;
+ * - bodies are counted as they arrive and dropped past 128 KiB.
+ * Two connections let the two diagnosis GETs travel concurrently.
+ */
+export class SafeReader {
+  private readonly pool: Pool;
+  private readonly auth: string;
+
+  constructor(target: SafeOrigin, token: string, timeoutS: number) {
+    const ms = Math.max(1, Math.round(timeoutS * 1000));
+    this.pool = new Pool(target.origin, {
+      connections: 2,
+      pipelining: 1,
+      connect: { timeout: ms },
+      headersTimeout: ms,
+      bodyTimeout: ms,
+    });
+    this.auth = `Bearer ${token}`;
+  }
+
+  /** `GET path` (path built by the caller from validated parts). */
+  get(path: string): Promise<ReadOutcome> {
+    return this.send({ path, method: 'GET', headers: this.headers() });
+  }
+
+  /** `POST path` with a JSON body. */
+  post(path: string, body: unknown): Promise<ReadOutcome> {
+    return this.send({ path, method: 'POST', headers: { ...this.headers(), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  }
+
+  /** Drops every socket; the process can exit at once. */
+  async close(): Promise<void> {
+    await this.pool.destroy().catch(() => undefined);
+  }
+
+  private headers(): Record<string, string> {
+    return { authorization: this.auth, accept: 'application/json', 'user-agent': `svc-serving/${PACKAGE_VERSION}` };
+  }
+
+  private async send(opts: Dispatcher.RequestOptions): Promise<ReadOutcome> {
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await this.pool.request(opts);
+    } catch (err) {
+      return failure(err);
+    }
+    const { statusCode, body } = res;
+    if (statusCode >= 300 && statusCode <= 399) {
+      discard(body);
+      return { kind: 'redirect' };
+    }
+    if (statusCode < 200 || statusCode > 299) {
+      // The error body is never read or shown: its text could carry anything.
+      discard(body);
+      return { kind: 'status', status: statusCode };
+    }
+    const declared = Number(res.headers['content-length']);
+    if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {
+      discard(body);
+      return { kind: 'oversized' };
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > MAX_RESPONSE_BYTES) {
+          discard(body);
+          return { kind: 'oversized' };
+        }
+        chunks.push(chunk);
+      }
+    } catch (err) {
+      return failure(err);
+    }
+    try {
+      const text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
+      return { kind: 'json', status: statusCode, body: JSON.parse(text) as unknown };
+    } catch {
+      return { kind: 'malformed' };
+    }
+  }
+}
+
+/** Drops a body unread; the abort error it then emits is expected, not a failure to report. */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+function failure(err: unknown): ReadOutcome {
+  const code = (err as { code?: unknown } | null)?.code;
+  return { kind: typeof code === 'string' && TIMEOUT_CODES.has(code) ? 'timeout' : 'transport' };
+}

@@ -1,0 +1,108 @@
+import { EXIT } from './run-server.js';
+import type { ReadOutcome } from './http-read.js';
+
+/**
+ * Every message the read commands (workloads, diagnose) print on failure, in one place.
+ * SPEC.md: usage errors omit operands; snapshot errors reflect neither the URL, the credential
+ * variable name, the response body nor an exception. So no message here is ever built from
+ * user input or server output; the only variable part is a three-digit HTTP status.
+ */
+export const USAGE = {
+  duplicate: 'an option was given more than once',
+  missingConnection: 'all three connection options are required: the server URL, --auth-env and --expected-node',
+  filter: 'a filter value is invalid or out of range',
+  expectedNode: '--expected-node must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
+  origin: 'the URL must be an origin: http(s)://host[:port] with no path, query, fragment or credentials',
+  plainHttp: 'plain HTTP is allowed only to a loopback or private IP address; a DNS name needs HTTPS',
+  authEnv: 'the credential variable name must be an environment variable name (letters, digits, _)',
+  noCredential: 'the credential environment variable is unset or empty',
+  badCredential: 'the credential is not a valid bearer token (printable ASCII without spaces)',
+  target: 'give exactly one of: a request id, --active, --session-id',
+  requestId: 'the request id is not a valid request identifier',
+  sessionId: 'the session id is not a valid session identifier',
+  timeout: '--timeout must be a number of seconds greater than 0 and at most 30',
+  settingsUnreadable: 'the settings file given with --config is not readable',
+  settingsInvalid: 'the settings file is not valid (keys: router_url, auth_env, credential_env_file, timeout)',
+  credentialFile: 'the declared credential file is not readable or is not KEY=VALUE lines',
+} as const;
+export type UsageKey = keyof typeof USAGE;
+
+/** Why an authenticated read did not produce a trustworthy snapshot. */
+export const SNAPSHOT = {
+  unauthenticated: 'the server did not accept the credential (HTTP 401)',
+  forbidden: 'the credential lacks the workloads:read grant or the needed access (HTTP 403)',
+  routerNotServed: 'this router does not serve workload reads (a documented command does not prove the installed server has it)',
+  controllerNotServed: 'this controller does not serve workload reads (a documented command does not prove the installed server has it)',
+  lookupNotServed: 'this router does not serve request lookups (a documented command does not prove the installed server has it)',
+  diagnosisNotServed: 'this router serves neither request lookup nor router status (a documented command does not prove the installed server has it)',
+  redirect: 'the server answered with a redirect; redirects are never followed',
+  timeout: 'the server sent nothing within the read timeout',
+  transport: 'could not connect to the server, or the connection failed',
+  oversized: 'the response exceeded 128 KiB and was discarded',
+  malformed: 'the response is not a valid envelope of the expected schema',
+  routerIdentity: 'the router answered for a different node than --expected-node',
+  fleetIdentity: 'the fleet result has no entry for --expected-node',
+} as const;
+export type SnapshotKey = keyof typeof SNAPSHOT;
+
+/** The server answered with a status we do not read as a snapshot (400, 429, 5xx, ...). */
+export function statusMessage(status: number): string {
+  const code = Number.isInteger(status) && status >= 100 && status <= 999 ? String(status) : 'unknown';
+  return status >= 500 && status <= 599
+    ? `the server failed to answer (HTTP ${code})`
+    : `the server refused the read (HTTP ${code})`;
+}
+
+/** Invalid usage: exit 2. */
+export class UsageFailure extends Error {
+  constructor(readonly key: UsageKey) {
+    super(USAGE[key]);
+    this.name = 'UsageFailure';
+  }
+}
+
+/** A failed authenticated snapshot: exit 4. */
+export class SnapshotFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SnapshotFailure';
+  }
+}
+
+export function snapshotFailure(key: SnapshotKey): SnapshotFailure {
+  return new SnapshotFailure(SNAPSHOT[key]);
+}
+
+/**
+ * Runs a command action and turns its failures into one fixed stderr line and an exit code.
+ * The exit code is set rather than calling process.exit, so piped stdout is never cut short.
+ * An unexpected error (a bug) is exit 1 with a fixed line: never a stack trace.
+ */
+export async function runReadAction(action: () => Promise<void>): Promise<void> {
+  try {
+    await action();
+  } catch (err) {
+    if (err instanceof UsageFailure) {
+      process.stderr.write(`svc-serving: error: ${err.message} (see svc-serving --help)\n`);
+      process.exitCode = EXIT.usage;
+    } else if (err instanceof SnapshotFailure) {
+      process.stderr.write(`svc-serving: error: ${err.message}\n`);
+      process.exitCode = EXIT.snapshot;
+    } else {
+      process.stderr.write('svc-serving: error: unexpected failure\n');
+      process.exitCode = EXIT.failure;
+    }
+  }
+}
+
+/**
+ * The fixed failure for a read that did not yield JSON (or yielded it with a status we do not
+ * read): 401 and 403 say so, 404 and 405 mean the route is not served (`notServed`).
+ */
+export function failureFor(o: Exclude<ReadOutcome, { kind: 'json' }>, notServed: SnapshotKey): SnapshotFailure {
+  if (o.kind !== 'status') return snapshotFailure(o.kind);
+  if (o.status === 401) return snapshotFailure('unauthenticated');
+  if (o.status === 403) return snapshotFailure('forbidden');
+  if (o.status === 404 || o.status === 405) return snapshotFailure(notServed);
+  return new SnapshotFailure(statusMessage(o.status));
+}

@@ -1,0 +1,124 @@
+import { Pool, type Dispatcher } from 'undici';
+import { checkNodeResult, type NodeResult } from '../schema/envelopes.js';
+import type { FilterArgs } from '../schema/filters.js';
+import { PACKAGE_VERSION } from '../version.js';
+
+/**
+ * Why a read of the declared controller produced no trustworthy NodeResult. A fixed code:
+ * the page shows fixed words for each, never the URL, the body or exception text.
+ */
+export type ReadFailure =
+  | 'unreachable' | 'timeout' | 'redirect' | 'failed' | 'not-served' | 'malformed' | 'oversized' | 'wrong-identity'
+  | 'controller-unauthenticated' | 'controller-forbidden' | 'refused';
+
+export type ControllerRead =
+  | { readonly kind: 'result'; readonly result: NodeResult }
+  | { readonly kind: 'failure'; readonly failure: ReadFailure }
+  | { readonly kind: 'aborted' };
+
+/** A node result holds at most 1000 records; 2 MiB leaves room without trusting a peer. */
+const MAX_BODY_BYTES = 2 * 1024 * 1024;
+const TIMEOUT_MS = 5_000;
+
+/**
+ * The dashboard's one client of the declared controller. Like the CLI's reader: a Pool bound
+ * to that single origin (the credential can go nowhere else), no proxy environment, no
+ * redirects, per-wait timeouts and a bounded body. Each read carries the caller's credential
+ * in its own Authorization header and can be aborted (Disconnect, a newer generation).
+ */
+export class ControllerReader {
+  private readonly pool: Pool;
+
+  constructor(origin: string, private readonly expectedNode: string) {
+    this.pool = new Pool(origin, { connections: 8, connect: { timeout: TIMEOUT_MS }, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS });
+  }
+
+  async read(credential: string, args: FilterArgs, signal: AbortSignal): Promise<ControllerRead> {
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await this.pool.request({
+        path: '/tools/call',
+        method: 'POST',
+        signal,
+        headers: {
+          authorization: `Bearer ${credential}`,
+          'content-type': 'application/json',
+          accept: 'application/json',
+          'user-agent': `svc-serving-dashboard/${PACKAGE_VERSION}`,
+        },
+        body: JSON.stringify({ name: 'node_workloads', arguments: args }),
+      });
+    } catch (err) {
+      return signal.aborted ? { kind: 'aborted' } : failure(err);
+    }
+    const status = res.statusCode;
+    if (status < 200 || status > 299) {
+      // Never read an error body: its text could carry anything.
+      discard(res.body);
+      return { kind: 'failure', failure: statusFailure(status) };
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > MAX_BODY_BYTES) {
+          discard(res.body);
+          return { kind: 'failure', failure: 'oversized' };
+        }
+        chunks.push(chunk);
+      }
+    } catch (err) {
+      return signal.aborted ? { kind: 'aborted' } : failure(err);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)));
+    } catch {
+      return { kind: 'failure', failure: 'malformed' };
+    }
+    if (!checkNodeResult.Check(body)) return { kind: 'failure', failure: 'malformed' };
+    // The controller proves which node answered; a different one is never shown as ours.
+    if (body.expected_host !== this.expectedNode) return { kind: 'failure', failure: 'wrong-identity' };
+    return { kind: 'result', result: body };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy().catch(() => undefined);
+  }
+}
+
+/** Drops a body unread. undici reports a destroyed unfinished body as an 'error' event, which would be uncaught. */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+function statusFailure(status: number): ReadFailure {
+  if (status >= 300 && status <= 399) return 'redirect';
+  if (status === 401) return 'controller-unauthenticated';
+  if (status === 403) return 'controller-forbidden';
+  if (status === 404 || status === 405) return 'not-served';
+  if (status >= 500) return 'failed';
+  return 'refused';
+}
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function failure(err: unknown): ControllerRead {
+  const code = (err as { code?: unknown } | null)?.code;
+  return { kind: 'failure', failure: typeof code === 'string' && TIMEOUT_CODES.has(code) ? 'timeout' : 'unreachable' };
+}
+
+/**
+ * The node as the page shows it when the controller could not be read: `unavailable`, no
+ * records, count unknown, with the fleet result's condition vocabulary. Never an empty,
+ * idle-looking inventory.
+ */
+export function unavailableNode(expectedNode: string, f: ReadFailure, collectedAt: string): NodeResult {
+  const condition = f === 'wrong-identity' ? 'wrong-identity' : f === 'malformed' || f === 'oversized' ? 'malformed' : f === 'not-served' ? 'incompatible' : 'unreachable';
+  return {
+    schema: 'svc-workloads/v1', expected_host: expectedNode, status: 'unavailable', collected_at: collectedAt,
+    sources: [], truncation: { returned: 0, omitted: null }, condition,
+  };
+}

@@ -1,0 +1,105 @@
+import fastifyWebsocket from '@fastify/websocket';
+import type { FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { ForbiddenError } from '../errors.js';
+import { createHttpApp, listen, loopbackHosts } from './http-app.js';
+import { isLoopbackHost, telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
+import { ControllerReader } from './dashboard-reader.js';
+import { DashboardSession } from './dashboard-session.js';
+import { registerPageRoutes } from './dashboard-static.js';
+import { TelemetryHub } from './dashboard-telemetry.js';
+
+export type { DashboardOptions } from './dashboard-config.js';
+
+export interface DashboardHandle {
+  readonly url: string;
+  /** `enabled`, or why workload reads are disabled. */
+  readonly workloads: 'enabled' | DisabledReason;
+  close(): Promise<void>;
+}
+
+/** How often the page asks for a new read while it is visible (told to it in `hello`). */
+export const POLL_MS = 2_000;
+const MAX_MESSAGE_BYTES = 16 * 1024;
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+
+/** The subset of the `ws` socket used here (its types are not a dependency of this package). */
+interface WsSocket {
+  readonly readyState: number;
+  readonly bufferedAmount: number;
+  send(data: string): void;
+  on(event: 'message', fn: (data: Buffer, isBinary: boolean) => void): void;
+  on(event: 'close' | 'error', fn: () => void): void;
+}
+
+/**
+ * `svc-serving dashboard serve`: the page, plus one WebSocket (`/ws`) per tab carrying
+ * telemetry frames and workload reads. Workload reads go to the declared controller only,
+ * with the credential the user typed (checked against the local policy first); telemetry is
+ * gated separately by `--auth-env`. Neither the credential nor any request detail is logged.
+ * Thrown when: the telemetry gate is misconfigured or the address cannot be used.
+ */
+export async function startDashboard(o: DashboardOptions, deps: { logger: Logger; env?: NodeJS.ProcessEnv }): Promise<DashboardHandle> {
+  const log = deps.logger.child({ component: 'dashboard' });
+  const env = deps.env ?? process.env;
+  const gate = telemetryGate(o, env);
+  const service = workloadService(o, env, gate);
+  gate.forgetToken();
+  if (service.enabled) log.info({ expected_node: service.expectedNode }, 'workload reads enabled');
+  else log.warn({ reason: service.reason }, 'workload reads disabled: every workload read gets the fixed denial');
+  const reader = service.enabled ? new ControllerReader(service.origin, service.expectedNode) : undefined;
+  const hub = new TelemetryHub({ nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi', intervalMs: o.sampleIntervalMs ?? 3_000, routerMetricsUrl: o.routerMetricsUrl });
+
+  const app = createHttpApp({ logger: log, bodyLimit: MAX_MESSAGE_BYTES });
+  // DNS rebinding: on loopback, only Host values that name this server are served.
+  let allowedHosts: ReadonlySet<string> | undefined;
+  app.addHook('onRequest', async (req) => {
+    if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new ForbiddenError();
+  });
+  await app.register(fastifyWebsocket, { options: { maxPayload: MAX_MESSAGE_BYTES } });
+  // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
+  const sameOrigin = async (req: FastifyRequest): Promise<void> => {
+    const origin = req.headers.origin;
+    if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new ForbiddenError();
+  };
+  app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw) => {
+    const socket = raw as unknown as WsSocket;
+    const session = new DashboardSession({
+      sink: {
+        send: (frame) => {
+          if (socket.readyState === 1 && socket.bufferedAmount < MAX_BUFFERED_BYTES) socket.send(frame);
+        },
+      },
+      gate, service, reader, logger: log,
+      subscribeTelemetry: (sink) => hub.subscribe(sink),
+    });
+    socket.send(JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }));
+    // Open telemetry (loopback, no --auth-env) needs no credential: subscribe at once.
+    if (!gate.required) session.handle('{"type":"telemetry-auth"}');
+    socket.on('message', (data, isBinary) => {
+      if (!isBinary) session.handle(data.toString('utf8'));
+    });
+    socket.on('close', () => session.close());
+    socket.on('error', () => session.close());
+  });
+  registerPageRoutes(app);
+
+  let url: string;
+  try {
+    url = await listen(app, o.host, o.port);
+  } catch (err) {
+    await reader?.close();
+    throw err;
+  }
+  if (isLoopbackHost(o.host)) allowedHosts = new Set(loopbackHosts(app));
+  hub.start();
+  return {
+    url,
+    workloads: service.enabled ? 'enabled' : service.reason,
+    async close() {
+      hub.stop();
+      await app.close();
+      await reader?.close();
+    },
+  };
+}

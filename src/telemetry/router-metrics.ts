@@ -1,0 +1,88 @@
+import { request } from 'undici';
+
+/**
+ * Router figures for the telemetry tab, read from the router's Prometheus `/metrics` (labels:
+ * model alias only). These are display figures of the router's current buffer, not workload
+ * records: eviction and restart reduce them, and they never create or change a record.
+ */
+export interface RouterModelFigures {
+  readonly model: string;
+  readonly requests_total: number | null;
+  readonly active: number | null;
+  readonly buffered: number | null;
+  readonly ttfc_p50_ms: number | null;
+  readonly ttfc_p95_ms: number | null;
+  readonly latency_p50_ms: number | null;
+  readonly latency_p95_ms: number | null;
+}
+
+export type RouterFigures =
+  | { readonly status: 'ok'; readonly read_at: string; readonly models: RouterModelFigures[] }
+  | { readonly status: 'unavailable'; readonly read_at: string };
+
+const WANTED: Readonly<Record<string, keyof Omit<RouterModelFigures, 'model'>>> = {
+  svc_router_requests_total: 'requests_total',
+  svc_router_active_requests: 'active',
+  svc_router_buffer_records: 'buffered',
+  svc_router_buffer_time_to_first_content_ms_p50: 'ttfc_p50_ms',
+  svc_router_buffer_time_to_first_content_ms_p95: 'ttfc_p95_ms',
+  svc_router_buffer_latency_ms_p50: 'latency_p50_ms',
+  svc_router_buffer_latency_ms_p95: 'latency_p95_ms',
+};
+const LINE_RE = /^([a-z0-9_]+)\{model="((?:[^"\\]|\\.){1,128})"\} (\S+)$/;
+const MAX_MODELS = 64;
+const MAX_BYTES = 1024 * 1024;
+
+/** Parses the figures we show out of Prometheus text. Never throws; unknown lines are ignored. */
+export function parseRouterMetrics(text: string): RouterModelFigures[] {
+  const byModel = new Map<string, Record<string, number | null | string>>();
+  for (const line of text.split('\n')) {
+    const m = LINE_RE.exec(line);
+    if (!m) continue;
+    const key = WANTED[m[1]!];
+    if (!key) continue;
+    const model = m[2]!.replace(/\\(.)/g, '$1').replace(/[^\x20-\x7e]/g, '');
+    let row = byModel.get(model);
+    if (!row) {
+      if (byModel.size >= MAX_MODELS) continue;
+      byModel.set(model, (row = { model }));
+    }
+    const v = Number(m[3]);
+    // prom-client writes NaN for a quantile with no samples: unknown, not zero.
+    row[key] = Number.isFinite(v) ? v : null;
+  }
+  return [...byModel.values()].map((r) => ({
+    model: r['model'] as string,
+    requests_total: (r['requests_total'] as number | undefined) ?? null,
+    active: (r['active'] as number | undefined) ?? null,
+    buffered: (r['buffered'] as number | undefined) ?? null,
+    ttfc_p50_ms: (r['ttfc_p50_ms'] as number | undefined) ?? null,
+    ttfc_p95_ms: (r['ttfc_p95_ms'] as number | undefined) ?? null,
+    latency_p50_ms: (r['latency_p50_ms'] as number | undefined) ?? null,
+    latency_p95_ms: (r['latency_p95_ms'] as number | undefined) ?? null,
+  }));
+}
+
+/** One bounded scrape; any failure is `unavailable` with no error text kept. */
+export async function scrapeRouterMetrics(metricsUrl: string, now: () => string): Promise<RouterFigures> {
+  try {
+    const res = await request(metricsUrl, { method: 'GET', headersTimeout: 3_000, bodyTimeout: 3_000 });
+    if (res.statusCode !== 200) {
+      res.body.on('error', () => undefined).destroy();
+      return { status: 'unavailable', read_at: now() };
+    }
+    let size = 0;
+    const chunks: Buffer[] = [];
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_BYTES) {
+        res.body.on('error', () => undefined).destroy();
+        return { status: 'unavailable', read_at: now() };
+      }
+      chunks.push(chunk);
+    }
+    return { status: 'ok', read_at: now(), models: parseRouterMetrics(Buffer.concat(chunks).toString('utf8')) };
+  } catch {
+    return { status: 'unavailable', read_at: now() };
+  }
+}

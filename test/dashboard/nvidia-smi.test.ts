@@ -1,0 +1,108 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { NVIDIA_SMI_ARGS, aggregateMemory, parseLine, parseNvidiaSmiCsv } from '../../src/telemetry/nvidia-smi.js';
+import { parseRouterMetrics } from '../../src/telemetry/router-metrics.js';
+import { FIXTURES } from './support.js';
+import { fileURLToPath } from 'node:url';
+
+const fixture = (name: string): string => readFileSync(join(FIXTURES, name), 'utf8');
+
+describe('nvidia-smi CSV parser', () => {
+  it('asks for exactly the documented fields, without header or units', () => {
+    assert.deepEqual(NVIDIA_SMI_ARGS, [
+      '--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw',
+      '--format=csv,noheader,nounits',
+    ]);
+  });
+
+  it('reads every field of a two-card recording, keyed by uuid', () => {
+    const { cards, skipped } = parseNvidiaSmiCsv(fixture('h100x2.csv'));
+    assert.equal(skipped, 0);
+    assert.deepEqual(cards[0], {
+      index: 0, uuid: 'GPU-5c3c6f2b-8a1e-3b2e-9f0c-1d2e3f4a5b6c', name: 'NVIDIA H100 80GB HBM3',
+      memory_used_mib: 40960, memory_total_mib: 81559, utilization_pct: 87, temperature_c: 64, power_w: 412.35,
+    });
+    assert.equal(cards[1]!.uuid, 'GPU-a1b2c3d4-0000-4e5f-8a9b-0c1d2e3f4a5b');
+  });
+
+  it('turns [N/A] and [Not Supported] into null, never into zero', () => {
+    const { cards, skipped } = parseNvidiaSmiCsv(fixture('mixed-na.csv'));
+    assert.equal(skipped, 0);
+    assert.equal(cards.length, 3);
+    const a100 = cards[1]!;
+    assert.equal(a100.name, 'NVIDIA A100-SXM4-40GB');
+    assert.deepEqual([a100.memory_used_mib, a100.memory_total_mib, a100.utilization_pct, a100.temperature_c, a100.power_w], [null, null, null, 35, null]);
+    assert.equal(cards[2]!.power_w, null);
+    assert.equal(cards[2]!.memory_used_mib, 0, 'a reported 0 stays 0');
+  });
+
+  it('skips malformed, truncated and duplicated lines and nulls out-of-range numbers', () => {
+    const { cards, skipped } = parseNvidiaSmiCsv(fixture('malformed.csv'));
+    assert.deepEqual(cards.map((c) => c.uuid), ['GPU-5c3c6f2b-8a1e-3b2e-9f0c-1d2e3f4a5b6c', 'GPU-87654321-4321-4321-4321-cba987654321']);
+    assert.equal(skipped, 6);
+    const l4 = cards[1]!;
+    assert.deepEqual([l4.memory_used_mib, l4.memory_total_mib, l4.utilization_pct, l4.temperature_c, l4.power_w], [null, null, null, null, null]);
+  });
+
+  it('reads "No devices were found" as zero cards and one skipped line', () => {
+    assert.deepEqual(parseNvidiaSmiCsv(fixture('no-devices.txt')), { cards: [], skipped: 1 });
+    assert.deepEqual(parseNvidiaSmiCsv(''), { cards: [], skipped: 0 });
+  });
+
+  it('keeps a product name that contains commas, and strips control characters from names', () => {
+    const card = parseLine('2, GPU-0a0a0a0a-1111-2222-3333-444444444444, Weird, Name\u0007 X, 10, 20, 30, 40, 50');
+    assert.equal(card?.name, 'Weird, Name X');
+    assert.equal(card?.power_w, 50);
+  });
+
+  it('never throws, whatever the output', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 400 }), fc.array(fc.constantFrom(', ', '[N/A]', 'GPU-1', '\n', '-', '1.5', 'x'), { maxLength: 30 }), (a, parts) => {
+        const out = parseNvidiaSmiCsv(a + parts.join(''));
+        assert.ok(Array.isArray(out.cards) && out.skipped >= 0);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('aggregate GPU memory (a display sum)', () => {
+  it('sums reported cards and counts the ones that did not report', () => {
+    const { cards } = parseNvidiaSmiCsv(fixture('mixed-na.csv'));
+    assert.deepEqual(aggregateMemory(cards), { used_mib: 23017, total_mib: 24564 + 15360, cards_counted: 2, cards_unreported: 1 });
+  });
+});
+
+describe('router metrics figures', () => {
+  it('reads per-alias figures, with NaN quantiles (no samples) as unknown', () => {
+    const text = [
+      '# HELP svc_router_requests_total x',
+      'svc_router_requests_total{model="sim-chat"} 7',
+      'svc_router_active_requests{model="sim-chat"} 2',
+      'svc_router_buffer_time_to_first_content_ms_p50{model="sim-chat"} 151.2',
+      'svc_router_buffer_latency_ms_p95{model="sim-chat"} NaN',
+      'svc_router_buffer_records{model="other\\"alias"} 3',
+      'garbage line',
+    ].join('\n');
+    const figures = parseRouterMetrics(text);
+    assert.equal(figures.length, 2);
+    assert.deepEqual(figures[0], {
+      model: 'sim-chat', requests_total: 7, active: 2, buffered: null, ttfc_p50_ms: 151.2, ttfc_p95_ms: null, latency_p50_ms: null, latency_p95_ms: null,
+    });
+    assert.equal(figures[1]!.model, 'other"alias');
+  });
+});
+
+describe('telemetry is display data only', () => {
+  it('the telemetry code cannot reach workload state: it imports no bus, actor, fold or record module', () => {
+    const src = fileURLToPath(new URL('../../../src/', import.meta.url));
+    for (const file of ['telemetry/nvidia-smi.ts', 'telemetry/gpu-sampler.ts', 'telemetry/router-metrics.ts', 'servers/dashboard-telemetry.ts']) {
+      const imports = [...readFileSync(join(src, file), 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1]!);
+      const reaching = imports.filter((i) => /streams|actors|stores|jobs|schema\/record|envelopes|controller/.test(i));
+      assert.deepEqual(reaching, [], file);
+    }
+  });
+});

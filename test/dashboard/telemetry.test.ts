@@ -1,0 +1,130 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { DISABLED_FRAME } from '../../src/servers/dashboard-session.js';
+import { writeTestPolicy } from '../support/policy.js';
+import type { RunningProcess } from '../support/processes.js';
+import { NO_CHROMIUM, assertNoCanary, fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
+
+const policy = writeTestPolicy();
+const CANARY = `svc-canary-reader-${'c0ffee'.repeat(4)}`;
+const MIXED = ['GPU-11111111-2222-3333-4444-555555555555', 'GPU-66666666-7777-8888-9999-000000000000', 'GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee'];
+
+/** Raw HTTP with chosen headers (fetch forbids setting Host). */
+function status(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(url + '/ws', { headers, agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    // A server that neither answers nor closes must fail the test, not hang it.
+    req.setTimeout(5_000, () => req.destroy(new Error('no answer within 5 s')));
+    req.on('error', reject).end();
+  });
+}
+
+describe('dashboard telemetry, and the fixed denial of a disabled workload service', { skip: NO_CHROMIUM, timeout: 120_000 }, () => {
+  let b: Browser;
+  const running: RunningProcess[] = [];
+  const serve = async (args: string[], env: Record<string, string> = {}) => {
+    const p = await serveDashboard(args, env);
+    running.push(p);
+    return p;
+  };
+  /** Workloads tab, type a credential, Connect: expect the fixed denial, exactly. */
+  const expectDenial = async (credential: string) => {
+    const before = b.frames.length;
+    await b.page.click('#tab-workloads');
+    await b.page.fill('#credential', credential);
+    await b.page.click('#connect');
+    await b.page.locator('#node-status', { hasText: 'Workload reads are disabled on this dashboard' }).waitFor();
+    const denials = b.frames.slice(before).filter((f) => f.dir === 'received' && f.payload.includes('workloads-denied'));
+    assert.deepEqual(denials.map((f) => f.payload), [DISABLED_FRAME]);
+    assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'no unauthenticated empty inventory');
+    await b.page.click('#tab-telemetry');
+  };
+
+  before(async () => {
+    b = await launchBrowser();
+  });
+  after(async () => {
+    for (const p of running) assert.equal(await p.stop(), 0, 'the dashboard exits 0 on SIGTERM');
+    await b?.close();
+  });
+
+  it('shows per-card entries keyed by uuid and the aggregate as a display sum; workloads without options: fixed denial', async () => {
+    const d = await serve([], { SVC_NVIDIA_SMI: fakeNvidiaSmi('mixed-na.csv') });
+    await b.page.goto(d.url);
+    await b.page.locator('#gpu-cards article').nth(2).waitFor();
+    assert.deepEqual(await b.page.locator('#gpu-cards article').evaluateAll((els) => els.map((e) => e.getAttribute('data-uuid'))), MIXED);
+    const a100 = await b.page.locator(`article[data-uuid="${MIXED[1]}"]`).innerText();
+    assert.match(a100, /GPU 1 · NVIDIA A100-SXM4-40GB/);
+    assert.match(a100, /memory not reported \/ not reported GiB/, '[N/A] is shown as not reported, never 0');
+    const aggregate = await b.page.locator('#gpu-aggregate').innerText();
+    assert.match(aggregate, /Aggregate GPU memory: 22\.5 \/ 39\.0 GiB used across 2 card\(s\)/);
+    assert.match(aggregate, /display sum of per-card memory, not one unified capacity/);
+    assert.match(aggregate, /1 card\(s\) did not report memory/);
+    assert.equal(await b.page.locator('#telemetry-auth').isVisible(), false, 'open telemetry on loopback asks for nothing');
+
+    await expectDenial(CANARY);
+    assert.match(await b.page.locator('#gpu-status').innerText(), /3 GPU card\(s\) sampled by nvidia-smi/, 'telemetry keeps working');
+    assert.match(d.output(), /"reason":"not-configured"/);
+    await assertNoCanary(b, CANARY, { dashboard: d.output() }, 'denied connect');
+  });
+
+  it('says "no GPU telemetry" when nvidia-smi is absent', async () => {
+    const d = await serve([]);
+    await b.page.goto(d.url);
+    await b.page.locator('#gpu-status', { hasText: 'no GPU telemetry: nvidia-smi is not installed on this host' }).waitFor();
+    assert.equal(await b.page.locator('#gpu-cards article').count(), 0);
+    assert.equal(await b.page.locator('#gpu-aggregate').isVisible(), false);
+  });
+
+  it('incomplete or invalid workload options: the same fixed denial, telemetry keeps working', async () => {
+    const cases: [string[], string][] = [
+      [['--workload-controller-url', 'http://127.0.0.1:8100', '--workload-expected-node', 'node-a'], 'incomplete'],
+      [['--workload-controller-url', 'http://controller.example.com', '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], 'invalid-controller-url'],
+      [['--workload-controller-url', 'http://127.0.0.1:8100', '--workload-expected-node', '9-not-a-host', '--workload-authorization-policy', policy.path], 'invalid-expected-node'],
+    ];
+    // Started together: each process start costs about a second of module loading.
+    const started = await Promise.all(cases.map(([args]) => serve(args, { ...policy.env, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') })));
+    for (const [i, d] of started.entries()) {
+      assert.match(d.output(), new RegExp(`"reason":"${cases[i]![1]}"`));
+      await b.page.goto(d.url);
+      await expectDenial(policy.tokens.reader);
+      await b.page.locator('#gpu-cards article').nth(1).waitFor();
+    }
+  });
+
+  it('--auth-env gates telemetry; a workload client with the same credential disables workload reads', async () => {
+    const env = { ...policy.env, DASH_TELEMETRY: policy.tokens.reader, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') };
+    const d = await serve(['--auth-env', 'DASH_TELEMETRY', '--workload-controller-url', 'http://127.0.0.1:8100', '--workload-expected-node', 'node-a',
+      '--workload-authorization-policy', policy.path], env);
+    assert.match(d.output(), /"reason":"collision"/);
+    await b.page.goto(d.url);
+    await b.page.locator('#telemetry-auth').waitFor();
+    assert.equal(await b.page.locator('#gpu-cards article').count(), 0, 'nothing before the credential');
+    await b.page.fill('#telemetry-credential', 'wrong-telemetry-credential');
+    await b.page.click('#telemetry-auth button');
+    await b.page.locator('#telemetry-auth-status', { hasText: 'telemetry credential refused (HTTP 401)' }).waitFor();
+    await b.page.fill('#telemetry-credential', policy.tokens.reader);
+    await b.page.click('#telemetry-auth button');
+    await b.page.locator('#gpu-cards article').nth(1).waitFor();
+    await expectDenial(policy.tokens.reader);
+    assert.ok(!d.output().includes(policy.tokens.reader), 'the credential is never logged');
+  });
+
+  it('refuses foreign Host headers (DNS rebinding) and cross-origin WebSocket upgrades', async () => {
+    const d = await serve([]);
+    const host = new URL(d.url).host;
+    const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+    assert.equal(await status(d.url, { ...upgrade, host, origin: `http://${host}` }), 101);
+    assert.equal(await status(d.url, { ...upgrade, host, origin: 'http://evil.example' }), 403);
+    assert.equal(await status(d.url, { ...upgrade, host }), 403, 'no Origin at all');
+    assert.equal(await status(d.url, { ...upgrade, host: 'evil.example', origin: 'http://evil.example' }), 403);
+  });
+});

@@ -1,0 +1,105 @@
+// The dashboard page: tabs and the one WebSocket to this server. No framework: two panels,
+// a handful of frames. Every value from the server is put into the page with textContent,
+// never as HTML. Credentials live only in module variables (workloads.js, telemetry.js) and
+// travel only inside WebSocket messages: never in URLs, cookies or web storage.
+import * as telemetry from './telemetry.js';
+import * as workloads from './workloads.js';
+
+const $ = (id) => document.getElementById(id);
+let socket = null;
+let retryMs = 500;
+let activeTab = 'telemetry';
+let pollMs = 2000;
+
+/** Sends one message if the socket is open; false otherwise (the caller shows that). */
+export function send(message) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+  socket.send(JSON.stringify(message));
+  return true;
+}
+
+/** True while the Workloads tab is selected and the document is visible (polling gate). */
+export function workloadsVisible() {
+  return activeTab === 'workloads' && document.visibilityState === 'visible';
+}
+
+export function pollInterval() {
+  return pollMs;
+}
+
+function setLink(text, kind) {
+  const el = $('link-status');
+  el.textContent = text;
+  el.className = `pill pill-${kind}`;
+}
+
+function openSocket() {
+  const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+  // The URL carries no query: nothing secret can ever be in it.
+  const ws = new WebSocket(`${scheme}://${location.host}/ws`);
+  socket = ws;
+  ws.addEventListener('open', () => {
+    retryMs = 500;
+    setLink('dashboard server connected', 'ok');
+  });
+  ws.addEventListener('message', (ev) => {
+    let frame;
+    try {
+      frame = JSON.parse(ev.data);
+    } catch {
+      return;
+    }
+    dispatch(frame);
+  });
+  ws.addEventListener('close', () => {
+    if (socket !== ws) return;
+    socket = null;
+    setLink(`dashboard server unreachable — retrying in ${Math.round(retryMs / 1000)} s`, 'bad');
+    telemetry.onLinkLost();
+    workloads.onLinkLost();
+    setTimeout(openSocket, retryMs);
+    retryMs = Math.min(retryMs * 2, 10000);
+  });
+}
+
+function dispatch(frame) {
+  switch (frame.type) {
+    case 'hello':
+      pollMs = Number.isInteger(frame.poll_ms) && frame.poll_ms >= 500 ? frame.poll_ms : 2000;
+      telemetry.onHello(frame);
+      workloads.onHello();
+      break;
+    case 'telemetry':
+    case 'telemetry-denied':
+      telemetry.onFrame(frame);
+      break;
+    case 'connected':
+    case 'disconnected':
+    case 'workloads':
+    case 'workloads-denied':
+      workloads.onFrame(frame);
+      break;
+    default:
+      break;
+  }
+}
+
+function selectTab(name) {
+  activeTab = name;
+  for (const tab of ['telemetry', 'workloads']) {
+    const selected = tab === name;
+    $(`tab-${tab}`).setAttribute('aria-selected', String(selected));
+    $(`panel-${tab}`).hidden = !selected;
+  }
+  workloads.onVisibilityChange();
+}
+
+$('tab-telemetry').addEventListener('click', () => selectTab('telemetry'));
+$('tab-workloads').addEventListener('click', () => selectTab('workloads'));
+// Page Visibility API: a hidden document stops polling; becoming visible reads at once.
+document.addEventListener('visibilitychange', () => workloads.onVisibilityChange());
+
+telemetry.init();
+workloads.init();
+if (location.hash === '#workloads') selectTab('workloads');
+openSocket();

@@ -1,0 +1,166 @@
+// Drawing a svc-workloads/v1 NodeResult so that it tells the truth at a glance: the node's
+// and every source's status in words and colour, "count unknown" for omitted: null, stale
+// records with their age, quality badges, and never an empty list where the answer is
+// partial or unavailable.
+const $ = (id) => document.getElementById(id);
+
+const STATUS_WORDS = {
+  complete: '— the bounded query finished with no known omissions',
+  partial: '— trust the records shown, but this is not the whole inventory',
+  unavailable: '— the owner could not be read; this is not an empty or idle inventory',
+};
+const REASON_WORDS = {
+  'no-observation': 'never heard from its owner',
+  timeout: 'its observations are too old',
+  'inspection-error': 'its owner could not inspect its store',
+  'not-served': 'not served by this node',
+  overloaded: 'its owner is overloaded',
+  malformed: 'its owner sent malformed data',
+};
+const KIND_OF_OWNER = {
+  router: 'router-request', controller: 'controller-operation', benchmark: 'benchmark-job', media: 'media-job', recipe: 'recipe-serve', manifest: 'recipe-serve',
+};
+const FAILURE_WORDS = {
+  unreachable: 'the controller could not be reached',
+  timeout: 'the controller did not answer in time',
+  redirect: 'the controller answered with a redirect (never followed)',
+  failed: 'the controller failed to answer (HTTP 5xx)',
+  'not-served': 'the controller does not serve node_workloads',
+  malformed: 'the controller answered with something that is not a valid NodeResult',
+  oversized: 'the controller answer was too large and was discarded',
+  'wrong-identity': 'wrong identity: the controller answered for a different node than expected',
+  'controller-unauthenticated': 'the controller did not accept the credential (HTTP 401)',
+  'controller-forbidden': 'the controller refused the credential (HTTP 403)',
+  refused: 'the controller refused the read',
+};
+
+function el(tag, text, className) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (className) e.className = className;
+  return e;
+}
+
+/** "12 s ago", "3 min ago" from an RFC 3339 timestamp. */
+function age(ts) {
+  const ms = Date.now() - Date.parse(ts);
+  if (!Number.isFinite(ms)) return 'unknown';
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s} s ago`;
+  if (s < 7200) return `${Math.round(s / 60)} min ago`;
+  return `${Math.round(s / 3600)} h ago`;
+}
+
+/** An element whose text is re-computed every second from its timestamp. */
+function ageSpan(prefix, ts) {
+  const span = el('span', `${prefix}${age(ts)}`, 'age');
+  span.dataset.ts = ts;
+  span.dataset.prefix = prefix;
+  span.title = ts;
+  return span;
+}
+
+export function tickAges() {
+  for (const span of document.querySelectorAll('span.age[data-ts]')) {
+    span.textContent = `${span.dataset.prefix}${age(span.dataset.ts)}`;
+  }
+}
+
+function omitted(t) {
+  return t.omitted === null ? 'count unknown' : String(t.omitted);
+}
+
+function badge(text, className) {
+  return el('span', text, `badge ${className}`);
+}
+
+export function clearInventory() {
+  $('sources').hidden = true;
+  $('sources').tBodies[0].replaceChildren();
+  $('records').hidden = true;
+  $('records').tBodies[0].replaceChildren();
+  $('records-empty').hidden = true;
+  $('node-status').replaceChildren(document.createTextNode('Connect to read this node\'s workloads.'));
+  $('node-status').className = 'status-line';
+}
+
+export function showMessage(text, kind) {
+  const line = $('node-status');
+  line.replaceChildren(document.createTextNode(text));
+  line.className = `status-line status-${kind}`;
+}
+
+/** Renders one `workloads` frame (a NodeResult, possibly synthesized as unavailable). */
+export function renderNode(frame, filters) {
+  const n = frame.result;
+  const line = $('node-status');
+  line.className = `status-line status-${n.status}`;
+  const parts = [el('strong', `Node ${n.expected_host}: `), badge(n.status, `st-${n.status}`), document.createTextNode(` ${STATUS_WORDS[n.status] ?? ''}`)];
+  if (frame.failure) parts.push(el('div', `Why: ${FAILURE_WORDS[frame.failure] ?? 'the controller could not be read'}${n.condition ? ` (condition ${n.condition})` : ''}.`, 'why'));
+  else if (n.condition) parts.push(el('div', `Condition: ${n.condition}.`, 'why'));
+  const meta = el('div', '', 'meta');
+  meta.append(
+    document.createTextNode(`${n.truncation.returned} records shown · left out: ${omitted(n.truncation)} · `),
+    ageSpan(frame.failure ? 'tried ' : 'collected ', n.collected_at),
+  );
+  parts.push(meta);
+  line.replaceChildren(...parts);
+  renderSources(n.sources, filters);
+  renderRecords(n, frame.failure);
+}
+
+function renderSources(sources, filters) {
+  const table = $('sources');
+  const rows = sources.map((s) => {
+    // A source the owner/kind filter leaves out still reports its status, but cannot change
+    // the answer to the question asked: say so, or "complete" next to red rows looks wrong.
+    const outside = (filters.owner && filters.owner !== s.owner) || (filters.kind && filters.kind !== KIND_OF_OWNER[s.owner]);
+    const tr = el('tr', undefined, `src-${s.status}${outside ? ' outside' : ''}`);
+    tr.dataset.owner = s.owner;
+    const status = el('td');
+    status.append(badge(s.status, `st-${s.status}`));
+    const why = s.reason ? REASON_WORDS[s.reason] ?? s.reason : s.status === 'partial' ? 'a bound or a lost message' : '';
+    tr.append(el('td', s.owner), status, el('td', outside ? `${why}${why ? ' · ' : ''}outside the filter: does not affect this answer` : why),
+      el('td', String(s.truncation.returned)), el('td', omitted(s.truncation), s.truncation.omitted === null ? 'unknown' : ''));
+    return tr;
+  });
+  table.tBodies[0].replaceChildren(...rows);
+  table.hidden = rows.length === 0;
+}
+
+function renderRecords(n, failure) {
+  const records = n.sources.flatMap((s) => s.records);
+  records.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : a.id < b.id ? -1 : 1));
+  const empty = $('records-empty');
+  if (records.length === 0) {
+    empty.textContent = failure || n.status === 'unavailable'
+      ? 'No records: the node could not be read. This is not an empty inventory.'
+      : n.status === 'partial'
+        ? 'No records survived, but the answer is partial: this is not proof that nothing is running.'
+        : 'No records match these filters (complete answer).';
+    empty.className = `empty status-${failure ? 'unavailable' : n.status}`;
+    empty.hidden = false;
+  } else {
+    empty.hidden = true;
+  }
+  const rows = records.map((r) => {
+    const tr = el('tr', undefined, r.observation_quality === 'stale' ? 'stale' : '');
+    tr.dataset.id = r.id;
+    tr.dataset.state = r.state;
+    const quality = el('td');
+    quality.append(badge(r.observation_quality, `q-${r.observation_quality}`));
+    // A stale record keeps its state; the label says how old its evidence is.
+    if (r.observation_quality === 'stale') quality.append(ageSpan(' observed ', r.source_timestamp));
+    const p = r.progress;
+    const progress = p ? `${p.completed} / ${p.total === null ? '?' : p.total} ${p.unit}` : '—';
+    const updated = el('td');
+    updated.append(ageSpan('', r.updated_at));
+    const id = el('td', r.id.slice(0, 11), 'mono');
+    id.title = r.id;
+    tr.append(el('td', r.owner), el('td', r.kind), el('td', r.state, `state-${r.state}`), el('td', r.phase), el('td', r.outcome ?? '—'),
+      el('td', progress), quality, updated, id);
+    return tr;
+  });
+  $('records').tBodies[0].replaceChildren(...rows);
+  $('records').hidden = rows.length === 0;
+}

@@ -1,0 +1,169 @@
+// The Telemetry tab: GPU cards from nvidia-smi and router figures from its metrics. Cards are
+// keyed by their observed uuid (the driver's index can change), and the aggregate is labelled
+// as what it is: a display sum, not one unified memory capacity.
+import { send } from './app.js';
+
+const $ = (id) => document.getElementById(id);
+let credential = null;
+let required = false;
+const charts = new Map(); // uuid -> { root, plot, figures, note }
+
+const gib = (mib) => (mib / 1024).toFixed(1);
+const known = (v, fmt) => (v === null || v === undefined ? 'not reported' : fmt(v));
+
+function el(tag, text, className) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (className) e.className = className;
+  return e;
+}
+
+function statusLine(gpu) {
+  const when = gpu.sampled_at ? ` (last run ${new Date(gpu.sampled_at).toLocaleTimeString()})` : '';
+  switch (gpu.status) {
+    case 'pending':
+      return ['GPU telemetry: waiting for the first nvidia-smi sample…', 'pending'];
+    case 'absent':
+      return ['no GPU telemetry: nvidia-smi is not installed on this host', 'idle'];
+    case 'failed':
+      return [`GPU telemetry unavailable: nvidia-smi failed on its last run${when}`, 'unavailable'];
+    default: {
+      const skipped = gpu.skipped_lines > 0 ? ` · ${gpu.skipped_lines} unreadable line(s) skipped` : '';
+      if (gpu.cards.length === 0) return [`nvidia-smi reported no readable GPU card${when}${skipped}`, 'partial'];
+      return [`${gpu.cards.length} GPU card(s) sampled by nvidia-smi every ${Math.round(gpu.interval_ms / 1000)} s${when}${skipped}`, 'complete'];
+    }
+  }
+}
+
+function renderAggregate(gpu) {
+  const p = $('gpu-aggregate');
+  const a = gpu.aggregate;
+  if (gpu.status !== 'ok' || gpu.cards.length === 0) {
+    p.hidden = true;
+    return;
+  }
+  p.replaceChildren(
+    el('strong', 'Aggregate GPU memory: '),
+    document.createTextNode(`${gib(a.used_mib)} / ${gib(a.total_mib)} GiB used across ${a.cards_counted} card(s) `),
+    el('span', '(display sum of per-card memory, not one unified capacity)', 'note'),
+  );
+  if (a.cards_unreported > 0) p.append(el('span', ` · ${a.cards_unreported} card(s) did not report memory and are not included`, 'warn'));
+  p.hidden = false;
+}
+
+function cardFor(series) {
+  let c = charts.get(series.uuid);
+  if (c) return c;
+  const root = el('article', undefined, 'card');
+  root.dataset.uuid = series.uuid;
+  const title = el('h3');
+  const uuid = el('div', series.uuid, 'mono note');
+  const figures = el('div', '', 'figures');
+  const note = el('div', '', 'warn');
+  const plotBox = el('div', '', 'plot');
+  root.append(title, uuid, figures, note, plotBox);
+  $('gpu-cards').append(root);
+  // uPlot loads with `defer`; a missing library only loses the chart, not the figures.
+  const plot = window.uPlot
+    ? new window.uPlot({
+      width: 380, height: 150,
+      scales: { x: { time: true }, mem: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
+      series: [{}, { label: 'memory used (GiB)', scale: 'mem', stroke: '#1f5fa8', width: 2 }, { label: 'utilization (%)', scale: 'pct', stroke: '#b3541e', width: 2 }],
+      axes: [{}, { scale: 'mem', label: 'GiB' }, { scale: 'pct', side: 1, label: '%', grid: { show: false } }],
+      legend: { show: true, live: false },
+    }, [[], [], []], plotBox)
+    : null;
+  c = { root, title, figures, note, plot };
+  charts.set(series.uuid, c);
+  return c;
+}
+
+function renderCards(gpu) {
+  const current = new Map(gpu.cards.map((card) => [card.uuid, card]));
+  const alive = new Set();
+  for (const s of gpu.series) {
+    alive.add(s.uuid);
+    const c = cardFor(s);
+    const card = current.get(s.uuid);
+    c.title.textContent = `GPU ${s.index} · ${s.name}`;
+    c.figures.textContent = card
+      ? `memory ${known(card.memory_used_mib, gib)} / ${known(card.memory_total_mib, gib)} GiB · utilization ${known(card.utilization_pct, (v) => `${v} %`)} · ${known(card.temperature_c, (v) => `${v} °C`)} · power ${known(card.power_w, (v) => `${v} W`)}`
+      : '';
+    c.note.textContent = card ? '' : 'not in the latest sample: figures below are history only';
+    if (c.plot) c.plot.setData([s.t, s.memory_used_mib.map((v) => (v === null ? null : v / 1024)), s.utilization_pct]);
+  }
+  for (const [uuid, c] of charts) {
+    if (alive.has(uuid)) continue;
+    c.plot?.destroy();
+    c.root.remove();
+    charts.delete(uuid);
+  }
+}
+
+function ms(v) {
+  return v === null ? '—' : `${Math.round(v)} ms`;
+}
+
+function renderRouter(router) {
+  const status = $('router-status');
+  const table = $('router-figures');
+  if (router === null) {
+    status.textContent = 'no router is wired to this dashboard';
+    table.hidden = true;
+    return;
+  }
+  if (router.status !== 'ok') {
+    status.textContent = 'router metrics could not be read (unavailable); figures are not shown rather than shown as zero';
+    status.className = 'status-line status-unavailable';
+    table.hidden = true;
+    return;
+  }
+  status.textContent = 'Router figures from its metrics (current in-memory buffer; eviction and restart reduce them). "—" means not measured.';
+  status.className = 'status-line';
+  const rows = router.models.map((m) => {
+    const tr = el('tr');
+    tr.append(el('td', m.model), el('td', m.requests_total === null ? '—' : String(m.requests_total)), el('td', m.active === null ? '—' : String(m.active)),
+      el('td', m.buffered === null ? '—' : String(m.buffered)), el('td', `${ms(m.ttfc_p50_ms)} / ${ms(m.ttfc_p95_ms)}`), el('td', `${ms(m.latency_p50_ms)} / ${ms(m.latency_p95_ms)}`));
+    return tr;
+  });
+  table.tBodies[0].replaceChildren(...rows);
+  table.hidden = rows.length === 0;
+}
+
+export function onHello(frame) {
+  required = frame.telemetry === 'credential-required';
+  $('telemetry-auth').hidden = !required;
+  if (required && credential !== null) send({ type: 'telemetry-auth', credential });
+}
+
+export function onFrame(frame) {
+  if (frame.type === 'telemetry-denied') {
+    credential = null;
+    $('telemetry-auth-status').textContent = `telemetry credential refused (HTTP ${frame.status})`;
+    $('gpu-status').textContent = 'GPU telemetry: locked — enter the telemetry credential';
+    return;
+  }
+  if (required) $('telemetry-auth').hidden = true;
+  const [text, kind] = statusLine(frame.gpu);
+  $('gpu-status').textContent = text;
+  $('gpu-status').className = `status-line status-${kind}`;
+  renderAggregate(frame.gpu);
+  renderCards(frame.gpu);
+  renderRouter(frame.router);
+}
+
+export function onLinkLost() {
+  $('gpu-status').textContent = 'GPU telemetry: the dashboard server is unreachable';
+  $('gpu-status').className = 'status-line status-unavailable';
+}
+
+export function init() {
+  $('telemetry-auth').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const input = $('telemetry-credential');
+    credential = input.value.trim();
+    input.value = '';
+    $('telemetry-auth-status').textContent = '';
+    send({ type: 'telemetry-auth', credential });
+  });
+}

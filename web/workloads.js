@@ -1,0 +1,180 @@
+// The Workloads tab: Connect / Disconnect, the seven filters, polling and generations.
+//
+// Generations: every Connect, filter change and Disconnect moves `gen` forward and tells the
+// server; the server aborts the older read and both sides drop frames of an older
+// generation, so a late answer for old filters (or for a credential already forgotten) can
+// never be drawn. The credential is kept only in `credential` below, for polls and for
+// re-connecting after the dashboard server restarts; Disconnect sets it to null.
+import { pollInterval, send, workloadsVisible } from './app.js';
+import { clearInventory, renderNode, showMessage, tickAges } from './render.js';
+
+const $ = (id) => document.getElementById(id);
+const OWNERS = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
+const KINDS = ['router-request', 'controller-operation', 'benchmark-job', 'media-job', 'recipe-serve'];
+const STATES = ['checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running', 'terminal', 'configured', 'absent', 'unavailable', 'unsupported'];
+const HOST_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+const INT_RE = /^(?:0|[1-9][0-9]{0,8})$/;
+
+let credential = null;
+let gen = 0;
+let connected = false;
+let timer = null;
+
+function setSession(text, kind) {
+  const el = $('session-status');
+  el.textContent = text;
+  el.className = `pill pill-${kind}`;
+  $('disconnect').disabled = credential === null;
+}
+
+/** The present filters only, as the shared `arguments` object; null when one is invalid. */
+function readFilters() {
+  const f = {};
+  for (const name of ['owner', 'kind', 'state']) {
+    const v = $(`f-${name}`).value;
+    if (v !== '') f[name] = v;
+  }
+  const host = $('f-host').value.trim();
+  if (host !== '') {
+    if (!HOST_RE.test(host)) return null;
+    f.host = host;
+  }
+  if ($('f-active-only').checked) f.active_only = true;
+  for (const [id, key, max] of [['f-recent-seconds', 'recent_seconds', 86400], ['f-limit', 'limit', 1000]]) {
+    const v = $(id).value.trim();
+    if (v === '') continue;
+    if (!INT_RE.test(v) || Number(v) < 1 || Number(v) > max) return null;
+    f[key] = Number(v);
+  }
+  return f;
+}
+
+function connect(ev) {
+  ev.preventDefault();
+  const input = $('credential');
+  const value = input.value.trim();
+  // The input is emptied at once: the value lives only in the module variable from here on.
+  input.value = '';
+  if (value === '') return setSession('type a credential first', 'idle');
+  credential = value;
+  gen += 1;
+  clearInventory();
+  startConnect();
+}
+
+function startConnect() {
+  const filters = readFilters();
+  if (!send({ type: 'connect', gen, credential, filters: filters ?? {} })) {
+    return setSession('waiting for the dashboard server…', 'pending');
+  }
+  setSession('connecting…', 'pending');
+}
+
+function disconnect() {
+  gen += 1;
+  send({ type: 'disconnect', gen });
+  forget();
+  clearInventory();
+  showMessage('Disconnected. The credential was forgotten; connect again to read.', 'idle');
+  setSession('not connected', 'idle');
+}
+
+/** Drops the credential from memory and from the input. */
+function forget() {
+  credential = null;
+  connected = false;
+  $('credential').value = '';
+}
+
+/** Any filter change starts a new generation: a new bounded read with the new filters. */
+function filtersChanged() {
+  const filters = readFilters();
+  $('filter-status').textContent = filters === null ? 'a filter value is invalid: not read' : '';
+  if (filters === null || credential === null) return;
+  gen += 1;
+  clearInventory();
+  showMessage('Reading with the new filters…', 'pending');
+  send({ type: 'read', gen, filters });
+}
+
+function poll() {
+  if (credential === null || !connected || !workloadsVisible()) return;
+  const filters = readFilters();
+  if (filters !== null) send({ type: 'read', gen, filters });
+}
+
+export function onFrame(frame) {
+  // Frames without a generation are the fixed denial of a disabled service.
+  if (typeof frame.gen === 'number' && frame.gen !== gen) return;
+  switch (frame.type) {
+    case 'connected':
+      connected = true;
+      setSession(`connected as ${frame.client} · node ${frame.expected_node}`, 'ok');
+      break;
+    case 'workloads':
+      if (credential !== null) renderNode(frame, readFilters() ?? {});
+      break;
+    case 'workloads-denied':
+      if (frame.code === 'invalid-filter') {
+        $('filter-status').textContent = 'the server refused a filter value: not read';
+        break;
+      }
+      forget();
+      clearInventory();
+      if (frame.code === 'disabled') {
+        showMessage('Workload reads are disabled on this dashboard (fixed denial, HTTP 503). Telemetry keeps working.', 'unavailable');
+        setSession('workload reads disabled', 'bad');
+      } else {
+        showMessage(`Not read: ${frame.title} (HTTP ${frame.status}). The credential was forgotten.`, 'unavailable');
+        setSession('credential refused', 'bad');
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+export function onHello() {
+  // A new socket (first open, or after the server restarted): sign in again if we still can.
+  if (credential !== null) {
+    gen += 1;
+    startConnect();
+  }
+}
+
+export function onLinkLost() {
+  connected = false;
+  if (credential !== null) {
+    clearInventory();
+    showMessage('The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.', 'unavailable');
+    setSession('waiting for the dashboard server…', 'pending');
+  }
+}
+
+export function onVisibilityChange() {
+  if (workloadsVisible()) poll();
+}
+
+export function init() {
+  const fill = (id, values) => {
+    for (const v of values) {
+      const o = document.createElement('option');
+      o.value = v;
+      o.textContent = v;
+      $(id).append(o);
+    }
+  };
+  fill('f-owner', OWNERS);
+  fill('f-kind', KINDS);
+  fill('f-state', STATES);
+  $('connect-form').addEventListener('submit', connect);
+  $('disconnect').addEventListener('click', disconnect);
+  $('filters').addEventListener('submit', (ev) => ev.preventDefault());
+  $('filters').addEventListener('change', filtersChanged);
+  const tick = () => {
+    poll();
+    timer = setTimeout(tick, pollInterval());
+  };
+  timer = setTimeout(tick, pollInterval());
+  setInterval(tickAges, 1000);
+}
