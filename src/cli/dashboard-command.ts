@@ -1,6 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ConfigError } from '../errors.js';
-import { startDashboard } from '../servers/dashboard.js';
 import { runServer } from './run-server.js';
 
 function port(value: string): number {
@@ -45,7 +44,7 @@ export function registerDashboardCommand(program: Command): void {
     .action(async (flags: DashboardFlags) => {
       await runServer('dashboard', async (logger) => {
         if (flags.host.length === 0 || flags.host.length > 255) throw new ConfigError('--host is not an address');
-        return startDashboard(
+        return (await import('../servers/dashboard.js')).startDashboard(
           {
             host: flags.host, port: flags.port, authEnv: flags.authEnv,
             workloadControllerUrl: flags.workloadControllerUrl, workloadExpectedNode: flags.workloadExpectedNode,

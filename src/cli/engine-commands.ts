@@ -1,6 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { parseListen } from '../config/load-toml.js';
-import { startEngineSim } from '../servers/engine-sim.js';
 import { runServer } from './run-server.js';
 
 interface SimFlags {
@@ -25,8 +24,8 @@ export function registerEngineCommands(program: Command): void {
     .option('--model <name>', 'the one served model name', modelName, 'sim-model')
     .option('--max-model-len <n>', 'context length for the prompt + max_tokens check', integer(1), 8192)
     .action(async (flags: SimFlags) => {
-      await runServer('engine sim', (logger) =>
-        startEngineSim({
+      await runServer('engine sim', async (logger) =>
+        (await import('../servers/engine-sim.js')).startEngineSim({
           host: flags.listen.host,
           port: flags.listen.port,
           logger,

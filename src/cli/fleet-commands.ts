@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { loadFleetConfig } from '../config/fleet-config.js';
-import { startFleet } from '../servers/fleet.js';
 import { runServer } from './run-server.js';
 
 /** The `fleet` command group: `fleet serve` (the read commands join it in read-commands.ts). */
@@ -11,7 +10,7 @@ export function registerFleetCommands(program: Command): Command {
     .description('run the fleet controller ([fleet] listen, nats_url, authorization_policy, node_timeout_ms; [[nodes]] host_id, sleeping)')
     .requiredOption('--config <file>', 'fleet configuration (TOML)')
     .action(async (opts: { config: string }) => {
-      await runServer('fleet', (logger) => startFleet(loadFleetConfig(opts.config), { logger }));
+      await runServer('fleet', async (logger) => (await import('../servers/fleet.js')).startFleet(loadFleetConfig(opts.config), { logger }));
     });
   return fleet;
 }

@@ -4,6 +4,11 @@ import type { SafeOrigin } from './origin-policy.js';
 
 /** SPEC.md Limits: 128 KiB per response. */
 export const MAX_RESPONSE_BYTES = 128 * 1024;
+/**
+ * Workload reads may carry up to 1000 records (about 400 KB as JSON): their cap is 1 MiB.
+ * SPEC.md's 128 KiB is the diagnosis limit (docs/api.md).
+ */
+export const MAX_WORKLOAD_RESPONSE_BYTES = 1024 * 1024;
 /** SPEC.md Limits: `--timeout` is greater than 0 and at most 30 seconds, default 5. */
 export const DEFAULT_TIMEOUT_S = 5;
 export const MAX_TIMEOUT_S = 30;
@@ -34,7 +39,12 @@ export class SafeReader {
   private readonly pool: Pool;
   private readonly auth: string;
 
-  constructor(target: SafeOrigin, token: string, timeoutS: number) {
+  constructor(
+    target: SafeOrigin,
+    token: string,
+    timeoutS: number,
+    private readonly maxBytes: number = MAX_RESPONSE_BYTES,
+  ) {
     const ms = Math.max(1, Math.round(timeoutS * 1000));
     this.pool = new Pool(target.origin, {
       connections: 2,
@@ -83,7 +93,7 @@ export class SafeReader {
       return { kind: 'status', status: statusCode };
     }
     const declared = Number(res.headers['content-length']);
-    if (Number.isFinite(declared) && declared > MAX_RESPONSE_BYTES) {
+    if (Number.isFinite(declared) && declared > this.maxBytes) {
       discard(body);
       return { kind: 'oversized' };
     }
@@ -92,7 +102,7 @@ export class SafeReader {
     try {
       for await (const chunk of body as AsyncIterable<Buffer>) {
         size += chunk.length;
-        if (size > MAX_RESPONSE_BYTES) {
+        if (size > this.maxBytes) {
           discard(body);
           return { kind: 'oversized' };
         }

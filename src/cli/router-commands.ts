@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { loadRouterConfig } from '../config/router-config.js';
-import { startRouter } from '../servers/router.js';
 import { runServer } from './run-server.js';
 
 /** `svc-serving router serve --config FILE` (the read commands join this group in the CLI issue). */
@@ -11,7 +10,7 @@ export function registerRouterCommands(program: Command): Command {
     .description('run the router ([server] host_id, listen, api_keys_env, authorization_policy, decision_log_path; [[models]])')
     .requiredOption('--config <file>', 'router configuration (TOML)')
     .action(async (opts: { config: string }) => {
-      await runServer('router', (logger) => startRouter(loadRouterConfig(opts.config), { logger }));
+      await runServer('router', async (logger) => (await import('../servers/router.js')).startRouter(loadRouterConfig(opts.config), { logger }));
     });
   return router;
 }

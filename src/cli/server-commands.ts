@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { loadNodeConfig } from '../config/node-config.js';
-import { startController } from '../servers/controller.js';
 import { runServer } from './run-server.js';
 
 /** `svc-serving controller serve --config FILE`. */
@@ -11,6 +10,6 @@ export function registerControllerCommands(program: Command): void {
     .description('run the node controller ([node] host_id, listen, nats_url?, authorization_policy, stale_after_seconds, state_dir)')
     .requiredOption('--config <file>', 'node configuration (TOML)')
     .action(async (opts: { config: string }) => {
-      await runServer('controller', (logger) => startController(loadNodeConfig(opts.config), { logger }));
+      await runServer('controller', async (logger) => (await import('../servers/controller.js')).startController(loadNodeConfig(opts.config), { logger }));
     });
 }

@@ -1,6 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ensureLocalCredentials } from '../config/local-home.js';
-import { startLocalNode } from '../servers/local-node.js';
 import { runServer } from './run-server.js';
 
 function port(value: string): number {
@@ -27,7 +26,7 @@ export function registerUpCommand(program: Command): void {
     .action(async (flags: { natsUrl?: string; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number; dashboardPort: number }) => {
       await runServer('up', async (logger) => {
         const creds = ensureLocalCredentials();
-        const node = await startLocalNode({
+        const node = await (await import('../servers/local-node.js')).startLocalNode({
           hostId: flags.hostId, bindHost: '127.0.0.1', routerPort: flags.routerPort, controllerPort: flags.controllerPort,
           natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger, dashboardPort: flags.dashboardPort,
         });

@@ -3,7 +3,7 @@ import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } 
 import { FILTER_NAMES, parseFilterArgs, type FilterArgs } from '../schema/filters.js';
 import { isHostId } from '../schema/primitives.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
-import { DEFAULT_TIMEOUT_S, SafeReader } from './http-read.js';
+import { DEFAULT_TIMEOUT_S, SafeReader, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from './origin-policy.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
 import { OptionTracker, checkCredential, checkEnvName } from './settings.js';
@@ -82,7 +82,7 @@ function connection(url: string | undefined, o: RawWorkloadOptions): { reader: S
   if (!isHostId(o.expectedNode)) throw new UsageFailure('expectedNode');
   const origin = checkOrigin(url);
   const token = checkCredential(process.env[checkEnvName(o.authEnv)]);
-  return { reader: new SafeReader(origin, token, DEFAULT_TIMEOUT_S), expected: o.expectedNode };
+  return { reader: new SafeReader(origin, token, DEFAULT_TIMEOUT_S, MAX_WORKLOAD_RESPONSE_BYTES), expected: o.expectedNode };
 }
 
 function print(json: boolean, body: unknown, human: () => string): void {

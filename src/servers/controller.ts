@@ -21,6 +21,8 @@ export interface ControllerHandle {
   readonly url: string;
   readonly view: NodeView;
   readonly bus: Bus;
+  /** The node's lifecycle side (the one-process node drives demo jobs through it). */
+  readonly jobs: JobService;
   close(): Promise<void>;
 }
 
@@ -108,6 +110,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     url,
     view,
     bus,
+    jobs,
     async close() {
       await app.close();
       responder.stop();

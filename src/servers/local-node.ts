@@ -1,4 +1,7 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { JobService } from '../jobs/job-service.js';
+import type { Command } from '../jobs/commands.js';
 import type { Logger } from 'pino';
 import type { LocalCredentials } from '../config/local-home.js';
 import { routerConfigFrom } from '../config/router-config.js';
@@ -83,7 +86,10 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
       { logger: o.logger, env },
     );
     closers.push(() => dashboard.close());
-    if (o.demoTraffic) closers.push(startDemoTraffic(router.url, o.creds.routerKey, o.logger));
+    if (o.demoTraffic) {
+      closers.push(startDemoTraffic(router.url, o.creds.routerKey, o.logger));
+      closers.push(startDemoJobs(controller.jobs, o.creds.home, o.logger));
+    }
     return { routerUrl: router.url, controllerUrl: controller.url, engineUrl: engine.url, dashboardUrl: dashboard.url, close: closeAll };
   } catch (err) {
     await closeAll();
@@ -114,5 +120,37 @@ function startDemoTraffic(routerUrl: string, key: string, logger: Logger): () =>
     stopped = true;
     clearInterval(timer);
     await Promise.allSettled([...inFlight]);
+  };
+}
+
+/**
+ * Demo jobs through the controller's own lifecycle side (plan, then apply with its token):
+ * a small benchmark now and every 90 s, a media job of three generated clips every 120 s.
+ */
+function startDemoJobs(jobs: JobService, home: string, logger: Logger): () => Promise<void> {
+  const dir = join(home, 'demo');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const files = [0, 1, 2].map((i) => {
+    const path = join(dir, `clip-${i}.wav`);
+    writeFileSync(path, Buffer.alloc(4096 + i * 1024, i + 1));
+    return path;
+  });
+  const run = (command: Command): void => {
+    try {
+      jobs.apply(jobs.plan(command).confirmation_token);
+    } catch (err) {
+      logger.warn({ err: { name: (err as Error)?.name } }, 'demo job not started');
+    }
+  };
+  const bench = (): void => run({ name: 'benchmark.start', params: { alias: ALIAS, requests: 30, concurrency: 2, prompt_tokens: 64, max_tokens: 24 } });
+  const media = (): void => run({ name: 'media.submit', params: { alias: ALIAS, files } });
+  bench();
+  const t1 = setInterval(bench, 90_000);
+  const t2 = setInterval(media, 120_000);
+  const t3 = setTimeout(media, 5_000);
+  return async () => {
+    clearInterval(t1);
+    clearInterval(t2);
+    clearTimeout(t3);
   };
 }

@@ -128,12 +128,12 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
       [(res) => sendJson(res, 200, `{"schema": "${BODY_MARKER}"`), /not a valid envelope/],
       [(res) => sendJson(res, 200, { ...NODE, extra: BODY_MARKER }), /not a valid envelope/],
       [(res) => sendJson(res, 200, { ...NODE, expected_host: 'node-b' }), /answered for a different node than --expected-node/],
-      [(res) => sendJson(res, 200, `{"pad":"${'x'.repeat(140 * 1024)}"}`), /exceeded 128 KiB/],
+      [(res) => sendJson(res, 200, `{"pad":"${'x'.repeat(1100 * 1024)}"}`), /exceeded the size limit/],
       [(res) => {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.write(`{"pad":"${'x'.repeat(100 * 1024)}`);
-        setTimeout(() => res.end(`${'x'.repeat(60 * 1024)}"}`), 50);
-      }, /exceeded 128 KiB/],
+        res.write(`{"pad":"${'x'.repeat(600 * 1024)}`);
+        setTimeout(() => res.end(`${'x'.repeat(600 * 1024)}"}`), 50);
+      }, /exceeded the size limit/],
     ];
     const closed = `http://127.0.0.1:${await freePort()}`;
     const servers = await Promise.all(cases.map(([answer]) => startFake((_req, res) => answer(res))));

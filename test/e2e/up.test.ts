@@ -13,7 +13,7 @@ describe('svc-serving up: the whole node in one process', () => {
   let controllerUrl = '';
 
   before(async () => {
-    node = await spawnNode(CLI, ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0'], { env: { SVC_SERVING_HOME: home } });
+    node = await spawnNode(CLI, ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { env: { SVC_SERVING_HOME: home } });
     await eventually(() => /controller +(http:\/\/\S+)/.test(node.output()), 10_000);
     routerUrl = /router +(http:\/\/\S+)/.exec(node.output())![1]!;
     controllerUrl = /controller +(http:\/\/\S+)/.exec(node.output())![1]!;
@@ -45,6 +45,21 @@ describe('svc-serving up: the whole node in one process', () => {
     }, 10_000, 200);
     assert.ok(checkNodeResult.Check(result));
     assert.equal(result.sources[0]!.status, 'complete');
+  });
+
+  it('--demo-traffic also keeps a benchmark job going, shown with progress', async () => {
+    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
+    const rec = await eventually(async () => {
+      const res = await fetch(`${controllerUrl}/tools/call`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'node_workloads', arguments: { owner: 'benchmark' } }),
+      });
+      const body = (await res.json()) as NodeResult;
+      return body.sources.find((s) => s.owner === 'benchmark')!.records.find((r) => r.progress && r.progress.completed > 0);
+    }, 15_000, 200);
+    assert.equal(rec.progress?.unit, 'requests');
+    assert.equal(rec.progress?.total, 30);
   });
 
   it('relays a chat completion with the generated data-plane key', async () => {
