@@ -30,6 +30,7 @@ interface WsSocket {
   send(data: string): void;
   on(event: 'message', fn: (data: Buffer, isBinary: boolean) => void): void;
   on(event: 'close' | 'error', fn: () => void): void;
+  terminate(): void;
 }
 
 /**
@@ -62,8 +63,12 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     const origin = req.headers.origin;
     if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new ForbiddenError();
   };
+  // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
+  // hold the process past SIGTERM.
+  const sockets = new Set<WsSocket>();
   app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw) => {
     const socket = raw as unknown as WsSocket;
+    sockets.add(socket);
     const session = new DashboardSession({
       sink: {
         send: (frame) => {
@@ -79,7 +84,10 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     socket.on('message', (data, isBinary) => {
       if (!isBinary) session.handle(data.toString('utf8'));
     });
-    socket.on('close', () => session.close());
+    socket.on('close', () => {
+      sockets.delete(socket);
+      session.close();
+    });
     socket.on('error', () => session.close());
   });
   registerPageRoutes(app);
@@ -98,7 +106,11 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     workloads: service.enabled ? 'enabled' : service.reason,
     async close() {
       hub.stop();
-      await app.close();
+      for (const s of sockets) s.terminate();
+      const closing = app.close();
+      const cut = setTimeout(() => app.server.closeAllConnections(), 1_000);
+      await closing;
+      clearTimeout(cut);
       await reader?.close();
     },
   };

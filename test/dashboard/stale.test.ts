@@ -8,7 +8,7 @@ import { startNatsServer, type NatsServerHandle } from '../support/nats-server.j
 import { writeTestPolicy } from '../support/policy.js';
 import { CLI, spawnNode, type RunningProcess } from '../support/processes.js';
 import { rec } from '../support/records.js';
-import { NO_CHROMIUM, assertNoCanary, launchBrowser, serveDashboard, type Browser } from './support.js';
+import { assertNoCanary, launchBrowser, serveDashboard, type Browser } from './support.js';
 
 const H = 'node-a';
 const STALE_S = 0.8;
@@ -18,7 +18,7 @@ const FIXTURE = fileURLToPath(new URL('../support/fixture-actor.js', import.meta
 // controller with a small stale_after_seconds and a router-owner actor as separate processes
 // on a real nats-server (the controller runs no router actor of its own); stopping the actor
 // leaves its last observation to age.
-describe('dashboard labels stale records with their age', { skip: NO_CHROMIUM, timeout: 120_000 }, () => {
+describe('dashboard labels stale records with their age', { timeout: 120_000 }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-dash-stale-'));
   const policy = writeTestPolicy(dir);
   let nats: NatsServerHandle;

@@ -9,7 +9,7 @@ import { CLI, spawnNode, type RunningProcess } from '../support/processes.js';
 /** Debian's chromium (DEPENDENCIES.md); `.ci/run` installs it. Never a downloaded browser. */
 export const CHROMIUM = '/usr/bin/chromium';
 /** Browser suites skip (visibly, with the reason) on a machine without it; CI has it. */
-export const NO_CHROMIUM = existsSync(CHROMIUM) ? false : 'needs /usr/bin/chromium (apt-get install -y chromium)';
+
 
 export const FIXTURES = fileURLToPath(new URL('../../../test/fixtures/nvidia-smi/', import.meta.url));
 export const ARTIFACTS = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url));

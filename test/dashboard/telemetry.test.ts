@@ -4,7 +4,7 @@ import { request } from 'node:http';
 import { DISABLED_FRAME } from '../../src/servers/dashboard-session.js';
 import { writeTestPolicy } from '../support/policy.js';
 import type { RunningProcess } from '../support/processes.js';
-import { NO_CHROMIUM, assertNoCanary, fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
+import { assertNoCanary, fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
 
 const policy = writeTestPolicy();
 const CANARY = `svc-canary-reader-${'c0ffee'.repeat(4)}`;
@@ -27,7 +27,7 @@ function status(url: string, headers: Record<string, string>): Promise<number> {
   });
 }
 
-describe('dashboard telemetry, and the fixed denial of a disabled workload service', { skip: NO_CHROMIUM, timeout: 120_000 }, () => {
+describe('dashboard telemetry, and the fixed denial of a disabled workload service', { timeout: 120_000 }, () => {
   let b: Browser;
   const running: RunningProcess[] = [];
   const serve = async (args: string[], env: Record<string, string> = {}) => {

@@ -6,11 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
-import { NO_CHROMIUM, artifactsDir, assertNoCanary, launchBrowser, serveDashboard, type Browser } from './support.js';
+import { artifactsDir, assertNoCanary, launchBrowser, serveDashboard, type Browser } from './support.js';
 
 // A real node (`svc-serving up`: engine sim, router, controller) and a separate
 // `dashboard serve` pointed at its controller, driven through headless chromium.
-describe('dashboard Workloads tab against a real node', { skip: NO_CHROMIUM, timeout: 120_000 }, () => {
+describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, () => {
   const home = mkdtempSync(join(tmpdir(), 'svc-dash-up-'));
   // The reader credential is a canary: it must never show up anywhere it is not meant to be.
   const CANARY = `svc-canary-reader-${randomBytes(12).toString('hex')}`;
