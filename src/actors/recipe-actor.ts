@@ -33,6 +33,23 @@ async function inspect(inspector: ContainerInspector): Promise<{ containers: Man
   }
 }
 
+/**
+ * Loads an owner's directory and inspects the runtime; undefined when either cannot be read
+ * (the whole source is then unavailable, never empty).
+ */
+async function observe<D>(load: () => D, inspector: ContainerInspector): Promise<{ dir: D; claims: Map<string, ContainerSighting[]>; over: boolean } | undefined> {
+  let dir: D;
+  try {
+    dir = load();
+  } catch (err) {
+    if (err instanceof ConfigDirUnreadableError) return undefined;
+    throw err;
+  }
+  const seen = await inspect(inspector);
+  if (!seen) return undefined;
+  return { dir, claims: byRecipe(seen.containers), over: seen.over };
+}
+
 function reading(records: WorkloadRecord[], problems: number, over: boolean): OwnerReading {
   if (problems > 0) return { status: 'partial', reason: 'malformed', records, countUnknown: true };
   if (over) return { status: 'partial', records, countUnknown: true };
@@ -47,17 +64,10 @@ function reading(records: WorkloadRecord[], problems: number, over: boolean): Ow
  * (`inspection-error`), never empty and never `absent`.
  */
 export async function readRecipeOwner(host: string, recipesDir: string, inspector: ContainerInspector, now: () => number = Date.now): Promise<OwnerReading> {
-  let dir;
-  try {
-    dir = loadRecipeDir(recipesDir);
-  } catch (err) {
-    if (err instanceof ConfigDirUnreadableError) return UNAVAILABLE;
-    throw err;
-  }
-  const seen = await inspect(inspector);
-  if (!seen) return UNAVAILABLE;
+  const o = await observe(() => loadRecipeDir(recipesDir), inspector);
+  if (!o) return UNAVAILABLE;
+  const { dir, claims } = o;
   const at = now();
-  const claims = byRecipe(seen.containers);
   const records: WorkloadRecord[] = [];
   for (const [name, r] of dir.entries) {
     records.push(mapRecipeServe(host, { owner: 'recipe', nativeId: name, intent: 'configured', configAt: r.configAt, containers: claims.get(name) ?? [] }, at));
@@ -67,7 +77,7 @@ export async function readRecipeOwner(host: string, recipesDir: string, inspecto
     if (dir.entries.has(name) || dir.duplicates.has(name)) continue;
     records.push(mapRecipeServe(host, { owner: 'recipe', nativeId: name, intent: 'absent', containers }, at));
   }
-  return reading(records, dir.problems, seen.over);
+  return reading(records, dir.problems, o.over);
 }
 
 /**
@@ -76,17 +86,10 @@ export async function readRecipeOwner(host: string, recipesDir: string, inspecto
  * entries absent intent; containers are matched by their `svc.recipe` label.
  */
 export async function readManifestOwner(host: string, manifestsDir: string, inspector: ContainerInspector, now: () => number = Date.now): Promise<OwnerReading> {
-  let dir;
-  try {
-    dir = loadManifestDir(manifestsDir);
-  } catch (err) {
-    if (err instanceof ConfigDirUnreadableError) return UNAVAILABLE;
-    throw err;
-  }
-  const seen = await inspect(inspector);
-  if (!seen) return UNAVAILABLE;
+  const o = await observe(() => loadManifestDir(manifestsDir), inspector);
+  if (!o) return UNAVAILABLE;
+  const { dir, claims } = o;
   const at = now();
-  const claims = byRecipe(seen.containers);
   const records: WorkloadRecord[] = [];
   for (const [mname, m] of dir.entries) {
     const entries = [...m.manifest.recipes.map((r) => [r, 'configured'] as const), ...m.manifest.absent.map((r) => [r, 'absent'] as const)];
@@ -94,7 +97,7 @@ export async function readManifestOwner(host: string, manifestsDir: string, insp
       records.push(mapRecipeServe(host, { owner: 'manifest', nativeId: `${mname}/${recipe}`, intent, configAt: m.configAt, containers: claims.get(recipe) ?? [] }, at));
     }
   }
-  return reading(records, dir.problems, seen.over);
+  return reading(records, dir.problems, o.over);
 }
 
 export interface RecipeActors {

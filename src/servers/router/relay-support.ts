@@ -8,7 +8,7 @@ export function newGatewayId(): string {
 }
 
 /** Writes a fixed problem on a raw response (the relay does not go through Fastify). */
-export function sendRawProblem(res: ServerResponse, code: ErrorCode, closeConnection = false): void {
+export function sendRawProblem(res: ServerResponse, code: ErrorCode): void {
   if (res.headersSent) {
     res.end();
     return;
@@ -17,7 +17,6 @@ export function sendRawProblem(res: ServerResponse, code: ErrorCode, closeConnec
   res.statusCode = ERRORS[code].status;
   res.setHeader('content-type', 'application/problem+json');
   res.setHeader('content-length', Buffer.byteLength(body));
-  if (closeConnection) res.setHeader('connection', 'close');
   res.end(body);
 }
 

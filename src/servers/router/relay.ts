@@ -14,7 +14,7 @@ import { AdmissionRefused, type Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
-import { BodyTooLarge, isContextRejection, ms, newGatewayId, readBody, refuseUpload, sendRawProblem } from './relay-support.js';
+import { BodyTooLarge, ms, newGatewayId, readBody, refuseUpload, sendRawProblem } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
@@ -285,4 +285,3 @@ function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run
   return rec;
 }
 
-export { isContextRejection };
