@@ -60,7 +60,7 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
 function timingLine(r: TerminalRecord, codes: readonly InterpretationCode[]): string {
   const split = `${formatMs(r.time_to_first_content_ms)} of ${formatMs(r.latency_ms)}`;
   if (codes.includes('startup_dominated')) {
-    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). This describes timing; it is not a root cause.`;
+    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). A non-streaming request shows its content only when the whole answer arrives, so it always reads this way. This describes timing; it is not a root cause.`;
   }
   if (codes.includes('completion_dominated')) {
     return `Timing: completion dominated: the first content came within the first half of the recorded time (${split}); most of it went into generating and relaying the rest. This describes timing; it is not a root cause.`;
