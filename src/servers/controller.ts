@@ -16,6 +16,7 @@ import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
 import { startRecipeActors } from '../actors/recipe-actor.js';
+import type { ServerDeps } from './server-deps.js';
 
 export interface ControllerHandle {
   readonly url: string;
@@ -26,12 +27,7 @@ export interface ControllerHandle {
   close(): Promise<void>;
 }
 
-export interface ControllerDeps {
-  readonly logger: Logger;
-  readonly env?: NodeJS.ProcessEnv;
-  /** Run on this bus (the one-process node) instead of opening one from the config. */
-  readonly bus?: Bus;
-}
+export type ControllerDeps = ServerDeps;
 
 /** The controller's HTTP surface over a running view (tests drive it with `inject()`). */
 export async function buildControllerApp(deps: {

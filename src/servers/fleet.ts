@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import type { Logger } from 'pino';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import type { FleetConfig } from '../config/fleet-config.js';
 import type { FleetResult } from '../schema/envelopes.js';
@@ -12,6 +11,7 @@ import { toolsCallRoutes } from './controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from './http-app.js';
 import { mcpRoutes } from './mcp-routes.js';
 import { workloadsSubject } from './workloads-responder.js';
+import type { ServerDeps } from './server-deps.js';
 
 const encoder = new TextEncoder();
 
@@ -42,7 +42,7 @@ export interface FleetHandle {
 }
 
 /** The fleet controller: `fleet_workloads` over `/tools/call` and MCP. Thrown when: config, policy or NATS unusable. */
-export async function startFleet(cfg: FleetConfig, deps: { logger: Logger; env?: NodeJS.ProcessEnv; bus?: Bus }): Promise<FleetHandle> {
+export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<FleetHandle> {
   const log = deps.logger.child({ component: 'fleet' });
   const env = deps.env ?? process.env;
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);

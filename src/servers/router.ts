@@ -1,5 +1,4 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
 import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
 import { RouterRegistry } from '../actors/router-registry.js';
@@ -21,6 +20,7 @@ import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
 import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
+import type { ServerDeps } from './server-deps.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -37,11 +37,7 @@ export interface RouterHandle {
   close(): Promise<void>;
 }
 
-export interface RouterDeps {
-  readonly logger: Logger;
-  readonly env?: NodeJS.ProcessEnv;
-  readonly bus?: Bus;
-}
+export type RouterDeps = ServerDeps;
 
 /**
  * The router: an OpenAI-compatible gateway. Inference routes take a lean path on node:http
