@@ -50,7 +50,9 @@ function fingerprint(r: WorkloadRecord): string {
 export class OwnerActor {
   private seq = 0;
   private lastFullAt = Number.NEGATIVE_INFINITY;
-  private published = new Map<string, string>();
+  /** What the last batch left subscribers holding, by record id. */
+  private published = new Map<string, WorkloadRecord>();
+  private nudged = false;
   private forceFull = true;
   private readonly nudges = new Subject<void>();
   private sub: Subscription | undefined;
@@ -78,6 +80,9 @@ export class OwnerActor {
 
   /** The authority changed: read and publish soon instead of at the next poll. */
   notify(): void {
+    // One nudge per round is enough (the next step reads everything); later ones cost nothing.
+    if (this.nudged) return;
+    this.nudged = true;
     this.nudges.next();
   }
 
@@ -88,6 +93,7 @@ export class OwnerActor {
 
   /** One read-and-publish round; never throws (a failed read is published as `unavailable`). */
   async step(wantFull: boolean): Promise<void> {
+    this.nudged = false;
     const now = this.now();
     let reading: OwnerReading;
     try {
@@ -104,8 +110,8 @@ export class OwnerActor {
       schema: SCHEMA_ID, host: this.opts.host, owner: this.opts.owner, source_timestamp: formatTimestamp(now),
       status: reading.status, ...(reading.reason ? { reason: reading.reason } : {}), omitted: window.omitted,
     } as const;
-    const next = new Map<string, string>();
-    for (const r of window.records) next.set(r.id, fingerprint(r));
+    const next = new Map<string, WorkloadRecord>();
+    for (const r of window.records) next.set(r.id, r);
     try {
       if (full) {
         this.publishFull(base, window.records);
@@ -113,7 +119,11 @@ export class OwnerActor {
         this.forceFull = false;
       } else {
         const upserts: WorkloadRecord[] = [];
-        for (const r of window.records) if (this.published.get(r.id) !== next.get(r.id)) upserts.push(r);
+        for (const r of window.records) {
+          const prev = this.published.get(r.id);
+          // The same object handed again (a finished request) is unchanged without serializing it.
+          if (prev !== r && (prev === undefined || fingerprint(prev) !== fingerprint(r))) upserts.push(r);
+        }
         const removals = [...this.published.keys()].filter((id) => !next.has(id));
         if (upserts.length === 0 && removals.length === 0) return;
         const batch: ObservationBatch = { ...base, seq: ++this.seq, full: false, upserts, removals };

@@ -88,16 +88,14 @@ export class RouterRegistry {
     this.changes.next();
   }
 
-  /** Ends a request with its terminal record: persisted first, then buffered. Idempotent per gid. */
+  /**
+   * Ends a request with its terminal record: queued for the decision log (written at the end
+   * of this event-loop turn, and always before anything hands it out), then buffered.
+   * Idempotent per gid.
+   */
   finish(a: ActiveRequest, record: TerminalRecord): void {
     if (!this.active.delete(a.gid)) return;
-    if (this.opts.log) {
-      try {
-        this.opts.log.append(a.gid, record);
-      } catch (err) {
-        this.opts.logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, gateway_request_id: a.gid }, 'decision log write failed');
-      }
-    }
+    this.opts.log?.append(a.gid, record);
     const entry: Buffered = { gid: a.gid, record, finishedMs: parseTimestamp(record.finished_at), workload: mapTerminalRequest(this.opts.host, a.gid, record) };
     const evicted = this.ring[this.head];
     if (evicted) this.byGid.delete(evicted.gid);
@@ -107,6 +105,15 @@ export class RouterRegistry {
     this.finishedTotal++;
     this.opts.onFinish?.(record.model);
     this.changes.next();
+  }
+
+  /** Writes the decisions queued for the log; called before anything hands a record out. */
+  private persist(): void {
+    try {
+      this.opts.log?.flush();
+    } catch (err) {
+      logWriteError(this.opts.logger, err);
+    }
   }
 
   /** Buffered decisions, newest first. */
@@ -125,6 +132,7 @@ export class RouterRegistry {
    * whose `request_id` carries it. Memory first, then the retained files.
    */
   lookup(id: string): TerminalRecord | undefined {
+    this.persist();
     const reserved = GENERATED_ID_RE.test(id);
     if (reserved) {
       const hit = this.byGid.get(id);
@@ -145,6 +153,7 @@ export class RouterRegistry {
 
   /** Retained terminal records of a session, newest first, at most 50, with truncation. */
   session(sessionId: string): { requests: TerminalRecord[]; truncation: Truncation } {
+    this.persist();
     const seen = new Set<string>();
     const out: TerminalRecord[] = [];
     let matched = 0;
@@ -176,6 +185,7 @@ export class RouterRegistry {
    * left out (an exact count: the buffer is in memory).
    */
   workloadRecords(now: number, cap: number): { records: WorkloadRecord[]; omitted: number } {
+    this.persist();
     const records: WorkloadRecord[] = [];
     for (const a of this.active.values()) records.push(mapActiveRequest(this.opts.host, a, now));
     let omitted = 0;
@@ -187,6 +197,11 @@ export class RouterRegistry {
     }
     return { records, omitted };
   }
+}
+
+/** The one log line about a failed decision-log write: the error's name and code, nothing of the records. */
+export function logWriteError(logger: Logger | undefined, err: unknown, records?: number): void {
+  logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; records kept in memory only');
 }
 
 function summarize(a: ActiveRequest, now: number): ActiveSummary {

@@ -11,6 +11,11 @@ export interface OwnerReading {
   readonly countUnknown?: boolean;
   /** Window records the owner already left out before handing them over (an exact count). */
   readonly omittedBefore?: number;
+  /**
+   * The owner already bounded the records as boundWindow would (only window records, live
+   * work first, at most the cap): they are published as handed over, without a re-sort.
+   */
+  readonly bounded?: boolean;
 }
 
 /** Default cap of an owner's published window (CONTRACT.md). */
@@ -30,6 +35,9 @@ export interface Window {
  * capped at `cap` with the excess counted.
  */
 export function boundWindow(reading: OwnerReading, now: number, cap = DEFAULT_WINDOW_CAP): Window {
+  if (reading.bounded && reading.records.length <= cap) {
+    return { records: reading.records as WorkloadRecord[], omitted: reading.countUnknown ? null : (reading.omittedBefore ?? 0) };
+  }
   const inWindow: { r: WorkloadRecord; t: number }[] = [];
   for (const r of reading.records) {
     const t = parseTimestamp(r.updated_at);

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
-import { RouterRegistry } from '../actors/router-registry.js';
+import { RouterRegistry, logWriteError } from '../actors/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
@@ -53,7 +53,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
   let decisionLog: DecisionLog | undefined;
   if (cfg.decisionLog) {
-    decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles);
+    decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
     try {
       decisionLog.open();
     } catch {
@@ -88,7 +88,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     host: cfg.hostId, owner: 'router', bus, staleAfterMs: cfg.staleAfterMs, pollMs: 1000, minIntervalMs: 200, logger: log,
     read: () => {
       const { records, omitted } = registry.workloadRecords(Date.now(), DEFAULT_WINDOW_CAP);
-      return { status: 'complete', records, omittedBefore: omitted };
+      return { status: 'complete', records, omittedBefore: omitted, bounded: true };
     },
   });
   const changesSub = registry.changes.subscribe(() => actor.notify());

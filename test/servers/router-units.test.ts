@@ -11,6 +11,7 @@ import { parseMultipart } from '../../src/servers/engine-sim-extras.js';
 import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
 import { DecisionLog, parseDecision } from '../../src/servers/router/decision-log.js';
+import { RelayAbort } from '../../src/servers/router/relay-support.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';
@@ -99,13 +100,16 @@ describe('admission', () => {
   it('a client that goes away while queued is dropped (aborted); an aborted signal never queues', async () => {
     const a = new Admission(1, 5, 10_000);
     await a.acquire();
-    const ac = new AbortController();
-    const waiting = a.acquire(ac.signal);
+    const ac = new RelayAbort();
+    const waiting = a.acquire(ac);
     const next = a.acquire();
     ac.abort();
     assert.equal(await rejection(waiting), 'aborted');
     assert.equal(a.queued, 1);
-    assert.equal(await rejection(a.acquire(AbortSignal.abort())), 'aborted');
+    assert.equal(ac.listenerCount('abort'), 0, 'no listener left behind');
+    const gone = new RelayAbort();
+    gone.abort();
+    assert.equal(await rejection(a.acquire(gone)), 'aborted');
     a.release();
     await next;
     assert.equal(a.active, 1);
@@ -303,6 +307,7 @@ describe('decision log', () => {
     const log = new DecisionLog(path, line * 3, 3);
     log.open();
     for (let i = 1; i <= 20; i++) log.append(gid(i), rec({ request_id: gid(i) }));
+    log.flush();
     assert.ok(existsSync(`${path}.1`) && existsSync(`${path}.2`));
     assert.equal(existsSync(`${path}.3`), false);
     for (const f of [path, `${path}.1`, `${path}.2`]) assert.ok(statSync(f).size <= line * 3, f);
@@ -328,6 +333,7 @@ describe('decision log', () => {
     const log = new DecisionLog(path, 1 << 20, 2);
     log.open();
     log.append(gid(2), rec({ request_id: gid(2) }));
+    log.flush();
     const text = readFileSync(path, 'utf8');
     assert.ok(text.endsWith('"outcome":"succ\n' + JSON.stringify({ ...rec({ request_id: gid(2) }), gateway_request_id: gid(2) }) + '\n'));
     assert.deepEqual(all(log).out.map((d) => d.gid), [gid(2), gid(1)]);
@@ -369,6 +375,7 @@ describe('decision log', () => {
     const log = new DecisionLog(path, line * 2, 5);
     log.open();
     for (let i = 1; i <= 6; i++) log.append(gid(i), rec({ request_id: gid(i) }));
+    log.flush();
     const total = [path, `${path}.1`, `${path}.2`].reduce((n, f) => n + statSync(f).size, 0);
     assert.deepEqual(all(log, total), { out: all(log).out, truncated: false });
     assert.equal(all(log, total).out.length, 6);
@@ -404,6 +411,7 @@ describe('router registry with a decision log', () => {
     }
     assert.equal(finished, 4);
     assert.equal(reg.active.size, 0);
+    log.flush();
     assert.equal(readFileSync(log.path, 'utf8').trimEnd().split('\n').length, 4, 'one line per request');
     // gid(1) and gid(2) were evicted from the 2-slot buffer: found in the log.
     assert.equal(reg.lookup(gid(1))?.output_limit?.requested, 1);
@@ -414,6 +422,48 @@ describe('router registry with a decision log', () => {
     assert.deepEqual(s.requests.map((r) => r.output_limit?.requested), [4, 3, 2, 1], 'newest first, memory and log merged once');
     assert.deepEqual(s.truncation, { returned: 4, omitted: 0 });
     log.close();
+  });
+
+  it('records of one turn are written together, and always before a lookup, a session read or the actor can hand them out', async () => {
+    const log = new DecisionLog(join(mkdtempSync(join(tmpdir(), 'svc-reg-')), 'd.jsonl'), 1 << 20, 2);
+    log.open();
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log });
+    const lines = () => readFileSync(log.path, 'utf8').split('\n').filter((l) => l.length > 0).length;
+    const end = (n: number) => {
+      const a = active(n, { sessionId: 'S' });
+      reg.begin(a);
+      reg.finish(a, rec({ request_id: gid(n), session_id: 'S' }));
+    };
+    end(1);
+    assert.ok(reg.lookup(gid(1)));
+    assert.equal(lines(), 1, 'on disk before the lookup answered');
+    end(2);
+    assert.equal(reg.session('S').requests.length, 2);
+    assert.equal(lines(), 2, 'on disk before the session read answered');
+    end(3);
+    assert.equal(reg.workloadRecords(Date.now(), 10).records.length, 3);
+    assert.equal(lines(), 3, 'on disk before the actor read it');
+    end(4);
+    end(5);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(lines(), 5, 'written at the end of the turn without any read');
+    log.close();
+  });
+
+  it('a failed deferred write is reported once, without record content, and the records stay in memory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-reg-'));
+    const failures: number[] = [];
+    const log = new DecisionLog(join(dir, 'd.jsonl'), 1 << 20, 2, (_err, n) => failures.push(n));
+    log.open();
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log });
+    log.close(); // the descriptor is gone: the next write fails
+    (log as unknown as { fd: number }).fd = 1_000_000;
+    const a = active(8);
+    reg.begin(a);
+    reg.finish(a, rec({ request_id: gid(8) }));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(failures, [1]);
+    assert.equal(reg.lookup(gid(8))?.request_id, gid(8), 'still in memory');
   });
 
   it('a caller id of the reserved shape is never looked up as a legacy id, even when a record carries it', () => {

@@ -8,6 +8,13 @@ export class AdmissionRefused extends Error {
   }
 }
 
+/** What admission needs of an abort signal (RelayAbort is one). */
+export interface AbortLike {
+  readonly aborted: boolean;
+  once(event: 'abort', listener: () => void): unknown;
+  off(event: 'abort', listener: () => void): unknown;
+}
+
 interface Waiter {
   resolve(): void;
   reject(err: AdmissionRefused): void;
@@ -38,7 +45,7 @@ export class Admission {
   }
 
   /** Resolves when a slot is held (call release() exactly once). Thrown when: refused (AdmissionRefused). */
-  acquire(signal?: AbortSignal): Promise<void> {
+  acquire(signal?: AbortLike): Promise<void> {
     if (this.inFlight < this.concurrency && this.queue.length === 0) {
       this.inFlight++;
       return Promise.resolve();
@@ -53,7 +60,7 @@ export class Admission {
         timer: undefined,
         cleanup: () => {
           if (w.timer) clearTimeout(w.timer);
-          signal?.removeEventListener('abort', onAbort);
+          signal?.off('abort', onAbort);
         },
       };
       const drop = (err: AdmissionRefused): void => {
@@ -63,7 +70,7 @@ export class Admission {
         reject(err);
       };
       w.timer = setTimeout(() => drop(new AdmissionRefused('timeout')), this.timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      signal?.once('abort', onAbort);
       this.queue.push(w);
     });
   }

@@ -13,18 +13,28 @@ export interface Decision {
 export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
 
 /**
- * Rotated JSONL of terminal records (`server.decision_log_path`). Appends are synchronous
- * writes, so a record is in the file (the kernel's page cache) before any lookup can return
- * it and survives `kill -9` of the router. Files: `path` (current), `path.1` ... older.
+ * Rotated JSONL of terminal records (`server.decision_log_path`). Records finished in one
+ * turn of the event loop are written together, with one synchronous write at the end of that
+ * turn (setImmediate); every read (`scan`) and every caller that can hand a record out
+ * (`flush()` before a lookup) writes what is pending first. So a record is in the file (the
+ * kernel's page cache) before any lookup can return it, and it survives `kill -9` of the
+ * router. Files: `path` (current), `path.1` ... older.
  */
 export class DecisionLog {
   private fd = -1;
   private size = 0;
+  private pending: string[] = [];
+  private scheduled = false;
 
+  /**
+   * @param onWriteError called when a deferred write fails with the number of records that
+   *   stay in memory only (the caller logs it; nothing about the records themselves).
+   */
   constructor(
     readonly path: string,
     private readonly maxBytes: number,
     private readonly maxFiles: number,
+    private readonly onWriteError?: (err: unknown, records: number) => void,
   ) {}
 
   /** Opens (creating the folder); a torn last line from a crash is closed off first. */
@@ -39,15 +49,52 @@ export class DecisionLog {
     }
   }
 
-  /** Appends one decision. Thrown when: the write fails (the caller logs it; the record stays in memory). */
+  /** Queues one decision; it is written at the end of this event-loop turn or at the next flush(). */
   append(gid: string, record: TerminalRecord): void {
-    const line = JSON.stringify({ ...record, gateway_request_id: gid }) + '\n';
-    const bytes = Buffer.byteLength(line);
-    if (this.size > 0 && this.size + bytes > this.maxBytes) this.rotate();
-    this.write(line);
+    this.pending.push(JSON.stringify({ ...record, gateway_request_id: gid }) + '\n');
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flushQuietly());
+    }
   }
 
+  /**
+   * Writes every queued decision, rotating between records as needed. Thrown when: a write
+   * fails; the queued records are then dropped from the queue (they stay in router memory).
+   */
+  flush(): void {
+    if (this.pending.length === 0) return;
+    const lines = this.pending;
+    this.pending = [];
+    let chunk = '';
+    let chunkBytes = 0;
+    for (const line of lines) {
+      const bytes = Buffer.byteLength(line);
+      if (this.size + chunkBytes > 0 && this.size + chunkBytes + bytes > this.maxBytes) {
+        if (chunkBytes > 0) this.write(chunk);
+        chunk = '';
+        chunkBytes = 0;
+        if (this.size > 0) this.rotate();
+      }
+      chunk += line;
+      chunkBytes += bytes;
+    }
+    if (chunkBytes > 0) this.write(chunk);
+  }
+
+  private flushQuietly(): void {
+    this.scheduled = false;
+    const n = this.pending.length;
+    try {
+      this.flush();
+    } catch (err) {
+      this.onWriteError?.(err, n);
+    }
+  }
+
+  /** Writes what is queued, then closes the file. */
   close(): void {
+    if (this.fd >= 0) this.flushQuietly();
     if (this.fd >= 0) closeSync(this.fd);
     this.fd = -1;
   }
@@ -58,6 +105,7 @@ export class DecisionLog {
    * unknown). `truncated` says the budget stopped the scan before the oldest file's start.
    */
   scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET): { truncated: boolean } {
+    this.flushQuietly();
     let left = budget;
     const files = this.files();
     for (const [n, file] of files.entries()) {

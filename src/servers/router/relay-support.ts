@@ -1,10 +1,26 @@
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ERRORS, problemFor, type ErrorCode } from '../../errors.js';
 
 /** A fresh generated identifier: `req_` + 32 lowercase hex. */
 export function newGatewayId(): string {
   return 'req_' + randomUUID().replace(/-/g, '');
+}
+
+/**
+ * The abort signal of one relayed request. undici takes an EventEmitter as a signal; an
+ * AbortController builds an EventTarget per request, which showed in the router's profile.
+ */
+export class RelayAbort extends EventEmitter {
+  aborted = false;
+
+  /** Fires 'abort' once. */
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.emit('abort');
+  }
 }
 
 /** Writes a fixed problem on a raw response (the relay does not go through Fastify). */

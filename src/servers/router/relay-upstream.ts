@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay.js';
-import { drained, isContextRejection, safeContentType, sendRawProblem } from './relay-support.js';
+import { drained, isContextRejection, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
 
 /** Bytes of an upstream error body read to classify it (then discarded). */
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -25,7 +25,7 @@ export async function pipeUpstream(
   body: Buffer,
   x: Exchange,
   res: ServerResponse,
-  abort: AbortController,
+  abort: RelayAbort,
   ctx: RelayContext,
   clientGone: () => boolean,
 ): Promise<void> {
@@ -41,7 +41,7 @@ export async function pipeUpstream(
     let upRes;
     try {
       upRes = await up.pool.request({
-        method: 'POST', path, headers, body, signal: abort.signal,
+        method: 'POST', path, headers, body, signal: abort,
         headersTimeout: up.route.upstreamTimeoutMs, bodyTimeout: up.route.upstreamTimeoutMs,
       });
     } catch (err) {

@@ -14,7 +14,7 @@ import { AdmissionRefused, type Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
-import { BodyTooLarge, ms, newGatewayId, readBody, refuseUpload, sendRawProblem } from './relay-support.js';
+import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
@@ -147,7 +147,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   const lineage = { workbench_run_id: opaque(req.headers['x-svc-workbench-run-id']), task_id: opaque(req.headers['x-svc-task-id']) };
   ctx.registry.begin(a);
 
-  const abort = new AbortController();
+  const abort = new RelayAbort();
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) {
@@ -167,7 +167,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     }
     const q0 = performance.now();
     try {
-      await up.admission.acquire(abort.signal);
+      await up.admission.acquire(abort);
       admitted = true;
     } catch (err) {
       x.admissionWaitMs = performance.now() - q0;

@@ -1,0 +1,87 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { OwnerActor } from '../../src/actors/owner-actor.js';
+import type { OwnerReading } from '../../src/actors/window.js';
+import type { ObservationBatch } from '../../src/schema/envelopes.js';
+import { formatTimestamp } from '../../src/schema/primitives.js';
+import { recordId } from '../../src/schema/record-id.js';
+import { SCHEMA_ID, type WorkloadRecord } from '../../src/schema/record.js';
+import { InProcessBus } from '../../src/streams/in-process-bus.js';
+
+const T0 = Date.parse('2026-11-26T00:00:00.000Z');
+
+function terminal(n: number, finishedAt = T0 + n): WorkloadRecord {
+  const at = formatTimestamp(finishedAt);
+  return {
+    schema: SCHEMA_ID, id: recordId('node-a', 'router', 'router-request', `r${n}`), host: 'node-a', owner: 'router', kind: 'router-request',
+    state: 'terminal', phase: 'completed', outcome: 'success', source_authority: 'router-memory', observation_quality: 'recorded',
+    created_at: at, updated_at: at, source_timestamp: at,
+  };
+}
+
+/** An actor over an in-process bus whose reading the test sets; returns every batch it published. */
+function harness(cap = 2000) {
+  const bus = new InProcessBus();
+  const batches: ObservationBatch[] = [];
+  bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+  let reading: OwnerReading = { status: 'complete', records: [] };
+  const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, cap });
+  return {
+    batches,
+    set: (r: OwnerReading) => void (reading = r),
+    step: async (full = false) => {
+      await actor.step(full);
+      await new Promise((r) => setImmediate(r));
+    },
+  };
+}
+
+describe('owner actor', () => {
+  it('publishes a full window first, then only what changed: new, changed and removed records', async () => {
+    const h = harness();
+    const [a, b, c] = [terminal(1), terminal(2), terminal(3)];
+    h.set({ status: 'complete', records: [a, b] });
+    await h.step(true);
+    assert.equal(h.batches.length, 1);
+    assert.equal(h.batches[0]!.full, true);
+    assert.deepEqual(h.batches[0]!.upserts.map((r) => r.id).sort(), [a.id, b.id].sort());
+
+    // The same objects handed again: nothing to publish.
+    await h.step();
+    assert.equal(h.batches.length, 1);
+
+    // A new object with the same content is not a change either.
+    h.set({ status: 'complete', records: [{ ...a }, b] });
+    await h.step();
+    assert.equal(h.batches.length, 1, 'equal content is not republished');
+
+    // A new record, a changed record and a removed one.
+    const bChanged = { ...b, outcome: 'error' as const, phase: 'failed' as const };
+    h.set({ status: 'complete', records: [bChanged, c] });
+    await h.step();
+    const d = h.batches[1]!;
+    assert.equal(d.full, false);
+    assert.equal(d.seq, h.batches[0]!.seq + 1);
+    assert.deepEqual(d.upserts.map((r) => r.id).sort(), [b.id, c.id].sort());
+    assert.deepEqual(d.removals, [a.id]);
+  });
+
+  it('a reading the owner already bounded is published as handed over, with its own omitted count', async () => {
+    const h = harness(3);
+    // Deliberately not in boundWindow's order: a bounded reading is not re-sorted.
+    const recs = [terminal(1), terminal(3), terminal(2)];
+    h.set({ status: 'complete', records: recs, bounded: true, omittedBefore: 7 });
+    await h.step(true);
+    assert.deepEqual(h.batches[0]!.upserts.map((r) => r.id), recs.map((r) => r.id));
+    assert.equal(h.batches[0]!.omitted, 7);
+  });
+
+  it('a bounded reading over the cap is bounded again: newest kept, the excess counted', async () => {
+    const h = harness(2);
+    const recs = [terminal(1), terminal(2), terminal(3)];
+    h.set({ status: 'complete', records: recs, bounded: true, omittedBefore: 1 });
+    await h.step(true);
+    assert.deepEqual(h.batches[0]!.upserts.map((r) => r.id), [recs[2]!.id, recs[1]!.id]);
+    assert.equal(h.batches[0]!.omitted, 2);
+  });
+});
