@@ -91,12 +91,13 @@ export class RouterRegistry {
   /**
    * Ends a request with its terminal record: queued for the decision log (written at the end
    * of this event-loop turn, and always before anything hands it out), then buffered.
-   * Idempotent per gid.
+   * Idempotent per gid. `finishedMs`: the record's `finished_at` in epoch ms, when the caller
+   * already has it.
    */
-  finish(a: ActiveRequest, record: TerminalRecord): void {
+  finish(a: ActiveRequest, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
     if (!this.active.delete(a.gid)) return;
     this.opts.log?.append(a.gid, record);
-    const entry: Buffered = { gid: a.gid, record, finishedMs: parseTimestamp(record.finished_at), workload: mapTerminalRequest(this.opts.host, a.gid, record) };
+    const entry: Buffered = { gid: a.gid, record, finishedMs, workload: mapTerminalRequest(this.opts.host, a.gid, record) };
     const evicted = this.ring[this.head];
     if (evicted) this.byGid.delete(evicted.gid);
     this.ring[this.head] = entry;

@@ -44,6 +44,15 @@ export class Admission {
     return this.queue.length;
   }
 
+  /** Takes a free slot at once when there is one and nobody waits (call release() exactly once). */
+  tryAcquire(): boolean {
+    if (this.inFlight < this.concurrency && this.queue.length === 0) {
+      this.inFlight++;
+      return true;
+    }
+    return false;
+  }
+
   /** Resolves when a slot is held (call release() exactly once). Thrown when: refused (AdmissionRefused). */
   acquire(signal?: AbortLike): Promise<void> {
     if (this.inFlight < this.concurrency && this.queue.length === 0) {

@@ -51,7 +51,9 @@ export class DecisionLog {
 
   /** Queues one decision; it is written at the end of this event-loop turn or at the next flush(). */
   append(gid: string, record: TerminalRecord): void {
-    this.pending.push(JSON.stringify({ ...record, gateway_request_id: gid }) + '\n');
+    // The gateway id joins the record's own members (a `req_` + hex id: nothing to escape).
+    const json = JSON.stringify(record);
+    this.pending.push(`${json.slice(0, -1)},"gateway_request_id":${JSON.stringify(gid)}}\n`);
     if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(() => this.flushQuietly());

@@ -20,6 +20,7 @@ function quantile(sorted: number[], q: number): number {
 export class RouterMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'model'>;
+  private readonly byModel = new Map<string, { inc(): void }>();
 
   constructor(reg: RouterRegistry) {
     this.requests = new Counter({ name: 'svc_router_requests_total', help: 'Requests that reached a terminal record, by model alias', labelNames: ['model'], registers: [this.registry] });
@@ -63,7 +64,10 @@ export class RouterMetrics {
   }
 
   finished(model: string): void {
-    this.requests.inc({ model });
+    // One labelled child per alias (the configured aliases only), not a label lookup per request.
+    let c = this.byModel.get(model);
+    if (!c) this.byModel.set(model, (c = this.requests.labels({ model })));
+    c.inc();
   }
 }
 

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay.js';
@@ -141,17 +142,47 @@ export async function pipeUpstream(
   }
 }
 
-/** Reads a body up to `limit` bytes. Thrown when: larger, aborted, or failed. */
-async function readBounded(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of body) {
-    size += c.byteLength;
-    if (size > limit) {
-      body.destroy();
-      throw new Error('upstream body too large');
-    }
-    chunks.push(c);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+/**
+ * Reads a body up to `limit` bytes, on the stream's events (an async iterator costs a
+ * promise per chunk, which showed in the router's profile). Thrown when: larger, aborted,
+ * or failed.
+ */
+function readBounded(body: Readable, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (c: Buffer): void => {
+      size += c.byteLength;
+      if (size > limit) {
+        done();
+        body.destroy();
+        reject(new Error('upstream body too large'));
+        return;
+      }
+      chunks.push(c);
+    };
+    const onEnd = (): void => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error): void => {
+      done();
+      reject(err);
+    };
+    // A body destroyed without an error (the request was aborted) only closes.
+    const onClose = (): void => {
+      done();
+      reject(new Error('upstream body closed early'));
+    };
+    const done = (): void => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', onError);
+      body.off('close', onClose);
+    };
+    body.on('data', onData);
+    body.on('end', onEnd);
+    body.on('error', onError);
+    body.on('close', onClose);
+  });
 }

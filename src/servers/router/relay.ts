@@ -158,7 +158,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   let admitted = false;
   try {
     const r0 = performance.now();
-    const ready = await ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
+    // A cached answer comes back synchronously: no await (and no turn of the event loop) for it.
+    const check = ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
+    const ready = typeof check === 'boolean' ? check : await check;
     x.readinessMs = performance.now() - r0;
     if (!ready) {
       x.outcome = 'rejected';
@@ -167,7 +169,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     }
     const q0 = performance.now();
     try {
-      await up.admission.acquire(abort);
+      if (!up.admission.tryAcquire()) await up.admission.acquire(abort);
       admitted = true;
     } catch (err) {
       x.admissionWaitMs = performance.now() - q0;
@@ -194,7 +196,8 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     else res.end();
   } finally {
     if (admitted) up.admission.release();
-    ctx.registry.finish(a, terminalRecord(x, ctx, lineage));
+    const finishedMs = Math.max(Date.now(), a.startedAt);
+    ctx.registry.finish(a, terminalRecord(x, ctx, lineage, finishedMs), finishedMs);
     ctx.logger.debug({ gateway_request_id: gid, outcome: x.outcome, status: x.statusCode }, 'request finished');
   }
 }
@@ -235,7 +238,7 @@ function prepareBody(b: Record<string, unknown>, m: ModelRoute, isText: boolean)
 }
 
 /** Builds the one terminal record of an exchange. */
-function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run_id?: string | undefined; task_id?: string | undefined }): TerminalRecord {
+function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run_id?: string | undefined; task_id?: string | undefined }, finishedMs: number): TerminalRecord {
   const end = performance.now();
   const o = x.obs;
   const isText = x.route === 'chat.completions' || x.route === 'completions';
@@ -267,7 +270,7 @@ function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run
     outcome: x.outcome,
     status_code: x.statusCode,
     started_at: formatTimestamp(x.a.startedAt),
-    finished_at: formatTimestamp(Math.max(Date.now(), x.a.startedAt)),
+    finished_at: formatTimestamp(finishedMs),
     latency_ms: x.route === 'embeddings' || x.route === 'rerank' ? 0 : ms(end - x.t0),
     readiness_check_ms: isText && x.readinessMs !== null ? ms(x.readinessMs) : null,
     admission_wait_ms: isText && x.admissionWaitMs !== null ? ms(x.admissionWaitMs) : null,

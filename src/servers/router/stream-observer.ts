@@ -20,13 +20,14 @@ export class StreamObserver {
   done = false;
   private pending = '';
   private skipping = false;
-  private readonly decoder = new StringDecoder('utf8');
+  // Made on the first SSE chunk: a buffered (non-streaming) answer never needs one.
+  private decoder: StringDecoder | undefined;
 
   constructor(private readonly now: () => number) {}
 
   /** Feeds one chunk of an SSE body. */
   sseChunk(chunk: Buffer): void {
-    const text = this.decoder.write(chunk);
+    const text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
     let start = 0;
     for (;;) {
       const nl = text.indexOf('\n', start);
