@@ -4,6 +4,8 @@ import { Agent, request } from 'undici';
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 /** Default connect, header and body timeout of one Engine API call (ms). */
 export const DEFAULT_RUNTIME_TIMEOUT_MS = 3000;
+/** Largest request body a write sends (bytes): a container create is a few KiB. */
+export const MAX_REQUEST_BYTES = 256 * 1024;
 
 export type RuntimeFailure = 'connect' | 'timeout' | 'status' | 'malformed';
 
@@ -26,14 +28,27 @@ export interface EngineResponse {
   readonly body: unknown;
 }
 
+/** A write's answer: any status; `body` is the parsed JSON of a 2xx with a body, else null. */
+export interface EngineWriteResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+export interface WriteOptions {
+  /** Header and body timeout of this call (ms); the connect timeout stays the client's. */
+  readonly timeoutMs?: number;
+  readonly signal?: AbortSignal;
+}
+
 function isTimeout(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
   return code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
 }
 
 /**
- * A minimal Docker Engine API client over its unix socket (undici `socketPath`): GET only,
- * bounded time and size, JSON only. Reads never change the runtime.
+ * A minimal Docker Engine API client over its unix socket (undici `socketPath`): bounded time
+ * and size, JSON only. `getJson` reads; `post` is used only by the recipe lifecycle commands
+ * (container create, start, stop). Error bodies of the runtime are never returned.
  */
 export class DockerEngineClient {
   private readonly agent: Agent;
@@ -48,13 +63,45 @@ export class DockerEngineClient {
    * answer (`status: 404`), every other non-2xx status is a failure.
    */
   async getJson(path: string): Promise<EngineResponse> {
+    const { status, text } = await this.send('GET', path, undefined, {});
+    if (status === 404) return { status: 404, body: null };
+    if (status !== 200) throw new RuntimeUnreachableError('status');
+    return { status: 200, body: parseJson(text) };
+  }
+
+  /**
+   * POSTs `path` with an optional JSON body. Every status is an answer for the caller to
+   * judge; a 2xx body that is not JSON is malformed. Thrown when: the runtime cannot be asked,
+   * does not answer in time, answers too much or malformed JSON (RuntimeUnreachableError), or
+   * `signal` aborts (its abort error).
+   */
+  async post(path: string, body?: object, opts: WriteOptions = {}): Promise<EngineWriteResponse> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    if (payload !== undefined && Buffer.byteLength(payload) > MAX_REQUEST_BYTES) throw new RangeError('request body too large');
+    const { status, text } = await this.send('POST', path, payload, opts);
+    const ok = status >= 200 && status <= 299;
+    return { status, body: ok && text.length > 0 ? parseJson(text) : null };
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+
+  private async send(method: 'GET' | 'POST', path: string, payload: string | undefined, opts: WriteOptions): Promise<{ status: number; text: string }> {
     let res;
     try {
-      res = await request(`http://docker${path}`, { dispatcher: this.agent, method: 'GET', headers: { accept: 'application/json' } });
+      res = await request(`http://docker${path}`, {
+        dispatcher: this.agent,
+        method,
+        headers: { accept: 'application/json', ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(payload !== undefined ? { body: payload } : {}),
+        ...(opts.timeoutMs !== undefined ? { headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs } : {}),
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
     } catch (err) {
+      if (opts.signal?.aborted) throw err;
       throw new RuntimeUnreachableError(isTimeout(err) ? 'timeout' : 'connect', { cause: err });
     }
-    let text = '';
     try {
       let size = 0;
       const chunks: Buffer[] = [];
@@ -66,21 +113,19 @@ export class DockerEngineClient {
         }
         chunks.push(chunk);
       }
-      text = Buffer.concat(chunks).toString('utf8');
+      return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') };
     } catch (err) {
       if (err instanceof RuntimeUnreachableError) throw err;
+      if (opts.signal?.aborted) throw err;
       throw new RuntimeUnreachableError(isTimeout(err) ? 'timeout' : 'connect', { cause: err });
     }
-    if (res.statusCode === 404) return { status: 404, body: null };
-    if (res.statusCode !== 200) throw new RuntimeUnreachableError('status');
-    try {
-      return { status: 200, body: JSON.parse(text) as unknown };
-    } catch (err) {
-      throw new RuntimeUnreachableError('malformed', { cause: err });
-    }
   }
+}
 
-  async close(): Promise<void> {
-    await this.agent.close();
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new RuntimeUnreachableError('malformed', { cause: err });
   }
 }
