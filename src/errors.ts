@@ -91,6 +91,12 @@ export class NotFoundError extends SvcError {
     super(ErrorCode.NOT_FOUND);
   }
 }
+/** Thrown when: the node is not set up for a command (e.g. no `recipes_dir`) or cannot read its authority now. */
+export class UnavailableError extends SvcError {
+  constructor() {
+    super(ErrorCode.UNAVAILABLE);
+  }
+}
 /** Thrown when: configuration is invalid; `message` names the key or client id, never a secret value. */
 export class ConfigError extends SvcError {
   constructor(detail: string, options?: { cause?: unknown }) {

@@ -2,12 +2,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
-import { InvalidInputError, NotFoundError } from '../errors.js';
+import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.js';
 import { NATIVE, type JobOwner } from '../actors/job-mapping.js';
 import { JobStore, type JobRow } from '../stores/job-store.js';
 import { runBenchmark, type RouterTarget } from './benchmark-runner.js';
-import { describePlan, type Command } from './commands.js';
+import { describePlan, isRecipeCommand, type Command, type RecipeCommand } from './commands.js';
 import { runMedia } from './media-runner.js';
+import type { RecipeLifecycle, RecipeResult } from '../recipes/recipe-lifecycle.js';
 
 /** How long a plan's confirmation token stays valid. */
 export const CONFIRMATION_TTL_MS = 120_000;
@@ -25,7 +26,18 @@ interface Pending {
   readonly opId: string;
   readonly command: Command;
   readonly expiresAt: number;
+  /** recipe.apply: the digest of the recipe the plan described (apply refuses another). */
+  readonly digest?: string;
 }
+
+export interface JobServiceOptions {
+  readonly now?: () => number;
+  /** The node's recipe lifecycle (`[node] recipes_dir`); without it recipe commands are 503. */
+  readonly recipes?: RecipeLifecycle;
+}
+
+/** Steps of a recipe operation: approved, prepared (read), submitted (written), verified. */
+const RECIPE_STEPS = 4;
 
 const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('hex')}`;
 const digest = (t: string): string => createHash('sha256').update(t).digest('hex');
@@ -44,13 +56,17 @@ export class JobService {
   private readonly running = new Map<string, AbortController>();
   private readonly tasks = new Set<Promise<void>>();
   private closing = false;
+  private readonly now: () => number;
+  private readonly recipes: RecipeLifecycle | undefined;
 
   constructor(
     stateDir: string,
     private readonly router: RouterTarget | undefined,
     private readonly logger: Logger,
-    private readonly now: () => number = Date.now,
+    opts: JobServiceOptions = {},
   ) {
+    this.now = opts.now ?? Date.now;
+    this.recipes = opts.recipes;
     this.paths = { controller: join(stateDir, 'controller.db'), benchmark: join(stateDir, 'benchmark.db'), media: join(stateDir, 'media.db') };
     this.stores = {
       controller: JobStore.openForOwner(this.paths.controller),
@@ -71,19 +87,29 @@ export class JobService {
     }
   }
 
-  /** Records the operation as awaiting approval and returns the plan with a short-lived token. */
+  /**
+   * Records the operation as awaiting approval and returns the plan with a short-lived token.
+   * Thrown when (recipe commands, before any record is made): no recipes directory is
+   * configured or it cannot be read (UnavailableError); the recipe is unknown (NotFoundError).
+   */
   plan(command: Command): PlanResult {
+    const recipe = isRecipeCommand(command) ? this.requireRecipes().resolve(command.params.name) : undefined;
     const t = this.now();
     const opId = newId('op');
-    this.insert('controller', { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: 3 }, t);
+    this.insert('controller', { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: recipe ? RECIPE_STEPS : 3 }, t);
     const token = randomBytes(24).toString('hex');
     const expiresAt = t + CONFIRMATION_TTL_MS;
-    this.pending.set(digest(token), { opId, command, expiresAt });
+    this.pending.set(digest(token), { opId, command, expiresAt, ...(recipe ? { digest: recipe.digest } : {}) });
     setTimeout(() => this.expire(digest(token)), CONFIRMATION_TTL_MS + 10).unref();
-    return { operation_id: opId, command: command.name, plan: describePlan(command), confirmation_token: token, expires_at: new Date(expiresAt).toISOString() };
+    return { operation_id: opId, command: command.name, plan: describePlan(command, recipe), confirmation_token: token, expires_at: new Date(expiresAt).toISOString() };
   }
 
-  /** Carries out a planned command. Thrown when: the token is unknown, used or expired (InvalidInputError); the job to cancel is unknown (NotFoundError). */
+  /**
+   * Carries out a planned command. Recipe commands run in the background: the answer comes
+   * once the operation is `preparing`, and the status route follows it to its end.
+   * Thrown when: the token is unknown, used or expired (InvalidInputError); the job to cancel
+   * is unknown (NotFoundError).
+   */
   apply(token: string): { operation_id: string; job_id?: string } {
     const key = digest(token);
     const p = this.pending.get(key);
@@ -96,6 +122,10 @@ export class JobService {
     const ops = this.stores.controller;
     ops.update(p.opId, { native_state: NATIVE.preparing, progress_completed: 1 }, this.now());
     this.changes.next('controller');
+    if (isRecipeCommand(p.command)) {
+      this.runRecipe(p.opId, p.command, p.digest ?? '');
+      return { operation_id: p.opId };
+    }
     try {
       ops.update(p.opId, { native_state: NATIVE.submitting, progress_completed: 2 }, this.now());
       const jobId = this.execute(p.command);
@@ -138,6 +168,54 @@ export class JobService {
     }
   }
 
+  private requireRecipes(): RecipeLifecycle {
+    if (!this.recipes) throw new UnavailableError();
+    return this.recipes;
+  }
+
+  /** Runs a recipe command; the operation record follows it: preparing -> submitting -> running -> terminal. */
+  private runRecipe(opId: string, c: RecipeCommand, plannedDigest: string): void {
+    const ops = this.stores.controller;
+    const ctl = new AbortController();
+    this.running.set(opId, ctl);
+    const stopBeat = this.heartbeat('controller', opId);
+    const hooks = {
+      signal: ctl.signal,
+      phase: (p: 'submitting' | 'running') => {
+        ops.update(opId, p === 'submitting' ? { native_state: NATIVE.submitting, progress_completed: 2 } : { native_state: NATIVE.running, progress_completed: 3 }, this.now());
+        this.changes.next('controller');
+      },
+    };
+    const task = (async () => {
+      let result: RecipeResult | undefined;
+      try {
+        const recipes = this.requireRecipes();
+        result = await (c.name === 'recipe.apply' ? recipes.apply(c.params.name, plannedDigest, hooks) : recipes.stop(c.params.name, hooks));
+      } catch (err) {
+        if (!this.closing) this.logger.error({ err: { name: (err as Error)?.name }, operation: opId }, 'recipe operation failed');
+      } finally {
+        stopBeat();
+        this.running.delete(opId);
+      }
+      if (result?.ok) this.finishOp(opId, NATIVE.succeeded, 'success', RECIPE_STEPS, { action: result.action, containers: result.containers });
+      else if (result) this.finishOp(opId, NATIVE.failed, result.outcome, undefined, { reason: result.reason });
+      // Cut short by a shutdown: what the runtime did is not known.
+      else if (this.closing) this.finishOp(opId, NATIVE.interrupted, 'unknown');
+      else this.finishOp(opId, NATIVE.failed, 'error', undefined, { reason: 'internal' });
+    })();
+    this.tasks.add(task);
+    void task.finally(() => this.tasks.delete(task));
+  }
+
+  /** Beats the job's heartbeat every second until the returned function is called. */
+  private heartbeat(owner: JobOwner, id: string): () => void {
+    const beat = setInterval(() => {
+      this.stores[owner].heartbeat(id, this.now());
+      this.changes.next(owner);
+    }, HEARTBEAT_MS);
+    return () => clearInterval(beat);
+  }
+
   private requireRouter(): RouterTarget {
     if (!this.router) throw new InvalidInputError();
     return this.router;
@@ -151,10 +229,7 @@ export class JobService {
     const ctl = new AbortController();
     this.running.set(id, ctl);
     let lastWrite = 0;
-    const beat = setInterval(() => {
-      store.heartbeat(id, this.now());
-      this.changes.next(owner);
-    }, HEARTBEAT_MS);
+    const stopBeat = this.heartbeat(owner, id);
     const task = (async () => {
       store.update(id, { native_state: NATIVE.running, progress_completed: 0 }, this.now());
       this.changes.next(owner);
@@ -178,7 +253,7 @@ export class JobService {
         this.logger.error({ err: { name: (err as Error)?.name }, job: id }, 'job failed');
         store.update(id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());
       } finally {
-        clearInterval(beat);
+        stopBeat();
         this.running.delete(id);
         this.changes.next(owner);
       }
@@ -197,8 +272,10 @@ export class JobService {
     this.changes.next(owner);
   }
 
-  private finishOp(opId: string, state: string, outcome: string, completed?: number): void {
-    this.stores.controller.update(opId, { native_state: state, outcome, ...(completed !== undefined ? { progress_completed: completed } : {}) }, this.now());
+  private finishOp(opId: string, state: string, outcome: string, completed?: number, summary?: object): void {
+    this.stores.controller.update(opId, {
+      native_state: state, outcome, ...(completed !== undefined ? { progress_completed: completed } : {}), ...(summary ? { summary: JSON.stringify(summary) } : {}),
+    }, this.now());
     this.changes.next('controller');
   }
 
@@ -214,6 +291,7 @@ export class JobService {
     this.closing = true;
     for (const ctl of this.running.values()) ctl.abort();
     await Promise.allSettled([...this.tasks]);
+    await this.recipes?.close();
     for (const s of Object.values(this.stores)) s.close();
   }
 }

@@ -15,7 +15,9 @@ import { createJobActor } from '../actors/job-actor.js';
 import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
-import { startRecipeActors } from '../actors/recipe-actor.js';
+import { DEFAULT_CONTAINER_SOCKET, startRecipeActors } from '../actors/recipe-actor.js';
+import { DockerEngineClient } from '../recipes/docker-api.js';
+import { RecipeLifecycle } from '../recipes/recipe-lifecycle.js';
 import type { ServerDeps } from './server-deps.js';
 
 export interface ControllerHandle {
@@ -75,7 +77,9 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) is not set`);
     routerTarget = { url: cfg.router.url, key };
   }
-  const jobs = new JobService(cfg.stateDir, routerTarget, log);
+  // Recipe commands read env values from this environment at apply time, never earlier.
+  const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
+  const jobs = new JobService(cfg.stateDir, routerTarget, log, recipes ? { recipes } : {});
   const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
     createJobActor({ host: cfg.hostId, owner, storePath: jobs.paths[owner], bus, staleAfterMs: cfg.staleAfterMs, logger: log }),
   );
