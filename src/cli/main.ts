@@ -11,6 +11,7 @@ import { registerFleetCommands } from './fleet-commands.js';
 import { registerReadCommands } from './read-commands.js';
 import { registerDashboardCommand } from './dashboard-command.js';
 import { registerRecipeCommand } from './recipe-command.js';
+import { registerRecipeLifecycleCommands } from './recipe-lifecycle-command.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -40,7 +41,7 @@ export function buildProgram(): Command {
   registerUpCommand(program);
   registerBenchCommand(program);
   registerDashboardCommand(program);
-  registerRecipeCommand(program);
+  registerRecipeLifecycleCommands(registerRecipeCommand(program));
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ outputError: () => {} });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ outputError: () => {} });

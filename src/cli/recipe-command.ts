@@ -87,7 +87,7 @@ async function recipeStatus(name: string, o: StatusOptions): Promise<RecipeStatu
 
 /** `svc-serving recipe status <name> [--json] [--recipes-dir DIR] [--container-socket PATH] [--shm-dir DIR]`. */
 export function registerRecipeCommand(program: Command): Command {
-  const recipe = program.command('recipe').description('recipes: configured serving containers (observation only)');
+  const recipe = program.command('recipe').description('recipes: configured serving containers (status reads the runtime; apply and stop go through the node controller)');
   recipe
     .command('status')
     .description('the recipe status observation: baseline equality, digests, serve mode, router and shared memory (reads only; starts, stops or changes nothing)')
