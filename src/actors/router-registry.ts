@@ -191,8 +191,12 @@ export class RouterRegistry {
     for (const a of this.active.values()) records.push(mapActiveRequest(this.opts.host, a, now));
     let omitted = 0;
     const horizon = now - 86_400_000;
-    for (const e of this.recent()) {
-      if (e.finishedMs < horizon) break;
+    // A plain loop over the ring, newest first (this runs over the whole ring every step).
+    const ring = this.ring;
+    const n = ring.length;
+    for (let i = 1; i <= n; i++) {
+      const e = ring[(this.head - i + n) % n];
+      if (!e || e.finishedMs < horizon) break;
       if (records.length < cap) records.push(e.workload);
       else omitted++;
     }

@@ -6,12 +6,12 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
 import { loadRouterConfig } from '../../src/config/router-config.js';
-import { checkTerminalRecord, normalizeFinishReason, type TerminalRecord } from '../../src/schema/terminal-record.js';
+import { GENERATED_ID_RE, checkTerminalRecord, normalizeFinishReason, type TerminalRecord } from '../../src/schema/terminal-record.js';
 import { parseMultipart } from '../../src/servers/engine-sim-extras.js';
 import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
 import { DecisionLog, parseDecision } from '../../src/servers/router/decision-log.js';
-import { RelayAbort } from '../../src/servers/router/relay-support.js';
+import { RelayAbort, newGatewayId } from '../../src/servers/router/relay-support.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';
@@ -276,6 +276,19 @@ describe('multipart field', () => {
     assert.equal(parts.get('response_format')!.data.toString(), 'json');
     assert.equal(out.length, body.length - 'alias'.length + 'engine-model-name'.length);
     assert.equal(replaceMultipartField(body, ct, 'nope', 'x'), undefined);
+  });
+});
+
+describe('generated request ids', () => {
+  it('are req_ + 32 lowercase hex and never repeat, also across refills of the random pool', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 2_000; i++) {
+      const id = newGatewayId();
+      assert.match(id, GENERATED_ID_RE);
+      assert.match(id, /^req_[0-9a-f]{32}$/);
+      seen.add(id);
+    }
+    assert.equal(seen.size, 2_000);
   });
 });
 

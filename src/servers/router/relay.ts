@@ -61,6 +61,8 @@ export interface Exchange {
   finishOverride: FinishReason | null;
 }
 
+const monotonicNow = (): number => performance.now();
+
 function header1(v: string | string[] | undefined): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
@@ -140,7 +142,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     sessionId: opaque(req.headers['x-svc-session-id']) ?? opaque(req.headers['x-session-affinity']),
   };
   const x: Exchange = {
-    a, route, t0, obs: new StreamObserver(() => performance.now()), readinessMs: null, admissionWaitMs: null, dispatchAt: null,
+    a, route, t0, obs: new StreamObserver(monotonicNow), readinessMs: null, admissionWaitMs: null, dispatchAt: null,
     upstreamEndAt: null, statusCode: 0, outcome: 'error', outputLimit, promptEstimate: a.estimatedPromptTokens,
     streaming: parsed?.['stream'] === true, finishOverride: null,
   };
