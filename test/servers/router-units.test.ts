@@ -167,6 +167,21 @@ describe('stream observer', () => {
     assert.equal(o.toolCall, false);
   });
 
+  it('dates first content by the arrival time it is given (observed after relaying), else by its clock', () => {
+    const o = new StreamObserver(() => 1_000);
+    o.sseChunk(Buffer.from('data: {"choices":[{"delta":{"content":""}}]}\n\n'), 5);
+    assert.equal(o.firstContentAt, null, 'an empty fragment is not content');
+    o.sseChunk(Buffer.from('data: {"choices":[{"delta":{"content":"a"}}]}\n\n'), 7);
+    o.sseChunk(Buffer.from('data: {"choices":[{"delta":{"content":"b"}}]}\n\n'), 9);
+    assert.equal(o.firstContentAt, 7);
+    const whole = new StreamObserver(() => 1_000);
+    whole.jsonBody(Buffer.from('{"choices":[{"message":{"content":"hi"},"finish_reason":"length"}]}'), 42);
+    assert.deepEqual([whole.firstContentAt, whole.finishReason], [42, 'length']);
+    const clocked = new StreamObserver(() => 1_000);
+    clocked.jsonBody(Buffer.from('{"choices":[{"message":{"content":"hi"}}]}'));
+    assert.equal(clocked.firstContentAt, 1_000);
+  });
+
   it('accepts data: without a space, CRLF lines, comments and event lines; normalizes finish reasons', () => {
     const o = new StreamObserver(() => 1);
     o.sseChunk(Buffer.from(': keep-alive\r\nevent: message\r\ndata:{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\r\n\r\n'));

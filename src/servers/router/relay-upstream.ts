@@ -89,9 +89,12 @@ export async function pipeUpstream(
         for await (const chunk of upRes.body as AsyncIterable<Buffer>) {
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
           a.lastUpstreamAt = Date.now();
-          x.obs.sseChunk(chunk);
+          // Relayed first, observed after (as of its arrival): parsing never delays a chunk.
+          const at = performance.now();
+          const flowing = res.write(chunk);
+          x.obs.sseChunk(chunk, at);
           a.estimatedCompletionTokens = x.obs.fragments;
-          if (!res.write(chunk)) await drained(res);
+          if (!flowing) await drained(res);
           if (clientGone()) break;
         }
       } catch {
@@ -126,17 +129,20 @@ export async function pipeUpstream(
       }
       return;
     }
-    x.upstreamEndAt = performance.now();
-    if (x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank') {
-      x.obs.jsonBody(whole);
-    }
+    const endAt = performance.now();
+    x.upstreamEndAt = endAt;
+    // The answer goes to the client first; what the record needs from it is read afterwards,
+    // as of when it arrived.
+    const observed = x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
     if (clientGone()) {
       x.outcome = 'disconnected';
+      if (observed) x.obs.jsonBody(whole, endAt);
       return;
     }
     res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength, 'x-svc-request-id': a.gid });
     res.end(whole);
     x.outcome = 'success';
+    if (observed) x.obs.jsonBody(whole, endAt);
   } finally {
     clearTimeout(deadline);
   }

@@ -25,8 +25,8 @@ export class StreamObserver {
 
   constructor(private readonly now: () => number) {}
 
-  /** Feeds one chunk of an SSE body. */
-  sseChunk(chunk: Buffer): void {
+  /** Feeds one chunk of an SSE body that arrived at `at`. */
+  sseChunk(chunk: Buffer, at?: number): void {
     const text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
     let start = 0;
     for (;;) {
@@ -35,7 +35,7 @@ export class StreamObserver {
       const line = this.skipping ? '' : this.pending + text.slice(start, nl);
       this.pending = '';
       this.skipping = false;
-      this.line(line);
+      this.line(line, at);
       start = nl + 1;
     }
     if (!this.skipping) {
@@ -47,18 +47,18 @@ export class StreamObserver {
     }
   }
 
-  /** Observes a whole JSON response body (non-streaming). */
-  jsonBody(body: Buffer): void {
+  /** Observes a whole JSON response body (non-streaming) that arrived at `at`. */
+  jsonBody(body: Buffer, at = this.now()): void {
     let v: unknown;
     try {
       v = JSON.parse(body.toString('utf8'));
     } catch {
       return;
     }
-    this.event(v, false);
+    this.event(v, false, at);
   }
 
-  private line(line: string): void {
+  private line(line: string, at: number | undefined): void {
     if (!line.startsWith('data:')) return;
     const data = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
     const trimmed = data.trimEnd();
@@ -72,10 +72,10 @@ export class StreamObserver {
     } catch {
       return;
     }
-    this.event(v, true);
+    this.event(v, true, at);
   }
 
-  private event(v: unknown, streaming: boolean): void {
+  private event(v: unknown, streaming: boolean, at?: number): void {
     if (!v || typeof v !== 'object') return;
     const o = v as { choices?: unknown; usage?: unknown };
     if (Array.isArray(o.choices)) {
@@ -85,7 +85,7 @@ export class StreamObserver {
         const part = streaming ? choice.delta : choice.message;
         const content = part?.['content'] ?? choice.text;
         if (typeof content === 'string' && content.length > 0) {
-          if (this.firstContentAt === null) this.firstContentAt = this.now();
+          if (this.firstContentAt === null) this.firstContentAt = at ?? this.now();
           this.fragments++;
           this.contentChars += content.length;
         }
