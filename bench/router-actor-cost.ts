@@ -47,7 +47,7 @@ async function measure(bufferSize: number, perStep: number, steps: number): Prom
     host: 'bench', owner: 'router', bus, staleAfterMs: 30_000, pollMs: 1000, minIntervalMs: 200,
     read: () => {
       const { records, omitted } = registry.workloadRecords(Date.now(), DEFAULT_WINDOW_CAP);
-      return { status: 'complete', records, omittedBefore: omitted };
+      return { status: 'complete', records, omittedBefore: omitted, bounded: true };
     },
   });
   for (let i = 0; i < bufferSize; i++) request(registry);
