@@ -440,6 +440,9 @@ describe('router end to end (engine sim and router as real processes, OpenAI SDK
     const unroutedId = gidOf(unrouted);
     await unrouted.text();
     await h.idle();
+    // Finished records reach the file in grouped writes within the log's flush delay.
+    await eventually(() => h.decisions().length - before >= ids.length, 2000, 10);
+    await new Promise((r) => setTimeout(r, 100));
     const added = h.decisions().slice(before);
     assert.equal(added.length, ids.length);
     const logged = added.map((d) => d?.['gateway_request_id']);

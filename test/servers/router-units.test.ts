@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { GENERATED_ID_RE, checkTerminalRecord, normalizeFinishReason, type Termi
 import { parseMultipart } from '../../src/servers/engine-sim-extras.js';
 import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
-import { DecisionLog, parseDecision } from '../../src/servers/router/decision-log.js';
+import { DEFAULT_FLUSH_DELAY_MS, DecisionLog, parseDecision } from '../../src/servers/router/decision-log.js';
 import { RelayAbort, newGatewayId } from '../../src/servers/router/relay-support.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
@@ -452,7 +453,7 @@ describe('router registry with a decision log', () => {
     log.close();
   });
 
-  it('records of one turn are written together, and always before a lookup, a session read or the actor can hand them out', async () => {
+  it('finished records are written together, and always before a lookup, a session read or the actor can hand them out', async () => {
     const log = new DecisionLog(join(mkdtempSync(join(tmpdir(), 'svc-reg-')), 'd.jsonl'), 1 << 20, 2);
     log.open();
     const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log });
@@ -473,9 +474,24 @@ describe('router registry with a decision log', () => {
     assert.equal(lines(), 3, 'on disk before the actor read it');
     end(4);
     end(5);
-    await new Promise((r) => setImmediate(r));
-    assert.equal(lines(), 5, 'written at the end of the turn without any read');
+    await new Promise((r) => setTimeout(r, DEFAULT_FLUSH_DELAY_MS + 30));
+    assert.equal(lines(), 5, 'written within the flush delay without any read');
     log.close();
+  });
+
+  it('a process that crashes right after finishing requests still has them on disk', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'svc-crash-')), 'd.jsonl');
+    const mod = new URL('../../src/servers/router/decision-log.js', import.meta.url).href;
+    const script = [
+      `const { DecisionLog } = await import(${JSON.stringify(mod)});`,
+      `const log = new DecisionLog(${JSON.stringify(path)}, 1 << 20, 2);`,
+      'log.open();',
+      `for (let i = 1; i <= 3; i++) log.append('req_' + String(i).padStart(32, '0'), ${JSON.stringify(rec())});`,
+      "throw new Error('crash before any flush');",
+    ].join('\n');
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.notEqual(r.status, 0, 'it crashed');
+    assert.equal(readFileSync(path, 'utf8').trimEnd().split('\n').length, 3);
   });
 
   it('a failed deferred write is reported once, without record content, and the records stay in memory', async () => {
@@ -489,7 +505,7 @@ describe('router registry with a decision log', () => {
     const a = active(8);
     reg.begin(a);
     reg.finish(a, rec({ request_id: gid(8) }));
-    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setTimeout(r, DEFAULT_FLUSH_DELAY_MS + 30));
     assert.deepEqual(failures, [1]);
     assert.equal(reg.lookup(gid(8))?.request_id, gid(8), 'still in memory');
   });
