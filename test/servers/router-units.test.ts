@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { pino } from 'pino';
 import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
 import { loadRouterConfig } from '../../src/config/router-config.js';
@@ -12,7 +13,7 @@ import { parseMultipart } from '../../src/servers/engine-sim-extras.js';
 import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
 import { DEFAULT_FLUSH_DELAY_MS, DecisionLog, parseDecision } from '../../src/servers/router/decision-log.js';
-import { RelayAbort, newGatewayId } from '../../src/servers/router/relay-support.js';
+import { BodyAborted, BodyTooLarge, RelayAbort, collect, newGatewayId } from '../../src/servers/router/relay-support.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';
@@ -305,6 +306,37 @@ describe('generated request ids', () => {
       seen.add(id);
     }
     assert.equal(seen.size, 2_000);
+  });
+});
+
+describe('bounded body collection', () => {
+  it('joins the chunks; refuses past the limit (after onOver); a stream that closes early or is gone is aborted', async () => {
+    const whole = new PassThrough();
+    const p = collect(whole, 10, () => assert.fail('not over'));
+    whole.write('abc');
+    whole.end('def');
+    assert.equal((await p).toString(), 'abcdef');
+
+    const big = new PassThrough();
+    let over = 0;
+    const q = collect(big, 4, (s) => {
+      over++;
+      s.destroy();
+    });
+    big.write('abc');
+    big.write('def');
+    await assert.rejects(q, BodyTooLarge);
+    assert.equal(over, 1);
+
+    const cut = new PassThrough();
+    const r = collect(cut, 10, () => undefined);
+    cut.write('ab');
+    cut.destroy();
+    await assert.rejects(r, BodyAborted);
+
+    const gone = new PassThrough();
+    gone.destroy();
+    await assert.rejects(collect(gone, 10, () => undefined), BodyAborted);
   });
 });
 

@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay.js';
-import { drained, isContextRejection, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
+import { collect, drained, isContextRejection, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
 
 /** Bytes of an upstream error body read to classify it (then discarded). */
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -148,47 +148,7 @@ export async function pipeUpstream(
   }
 }
 
-/**
- * Reads a body up to `limit` bytes, on the stream's events (an async iterator costs a
- * promise per chunk, which showed in the router's profile). Thrown when: larger, aborted,
- * or failed.
- */
+/** Reads an upstream body up to `limit` bytes; a larger one is cut off. Thrown when: larger, aborted, or failed. */
 function readBounded(body: Readable, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (c: Buffer): void => {
-      size += c.byteLength;
-      if (size > limit) {
-        done();
-        body.destroy();
-        reject(new Error('upstream body too large'));
-        return;
-      }
-      chunks.push(c);
-    };
-    const onEnd = (): void => {
-      done();
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-    };
-    const onError = (err: Error): void => {
-      done();
-      reject(err);
-    };
-    // A body destroyed without an error (the request was aborted) only closes.
-    const onClose = (): void => {
-      done();
-      reject(new Error('upstream body closed early'));
-    };
-    const done = (): void => {
-      body.off('data', onData);
-      body.off('end', onEnd);
-      body.off('error', onError);
-      body.off('close', onClose);
-    };
-    body.on('data', onData);
-    body.on('end', onEnd);
-    body.on('error', onError);
-    body.on('close', onClose);
-  });
+  return collect(body, limit, (b) => b.destroy());
 }
