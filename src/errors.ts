@@ -119,6 +119,9 @@ export class BusNoRespondersError extends SvcError {
   }
 }
 
+/** The one content type of every problem answer, from Fastify routes and the raw relay alike. */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
 /** The RFC 9457 body for a coded error: fixed `type`, `title` and `status` only. */
 export function problemFor(code: ErrorCode): { type: string; title: string; status: number } {
   const spec = ERRORS[code];

@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { ERRORS, ErrorCode, SvcError, problemFor } from '../errors.js';
+import { ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 
 export interface HttpAppOptions {
   readonly logger: Logger;
@@ -13,7 +13,7 @@ export interface HttpAppOptions {
 
 /** Sends a fixed RFC 9457 problem for a coded error. */
 export function sendProblem(reply: FastifyReply, code: ErrorCode): FastifyReply {
-  return reply.code(ERRORS[code].status).type('application/problem+json').send(problemFor(code));
+  return reply.code(ERRORS[code].status).type(PROBLEM_CONTENT_TYPE).send(problemFor(code));
 }
 
 // Fastify's own errors mapped by status to our fixed problems; nothing of their text leaves.

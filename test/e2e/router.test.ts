@@ -13,7 +13,8 @@ import { eventually } from '../support/processes.js';
 import { startRecordingUpstream, startRouterHarness, type RecordingUpstream, type RouterHarness } from '../support/router-harness.js';
 
 const GID = /^req_[0-9a-f]{32}$/;
-const PROBLEM = /^application\/problem\+json(;|$)/;
+// One spelling from the raw relay and the Fastify routes alike.
+const PROBLEM = /^application\/problem\+json; charset=utf-8$/;
 /** The `chat` alias's output ceiling (`max_output_tokens`). */
 const CEIL = 16;
 const MAX_BODY = 65_536;

@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { ERRORS, problemFor, type ErrorCode } from '../../errors.js';
+import { ERRORS, PROBLEM_CONTENT_TYPE, problemFor, type ErrorCode } from '../../errors.js';
 
 // Random bytes drawn 4 KiB at a time: one id is 16 of them, in hex.
 const ID_POOL = Buffer.alloc(4096);
@@ -42,7 +42,7 @@ export function sendRawProblem(res: ServerResponse, code: ErrorCode): void {
   }
   const body = JSON.stringify(problemFor(code));
   res.statusCode = ERRORS[code].status;
-  res.setHeader('content-type', 'application/problem+json');
+  res.setHeader('content-type', PROBLEM_CONTENT_TYPE);
   res.setHeader('content-length', Buffer.byteLength(body));
   res.end(body);
 }
