@@ -9,7 +9,7 @@ export const FleetConfigSchema = Type.Object(
   {
     fleet: Type.Object(
       {
-        listen: Type.String({ default: '127.0.0.1:8200', maxLength: 300 }),
+        listen: Type.String({ default: '127.0.0.1:8300', maxLength: 300 }),
         ...NatsSettings,
         authorization_policy: Type.String({ minLength: 1, maxLength: 4096 }),
         node_timeout_ms: Type.Integer({ minimum: 1, maximum: 60_000, default: 2_000 }),
