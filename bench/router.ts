@@ -23,15 +23,13 @@ import { fileURLToPath } from 'node:url';
 import { emptySeq, makeTarget, sequential, throughputRound, type SeqSamples, type Target, type TargetKey, type ThroughputSample } from './router-load.js';
 import { cpuMs, freePort, installCleanup, removeAtExit, spawnNode, stop, stopAll, type Proc } from './router-procs.js';
 import { summarizeCpuProfile } from './router-profile.js';
+import { CLI, MODEL, startRouter, startSim } from './router-setup.js';
 import { ORDER, renderReport } from './router-report.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..');
-const CLI = join(root, 'dist', 'cli', 'main.js');
 const BARE = join(here, 'bare-relay.js');
 const GATEWAY_BIN = join(root, 'node_modules', '.bin', 'gateway');
-const MODEL = 'sim-model';
-const KEYS_ENV = 'SVC_BENCH_ROUTER_KEYS';
 /** The router's default `[server] buffer_size`. */
 const DEFAULT_BUFFER_SIZE = 10_000;
 const ROUTER_WARMUP_REQUESTS = (o: { routerBufferSize: number | undefined }): number => (o.routerBufferSize ?? DEFAULT_BUFFER_SIZE) + 1_000;
@@ -86,45 +84,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** How long the relays are left without traffic at the end to read their idle CPU. */
 const IDLE_MS = 3_000;
 
-function startSim(): Promise<Proc> {
-  return spawnNode({
-    name: 'engine sim',
-    args: [CLI, 'engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '16', '--model', MODEL],
-    listenLine: true,
-  });
-}
-
-/**
- * `router serve` as operators run it: decision log on (in `dir`), default buffer size,
- * admission out of the way (max_concurrency 256). The diagnostics options change that.
- */
-function startRouter(simUrl: string, dir: string, key: string, o: Options, nodeArgs: string[] = []): Promise<Proc> {
-  const toml = join(dir, 'router.toml');
-  writeFileSync(
-    toml,
-    [
-      '[server]',
-      'host_id = "bench"',
-      'listen = "127.0.0.1:0"',
-      `api_keys_env = "${KEYS_ENV}"`,
-      ...(o.routerDecisionLog ? [`decision_log_path = ${JSON.stringify(join(dir, 'decisions', 'decisions.jsonl'))}`] : []),
-      ...(o.routerBufferSize !== undefined ? [`buffer_size = ${o.routerBufferSize}`] : []),
-      '',
-      '[[models]]',
-      `alias = "${MODEL}"`,
-      `upstream = ${JSON.stringify(`${simUrl}/v1`)}`,
-      'max_concurrency = 256',
-      '',
-    ].join('\n'),
-  );
-  return spawnNode({
-    name: 'router',
-    args: [...nodeArgs, CLI, 'router', 'serve', '--config', toml],
-    env: { ...process.env, [KEYS_ENV]: key },
-    listenLine: true,
-  });
-}
-
 function startBare(simUrl: string, nodeArgs: string[] = []): Promise<Proc> {
   return spawnNode({ name: 'bare relay', args: [...nodeArgs, BARE, simUrl], listenLine: true });
 }
@@ -153,7 +112,7 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
   log(`engine sim at ${sim.url} (pid ${sim.pid})`);
   const starting = [
     startBare(sim.url),
-    startRouter(sim.url, tmp, key, o),
+    startRouter(sim.url, tmp, key, { decisionLog: o.routerDecisionLog, bufferSize: o.routerBufferSize }),
     o.portkey
       ? startPortkey(tmp).catch((err: unknown) => {
           log(`portkey gateway did not start, measured without it: ${(err as Error).message}`);
@@ -261,7 +220,7 @@ async function profileRun(o: Options, tmp: string): Promise<void> {
   const sim = await startSim();
   const prof = ['--cpu-prof', `--cpu-prof-dir=${profDir}`];
   const bare = o.profileBare;
-  const proc = bare ? await startBare(sim.url, prof) : await startRouter(sim.url, tmp, key, o, prof);
+  const proc = bare ? await startBare(sim.url, prof) : await startRouter(sim.url, tmp, key, { decisionLog: o.routerDecisionLog, bufferSize: o.routerBufferSize }, prof);
   const t = bare ? makeTarget('bare', 'bare relay', proc.url, {}, proc) : makeTarget('router', 'router', proc.url, { authorization: `Bearer ${key}` }, proc);
   const { plain } = bodies();
   const w = await throughputRound(t, sim, plain, o.connections, 2, ROUTER_WARMUP_REQUESTS(o));
