@@ -89,8 +89,8 @@ export class RouterRegistry {
   }
 
   /**
-   * Ends a request with its terminal record: queued for the decision log (written at the end
-   * of this event-loop turn, and always before anything hands it out), then buffered.
+   * Ends a request with its terminal record: queued for the decision log (written within its
+   * flush delay, and always before anything hands it out), then buffered.
    * Idempotent per gid. `finishedMs`: the record's `finished_at` in epoch ms, when the caller
    * already has it.
    */

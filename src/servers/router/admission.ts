@@ -55,10 +55,7 @@ export class Admission {
 
   /** Resolves when a slot is held (call release() exactly once). Thrown when: refused (AdmissionRefused). */
   acquire(signal?: AbortLike): Promise<void> {
-    if (this.inFlight < this.concurrency && this.queue.length === 0) {
-      this.inFlight++;
-      return Promise.resolve();
-    }
+    if (this.tryAcquire()) return Promise.resolve();
     if (this.queue.length >= this.maxQueue) return Promise.reject(new AdmissionRefused('full'));
     if (signal?.aborted) return Promise.reject(new AdmissionRefused('aborted'));
     return new Promise<void>((resolve, reject) => {
