@@ -1,0 +1,204 @@
+import { before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import OpenAI, { toFile } from 'openai';
+import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
+import { MAX_BODY, multipart, useRouterE2E, user } from '../support/router-e2e.js';
+import type { RouterHarness } from '../support/router-harness.js';
+
+describe('router end to end: read routes, bad input, secrets, embeddings, rerank and audio', () => {
+  const e = useRouterE2E();
+  const { post, chat, record, gidOf, assertProblem } = e;
+  let h: RouterHarness;
+  let client: OpenAI;
+  before(() => {
+    ({ h, client } = e);
+  });
+
+  it('read routes: workloads needs workloads:read; router status; metrics by alias without request ids', async () => {
+    // One finished request of this file's own, so that the metrics have something to count.
+    const done = await chat('metrics');
+    await record(gidOf(done));
+    const wl = await h.get('/v1/workloads', h.readerToken);
+    assert.equal(wl.status, 200);
+    const body = (await wl.json()) as NodeResult;
+    assert.ok(checkNodeResult.Check(body));
+    assert.equal(body.expected_host, 'node-a');
+    assert.deepEqual(body.sources.map((s) => s.owner), ['router']);
+    await assertProblem(await h.get('/v1/workloads'), 403, 'forbidden');
+    await assertProblem(await h.get('/v1/workloads', null), 401, 'unauthenticated');
+    await assertProblem(await h.get('/v1/workloads', 'not-a-known-token'), 401, 'unauthenticated');
+    await assertProblem(await h.get('/v1/workloads?owner=nobody', h.readerToken), 400, 'invalid-input');
+    await assertProblem(await h.get('/v1/workloads?limit=5&limit=6', h.readerToken), 400, 'invalid-input');
+
+    const st = await h.get('/v1/router/status');
+    assert.equal(st.status, 200);
+    const status = (await st.json()) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(status).sort(), ['host', 'models', 'package_version', 'routing_config_hash', 'started_at']);
+    assert.equal(status['host'], 'node-a');
+    assert.match(String(status['routing_config_hash']), /^[0-9a-f]{64}$/);
+    assert.match(String(status['started_at']), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    assert.deepEqual(status['models'], ['chat', 'timeout-model', 'single', 'queued', 'recorded', 'recorded-keyed', 'inproc', 'whisper', 'embedder', 'down']);
+    assert.equal((await h.get('/v1/router/status', h.readerToken)).status, 200);
+    await assertProblem(await h.get('/v1/router/status', null), 401, 'unauthenticated');
+
+    const m = await h.get('/metrics', null);
+    assert.equal(m.status, 200);
+    const text = await m.text();
+    assert.match(text, /^svc_router_requests_total\{model="chat"\} \d+$/m);
+    assert.doesNotMatch(text, /req_[0-9a-f]{32}|trace-|legacy-|sess-/);
+    for (const line of text.split('\n').filter((l) => l.startsWith('svc_router_') && l.includes('{'))) {
+      assert.match(line, /^svc_router_\w+\{model="[^"]+"\} \S+$/, line);
+    }
+  });
+
+  it('bad input on every inference route: fixed problem+json, never 500 or a hang', async () => {
+    const routes = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/rerank', '/v1/audio/transcriptions'];
+    const send = (path: string, body: string | Uint8Array, headers: Record<string, string | undefined>) =>
+      fetch(`${h.routerUrl}${path}`, { method: 'POST', headers: Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<string, string>, body, signal: AbortSignal.timeout(5000) });
+    const auth = { authorization: `Bearer ${h.key}` };
+    for (const path of routes) {
+      const audio = path.endsWith('transcriptions');
+      const goodCt = audio ? 'multipart/form-data; boundary=XyZ' : 'application/json';
+      const valid = audio ? multipart('XyZ', { model: 'chat' }) : JSON.stringify({ model: 'chat', input: 'x', prompt: 'x', messages: user('x') });
+      // Missing, malformed and unknown credentials: 401 before the body is looked at.
+      for (const a of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${h.key}` }, { authorization: `Bearer ${h.readerToken}` }]) {
+        await assertProblem(await send(path, '{bad', { ...a, 'content-type': goodCt }), 401, 'unauthenticated');
+      }
+      let res = await send(path, valid, { ...auth, 'content-type': 'text/plain' });
+      gidOf(res);
+      await assertProblem(res, 415, 'unsupported-media-type');
+      res = await send(path, audio ? valid : '{"model": "chat"', { ...auth, 'content-type': audio ? 'application/json' : goodCt });
+      gidOf(res);
+      await assertProblem(res, audio ? 415 : 400, audio ? 'unsupported-media-type' : 'invalid-input');
+      res = await send(path, audio ? 'not multipart at all' : '[1,2]', { ...auth, 'content-type': goodCt });
+      gidOf(res);
+      await assertProblem(res, 400, 'invalid-input');
+      res = await send(path, audio ? multipart('XyZ', { language: 'en' }) : '{"messages":[]}', { ...auth, 'content-type': goodCt });
+      await assertProblem(res, 400, 'invalid-input');
+      res = await send(path, audio ? multipart('XyZ', { model: 'no-such-alias' }) : JSON.stringify({ model: 'no-such-alias' }), { ...auth, 'content-type': goodCt });
+      gidOf(res);
+      await assertProblem(res, 404, 'not-found');
+      const pad = 'x'.repeat(MAX_BODY + 10);
+      res = await send(path, audio ? multipart('XyZ', { model: 'chat', pad }) : JSON.stringify({ model: 'chat', pad }), { ...auth, 'content-type': goodCt });
+      gidOf(res);
+      await assertProblem(res, 413, 'body-too-large');
+    }
+    // Malformed output limits are the caller's error, not the engine's.
+    for (const max of [-1, 1.5, '12', true, 2 ** 60]) {
+      await assertProblem(await chat('x', { max_tokens: max }), 400, 'invalid-input');
+    }
+    // Large uploads that are refused: the client still reads the problem (no connection reset),
+    // whether the length was declared or the body came chunked.
+    const large = new Uint8Array(4 * 1024 * 1024).fill(0x20);
+    await assertProblem(await send('/v1/chat/completions', large, { ...auth, 'content-type': 'application/json' }), 413, 'body-too-large');
+    await assertProblem(await send('/v1/audio/transcriptions', large, { ...auth, 'content-type': 'multipart/form-data; boundary=XyZ' }), 413, 'body-too-large');
+    await assertProblem(await send('/v1/chat/completions', large, { ...auth, 'content-type': 'text/plain' }), 415, 'unsupported-media-type');
+    await assertProblem(await send('/v1/chat/completions', large, { authorization: 'Bearer wrong', 'content-type': 'application/json' }), 401, 'unauthenticated');
+    const chunked = await fetch(`${h.routerUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: new Blob(['{"model":"chat","pad":"', 'y'.repeat(2 * 1024 * 1024), '"}']).stream(),
+      duplex: 'half',
+      signal: AbortSignal.timeout(5000),
+    } as RequestInit);
+    await assertProblem(chunked, 413, 'body-too-large');
+    // The router still serves afterwards.
+    const ok = await chat('still fine');
+    assert.equal(ok.status, 200);
+    await ok.text();
+  });
+
+  it('canary: prompt text and arbitrary header values never reach records, headers, logs, the JSONL or error bodies', async () => {
+    const canary = `CANARY${randomBytes(8).toString('hex')}`;
+    const hdr = { 'x-canary': canary, 'x-svc-session-id': `bad ${canary}`, 'x-request-id': `${canary} with space`, 'user-agent': canary };
+    const exposed: string[] = [];
+    const ids: string[] = [];
+    // Successful answers carry the engine's output (rerank echoes its documents): headers only.
+    const keep = async (res: Response): Promise<void> => {
+      const id = res.headers.get('x-svc-request-id');
+      if (id) ids.push(id);
+      exposed.push(JSON.stringify([...res.headers]));
+      const text = await res.text();
+      if (res.status >= 400 || text.includes('event: error')) exposed.push(text);
+    };
+    await keep(await chat(`hello ${canary}`, { user: canary, metadata: { k: canary } }, hdr));
+    await keep(await chat(`stream ${canary}`, { stream: true, stream_options: { include_usage: true } }, hdr));
+    await keep(await chat(`${canary} sim:reject=context`, {}, hdr));
+    await keep(await chat(`${canary} sim:status=503`, {}, hdr));
+    await keep(await chat(`${canary} sim:fail_after=1`, { stream: true }, hdr));
+    await keep(await chat(`${canary} sim:ttft_ms=2000`, {}, hdr, 'timeout-model'));
+    await keep(await chat(canary, {}, hdr, 'recorded'));
+    await keep(await chat(canary, {}, hdr, canary));
+    await keep(await post('/v1/chat/completions', `{"model":"chat","x":"${canary}"`, hdr));
+    await keep(await post('/v1/completions', { model: 'chat', prompt: canary }, hdr));
+    await keep(await post('/v1/embeddings', { model: 'embedder', input: canary }, hdr));
+    await keep(await post('/v1/rerank', { model: 'embedder', query: canary, documents: [canary] }, hdr));
+    await keep(await h.get(`/v1/requests/${canary}`));
+    await keep(await h.get(`/v1/requests?session_id=${canary}&history=1&${canary}=1`));
+    await keep(await h.get(`/v1/workloads?${canary}=1`, h.readerToken));
+    await keep(await fetch(`${h.routerUrl}/v1/${canary}`, { headers: { authorization: `Bearer ${canary}` } }));
+    await h.idle();
+    for (const id of ids) {
+      const r = await h.lookup(id);
+      if (r.status === 200) exposed.push(JSON.stringify(r.body));
+    }
+    exposed.push(await (await h.get('/v1/requests?active=1')).text(), await (await h.get('/metrics', null)).text());
+    exposed.push(await (await h.get('/v1/workloads', h.readerToken)).text());
+    const stateDir = dirname(h.logPath!);
+    for (const f of readdirSync(stateDir)) exposed.push(readFileSync(join(stateDir, f), 'utf8'));
+    // The router process's whole output so far (log level debug).
+    await new Promise((r) => setTimeout(r, 100));
+    exposed.push(h.routerOutput());
+    assert.ok(ids.length >= 10);
+    for (const [i, text] of exposed.entries()) assert.ok(!text.includes(canary), `canary leaked in exposure #${i}: ${text.slice(0, 300)}`);
+    assert.ok(h.routerOutput().includes('gateway_request_id'), 'the log is searchable by gateway id');
+  });
+
+  it('embeddings and rerank keep the legacy 0 latency and unknown phases; audio keeps a measured latency', async () => {
+    const emb = await client.embeddings.create({ model: 'embedder', input: ['alpha', 'beta'] }).withResponse();
+    assert.equal(emb.data.data.length, 2);
+    assert.equal(emb.data.data[0]!.embedding.length, 8);
+    let r = await record(gidOf(emb.response));
+    assert.equal(r.route, 'embeddings');
+    assert.equal(r.outcome, 'success');
+    assert.equal(r.latency_ms, 0);
+    for (const k of ['readiness_check_ms', 'admission_wait_ms', 'upstream_duration_ms', 'time_to_first_content_ms', 'finish_reason', 'output_limit'] as const) {
+      assert.equal(r[k], null, k);
+    }
+    assert.equal(r.usage.prompt_source, 'upstream');
+    assert.equal(r.usage.completion_source, 'unknown');
+
+    const rr = await post('/v1/rerank', { model: 'embedder', query: 'red fox', documents: ['a red fox', 'a blue whale'] });
+    assert.equal(rr.status, 200);
+    const ranked = (await rr.json()) as { results: { index: number }[] };
+    assert.equal(ranked.results[0]!.index, 0);
+    r = await record(gidOf(rr));
+    assert.equal(r.route, 'rerank');
+    assert.equal(r.latency_ms, 0);
+    assert.equal(r.upstream_duration_ms, null);
+
+    const fd = new FormData();
+    fd.append('model', 'whisper');
+    fd.append('file', new Blob([Buffer.alloc(6400)], { type: 'audio/wav' }), 'clip.wav');
+    const au = await fetch(`${h.routerUrl}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}` }, body: fd });
+    const auId = gidOf(au);
+    assert.equal(au.status, 200);
+    assert.deepEqual(await au.json(), { text: 'The quick brown fox jumps over the lazy dog.' });
+    r = await record(auId);
+    assert.equal(r.route, 'audio.transcriptions');
+    assert.equal(r.model, 'whisper');
+    assert.equal(r.outcome, 'success');
+    assert.equal(typeof r.latency_ms, 'number');
+    assert.ok(r.latency_ms! > 0);
+    assert.equal(r.readiness_check_ms, null);
+    assert.equal(r.time_to_first_content_ms, null);
+    assert.equal(r.finish_reason, null);
+
+    const sdk = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(Buffer.alloc(3200), 'a.wav') }).withResponse();
+    assert.equal(sdk.data.text, 'The quick brown fox jumps over the lazy dog.');
+    assert.equal((await record(gidOf(sdk.response))).route, 'audio.transcriptions');
+  });
+});
