@@ -43,10 +43,28 @@ export function buildProgram(): Command {
   registerDashboardCommand(program);
   registerRecipeLifecycleCommands(registerRecipeCommand(program));
   for (const cmd of program.commands) {
-    cmd.exitOverride().configureOutput({ outputError: () => {} });
-    for (const sub of cmd.commands) sub.exitOverride().configureOutput({ outputError: () => {} });
+    for (const c of [cmd, ...cmd.commands]) {
+      c.exitOverride().configureOutput({ outputError: () => {} });
+      checkRequiredAfterUnknown(c);
+    }
   }
   return program;
+}
+
+/**
+ * Commander checks required options before unknown ones, so `bench run --bogus` would say
+ * "a required option is missing" about a typo. Required options are checked here instead,
+ * just before the action (after the unknown-option check), with the same fixed message.
+ */
+function checkRequiredAfterUnknown(cmd: Command): void {
+  const required = cmd.options.filter((o) => o.mandatory);
+  if (required.length === 0) return;
+  for (const o of required) o.makeOptionMandatory(false);
+  cmd.hook('preAction', (self) => {
+    if (required.some((o) => self.getOptionValue(o.attributeName()) === undefined)) {
+      self.error('a required option is missing', { code: 'commander.missingMandatoryOptionValue', exitCode: EXIT.usage });
+    }
+  });
 }
 
 async function main(argv: string[]): Promise<void> {
