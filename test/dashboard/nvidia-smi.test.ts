@@ -28,6 +28,16 @@ describe('nvidia-smi CSV parser', () => {
     assert.equal(cards[1]!.uuid, 'GPU-a1b2c3d4-0000-4e5f-8a9b-0c1d2e3f4a5b');
   });
 
+  it('reads a recording from a real H200 exactly (driver 580.159.04)', () => {
+    const { cards, skipped } = parseNvidiaSmiCsv(fixture('h200-recorded.csv'));
+    assert.equal(skipped, 0);
+    assert.deepEqual(cards, [{
+      index: 0, uuid: 'GPU-0ed127a3-aaaf-bd46-d58d-483944756ab2', name: 'NVIDIA H200',
+      memory_used_mib: 0, memory_total_mib: 143771, utilization_pct: 0, temperature_c: 35, power_w: 125.56,
+    }]);
+    assert.deepEqual(aggregateMemory(cards), { used_mib: 0, total_mib: 143771, cards_counted: 1, cards_unreported: 0 });
+  });
+
   it('turns [N/A] and [Not Supported] into null, never into zero', () => {
     const { cards, skipped } = parseNvidiaSmiCsv(fixture('mixed-na.csv'));
     assert.equal(skipped, 0);
