@@ -14,12 +14,11 @@
  * About 5-6 minutes for a million requests on 2 shared cores.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { makeTarget, throughputRound } from './router-load.js';
-import { installCleanup, removeAtExit, stopAll, type Proc } from './router-procs.js';
+import { runBench, type Proc } from './router-procs.js';
 import { CLI, MODEL, startRouter, startSim } from './router-setup.js';
 
 const MIB = 1024 * 1024;
@@ -120,24 +119,8 @@ async function run(o: Options, tmp: string): Promise<void> {
   process.stdout.write(out.join('\n'));
 }
 
-async function main(): Promise<void> {
-  installCleanup();
-  process.on('unhandledRejection', (err) => log(`unhandled rejection: ${(err as Error)?.message ?? String(err)}`));
-  let tmp: string | undefined;
-  try {
-    const o = parseArgs(process.argv.slice(2));
-    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
-    tmp = mkdtempSync(join(tmpdir(), 'svc-bench-memory-'));
-    removeAtExit(tmp);
-    await run(o, tmp);
-  } catch (err) {
-    process.stdout.write(`router memory bench failed: ${(err as Error)?.message ?? String(err)}\n`);
-  } finally {
-    await stopAll().catch(() => undefined);
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
-    process.exitCode = 0;
-  }
-}
-
-await main();
-setTimeout(() => process.exit(0), 1_000).unref();
+await runBench('router memory', async (tmp) => {
+  const o = parseArgs(process.argv.slice(2));
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
+  await run(o, tmp);
+});

@@ -3,9 +3,11 @@
  * /proc, and stop every one of them, also when the bench fails or is interrupted.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import { createInterface } from 'node:readline';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 export interface Proc {
   readonly name: string;
@@ -224,3 +226,28 @@ export function cpuMs(pid: number): number {
     return Number.NaN;
   }
 }
+
+/**
+ * Runs one benchmark as a report, never a test: child processes are killed on exit, error or
+ * signal; a stray rejection is reported, not fatal; `body` gets a fresh temporary directory
+ * (removed afterwards); a failure is printed as `<name> failed: ...`; the exit code is 0
+ * whatever happened, and nothing left open keeps the process alive after the report.
+ */
+export async function runBench(name: string, body: (tmp: string) => Promise<void>): Promise<void> {
+  installCleanup();
+  process.on('unhandledRejection', (err) => process.stderr.write(`unhandled rejection: ${(err as Error)?.message ?? String(err)}\n`));
+  let tmp: string | undefined;
+  try {
+    tmp = mkdtempSync(join(tmpdir(), `svc-bench-${name.replace(/[^a-z0-9]+/gi, '-')}-`));
+    removeAtExit(tmp);
+    await body(tmp);
+  } catch (err) {
+    process.stdout.write(`${name} bench failed: ${(err as Error)?.message ?? String(err)}\n`);
+  } finally {
+    await stopAll().catch(() => undefined);
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+    process.exitCode = 0;
+  }
+  setTimeout(() => process.exit(0), 1_000).unref();
+}
+

@@ -15,13 +15,13 @@
  *   diagnostics: --router-buffer-size N, --router-no-decision-log (change the router config)
  */
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { emptySeq, makeTarget, sequential, throughputRound, type SeqSamples, type Target, type TargetKey, type ThroughputSample } from './router-load.js';
-import { cpuMs, freePort, installCleanup, removeAtExit, spawnNode, stop, stopAll, type Proc } from './router-procs.js';
+import { cpuMs, freePort, runBench, spawnNode, stop, type Proc } from './router-procs.js';
 import { summarizeCpuProfile } from './router-profile.js';
 import { CLI, MODEL, startRouter, startSim } from './router-setup.js';
 import { ORDER, renderReport } from './router-report.js';
@@ -243,31 +243,13 @@ async function profileRun(o: Options, tmp: string): Promise<void> {
   );
 }
 
-async function main(): Promise<void> {
-  installCleanup();
-  // Exit 0 whatever happens: a stray rejection is reported, not fatal.
-  process.on('unhandledRejection', (err) => log(`unhandled rejection: ${(err as Error)?.message ?? String(err)}`));
-  let tmp: string | undefined;
-  try {
-    const o = parseArgs(process.argv.slice(2));
-    for (const f of [CLI, BARE]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build first`);
-    if (o.portkey && !existsSync(GATEWAY_BIN)) {
-      log('node_modules/.bin/gateway is missing: measuring without Portkey');
-      o.portkey = false;
-    }
-    tmp = mkdtempSync(join(tmpdir(), 'svc-bench-router-'));
-    removeAtExit(tmp);
-    if (o.profile) await profileRun(o, tmp);
-    else await mainRun(o, tmp);
-  } catch (err) {
-    process.stdout.write(`router bench failed: ${(err as Error)?.stack ?? String(err)}\n`);
-  } finally {
-    await stopAll().catch(() => undefined);
-    if (tmp) rmSync(tmp, { recursive: true, force: true });
-    process.exitCode = 0;
+await runBench('router', async (tmp) => {
+  const o = parseArgs(process.argv.slice(2));
+  for (const f of [CLI, BARE]) if (!existsSync(f)) throw new Error(`${f} is missing: run npm run build first`);
+  if (o.portkey && !existsSync(GATEWAY_BIN)) {
+    log('node_modules/.bin/gateway is missing: measuring without Portkey');
+    o.portkey = false;
   }
-}
-
-await main();
-// Something left open (a socket, a timer) must not keep the bench alive after the report.
-setTimeout(() => process.exit(0), 1_000).unref();
+  if (o.profile) await profileRun(o, tmp);
+  else await mainRun(o, tmp);
+});
