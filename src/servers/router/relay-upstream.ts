@@ -84,7 +84,7 @@ export async function pipeUpstream(
     x.statusCode = status;
     if (/^text\/event-stream/i.test(ctype)) {
       x.streaming = true;
-      res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache', 'x-svc-request-id': a.gid });
+      res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache' });
       try {
         for await (const chunk of upRes.body as AsyncIterable<Buffer>) {
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
@@ -139,7 +139,7 @@ export async function pipeUpstream(
       if (observed) x.obs.jsonBody(whole, endAt);
       return;
     }
-    res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength, 'x-svc-request-id': a.gid });
+    res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength });
     res.end(whole);
     x.outcome = 'success';
     if (observed) x.obs.jsonBody(whole, endAt);

@@ -81,6 +81,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   const startedAt = Date.now();
   if (!ctx.keys.accepts(req.headers.authorization)) return refuseUpload(req, res, ErrorCode.UNAUTHENTICATED);
   const gid = newGatewayId();
+  // Set once here: every answer to this request, errors and successes alike, carries it.
   res.setHeader('x-svc-request-id', gid);
   const isAudio = route === 'audio.transcriptions';
   const ct = header1(req.headers['content-type']) ?? '';
