@@ -25,6 +25,13 @@ export interface OwnerActorOptions {
   readonly cap?: number;
   readonly maxPayload?: number;
   readonly logger?: Logger;
+  /**
+   * Every batch this actor publishes, handed over as the object it encoded, for a fold in the
+   * same process (the router's own view): no encode, decode or validation on that path. The
+   * batch is shared and must not be mutated. When the bus says nobody else listens
+   * (`hasInterest`), batches go only here and are not encoded at all.
+   */
+  readonly local?: (batch: ObservationBatch) => void;
 }
 
 /** The subject a node publishes on to ask its actors for full windows. */
@@ -112,9 +119,12 @@ export class OwnerActor {
     } as const;
     const next = new Map<string, WorkloadRecord>();
     for (const r of window.records) next.set(r.id, r);
+    const subject = observationSubject(this.opts.host, this.opts.owner);
+    // Nobody on the bus (known only in process): the batch is built for the local fold only.
+    const remote = this.opts.bus.hasInterest?.(subject) ?? true;
     try {
       if (full) {
-        this.publishFull(base, window.records);
+        this.publishFull(base, window.records, remote);
         this.lastFullAt = now;
         this.forceFull = false;
       } else {
@@ -127,13 +137,17 @@ export class OwnerActor {
         const removals = [...this.published.keys()].filter((id) => !next.has(id));
         if (upserts.length === 0 && removals.length === 0) return;
         const batch: ObservationBatch = { ...base, seq: ++this.seq, full: false, upserts, removals };
-        const bytes = encoder.encode(JSON.stringify(batch));
-        if (bytes.byteLength > this.maxPayload()) {
-          this.seq--;
-          this.publishFull(base, window.records);
-          this.lastFullAt = now;
-        } else {
-          this.opts.bus.publish(observationSubject(this.opts.host, this.opts.owner), bytes);
+        if (!remote) this.opts.local?.(batch);
+        else {
+          const bytes = encoder.encode(JSON.stringify(batch));
+          if (bytes.byteLength > this.maxPayload()) {
+            this.seq--;
+            this.publishFull(base, window.records, remote);
+            this.lastFullAt = now;
+          } else {
+            this.opts.bus.publish(subject, bytes);
+            this.opts.local?.(batch);
+          }
         }
       }
       this.published = next;
@@ -148,11 +162,19 @@ export class OwnerActor {
     return this.opts.maxPayload ?? MAX_BATCH_BYTES;
   }
 
-  /** Publishes the whole window, split into `snapshot` parts when it exceeds the max payload. */
-  private publishFull(base: Omit<ObservationBatch, 'seq' | 'full' | 'upserts' | 'removals'>, records: WorkloadRecord[]): void {
+  /**
+   * Publishes the whole window, split into `snapshot` parts when it exceeds the max payload
+   * (only the encoded form has a size: with nobody on the bus, the local fold gets it whole).
+   */
+  private publishFull(base: Omit<ObservationBatch, 'seq' | 'full' | 'upserts' | 'removals'>, records: WorkloadRecord[], remote: boolean): void {
     const subject = observationSubject(this.opts.host, this.opts.owner);
+    if (!remote) {
+      this.opts.local?.({ ...base, seq: ++this.seq, full: true, upserts: records, removals: [] });
+      return;
+    }
     for (let parts = 1; parts <= Math.max(1, records.length); parts *= 2) {
       const size = Math.ceil(records.length / parts) || 0;
+      const batches: ObservationBatch[] = [];
       const encoded: Uint8Array[] = [];
       const id = parts > 1 ? randomBytes(8).toString('hex') : '';
       let fits = true;
@@ -167,11 +189,13 @@ export class OwnerActor {
           fits = false;
           break;
         }
+        batches.push(batch);
         encoded.push(bytes);
       }
       if (!fits) continue;
       for (const bytes of encoded) this.opts.bus.publish(subject, bytes);
       this.seq += encoded.length;
+      if (this.opts.local) for (const b of batches) this.opts.local(b);
       return;
     }
     throw new Error('window record larger than max payload');

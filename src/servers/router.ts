@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Subject } from 'rxjs';
 import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
 import { RouterRegistry, logWriteError } from '../actors/router-registry.js';
@@ -6,6 +7,7 @@ import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
 import { ConfigError } from '../errors.js';
+import type { ObservationBatch } from '../schema/envelopes.js';
 import type { RouteName } from '../schema/terminal-record.js';
 import type { Bus } from '../streams/bus.js';
 import { NodeView } from '../streams/node-view.js';
@@ -84,15 +86,19 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
 
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
   const ownsBus = deps.bus === undefined;
+  // The router's own view folds its actor's batches as objects; the bus carries them (encoded)
+  // only to whoever else listens, e.g. a controller over NATS.
+  const own = new Subject<ObservationBatch>();
   const actor = new OwnerActor({
     host: cfg.hostId, owner: 'router', bus, staleAfterMs: cfg.staleAfterMs, pollMs: 1000, minIntervalMs: 200, logger: log,
+    local: (batch) => own.next(batch),
     read: () => {
       const { records, omitted } = registry.workloadRecords(Date.now(), DEFAULT_WINDOW_CAP);
       return { status: 'complete', records, omittedBefore: omitted, bounded: true };
     },
   });
   const changesSub = registry.changes.subscribe(() => actor.notify());
-  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log });
+  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log, local: own });
   view.start();
   actor.start();
 

@@ -37,6 +37,12 @@ export interface Bus {
   request(subject: string, data: Uint8Array, opts: BusRequestOptions): Promise<Uint8Array>;
   /** Serve requests on a subject (one responder per message). */
   serve(subject: string, handler: BusHandler): BusService;
+  /**
+   * False when it is certain that no subscriber would receive a message on `subject` (the
+   * in-process bus knows its subscribers), so a publisher may skip encoding it. Absent or
+   * true: someone may be listening (over NATS interest is not known locally).
+   */
+  hasInterest?(subject: string): boolean;
   /** Resolves once everything published so far has reached the server (no-op in process). */
   flush(): Promise<void>;
   /** Closes the bus; later calls reject or throw BusClosedError. */

@@ -72,6 +72,13 @@ export class InProcessBus implements Bus {
     }
   }
 
+  /** False when no current subscription matches `subject`: a message there would reach nobody. */
+  hasInterest(subject: string): boolean {
+    if (this.#exact.has(subject)) return true;
+    for (const pattern of this.#wild.keys()) if (subjectMatches(pattern, subject)) return true;
+    return false;
+  }
+
   /** Hot stream of messages matching `pattern`. Thrown when: the pattern is malformed (InvalidInputError); errors with BusClosedError if subscribed after close. */
   subscribe(pattern: string): Observable<BusMsg> {
     assertPattern(pattern);

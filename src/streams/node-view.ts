@@ -1,7 +1,7 @@
 import { BehaviorSubject, interval, map, merge, scan, type Observable, type Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import { resyncSubject } from '../actors/owner-actor.js';
-import type { NodeResult } from '../schema/envelopes.js';
+import type { NodeResult, ObservationBatch } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import type { Bus } from './bus.js';
 import { foldNode, type FoldEvent } from './fold-node.js';
@@ -17,6 +17,12 @@ export interface NodeViewOptions {
   readonly tickMs?: number;
   readonly mirrorCap?: number;
   readonly logger?: Logger;
+  /**
+   * Batches of this process's own actors, as objects (OwnerActorOptions.local): folded
+   * instead of subscribing to the host's observation subjects on the bus. Resync requests
+   * still go out on the bus, where the actors listen.
+   */
+  readonly local?: Observable<ObservationBatch>;
 }
 
 /** Resync requests after a gap are sent at most this often. */
@@ -42,8 +48,11 @@ export class NodeView {
   start(): void {
     if (this.sub) return;
     const { bus, host } = this.opts;
+    const observed$: Observable<FoldEvent> = this.opts.local
+      ? this.opts.local.pipe(map((batch): FoldEvent => ({ type: 'batch', batch })))
+      : bus.subscribe(`svc.v1.${host}.obs.*`).pipe(map((m): FoldEvent => ({ type: 'message', subject: m.subject, data: m.data })));
     const events$: Observable<FoldEvent> = merge(
-      bus.subscribe(`svc.v1.${host}.obs.*`).pipe(map((m): FoldEvent => ({ type: 'message', subject: m.subject, data: m.data }))),
+      observed$,
       interval(this.opts.tickMs ?? 10_000).pipe(map((): FoldEvent => ({ type: 'tick' }))),
     );
     this.sub = events$

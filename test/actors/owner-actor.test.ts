@@ -7,6 +7,8 @@ import { formatTimestamp } from '../../src/schema/primitives.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../../src/schema/record.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
+import { NodeView } from '../../src/streams/node-view.js';
+import { Subject } from 'rxjs';
 
 const T0 = Date.parse('2026-11-26T00:00:00.000Z');
 
@@ -83,5 +85,48 @@ describe('owner actor', () => {
     await h.step(true);
     assert.deepEqual(h.batches[0]!.upserts.map((r) => r.id), [recs[2]!.id, recs[1]!.id]);
     assert.equal(h.batches[0]!.omitted, 2);
+  });
+
+  it('hands every batch to a local fold; with nobody on the bus it encodes nothing, and a late subscriber gets the same batches', async () => {
+    const bus = new InProcessBus();
+    const local: ObservationBatch[] = [];
+    let reading: OwnerReading = { status: 'complete', records: [terminal(1), terminal(2)] };
+    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => local.push(b) });
+    const subject = 'svc.v1.node-a.obs.router';
+    assert.equal(bus.hasInterest(subject), false);
+    await actor.step(true);
+    reading = { status: 'complete', records: [terminal(2), terminal(3)] };
+    await actor.step(false);
+    assert.deepEqual(local.map((b) => [b.seq, b.full]), [[1, true], [2, false]]);
+    assert.deepEqual(local[1]!.removals, [terminal(1).id]);
+
+    // Someone subscribes (a wildcard, as a controller's view does): batches go on the bus too,
+    // byte for byte what the local fold was handed.
+    const onBus: ObservationBatch[] = [];
+    const sub = bus.subscribe('svc.v1.node-a.obs.*').subscribe((m) => onBus.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    assert.equal(bus.hasInterest(subject), true);
+    reading = { status: 'complete', records: [terminal(3), terminal(4)] };
+    await actor.step(false);
+    await actor.step(true);
+    await new Promise<void>((r) => setImmediate(r));
+    assert.deepEqual(onBus, JSON.parse(JSON.stringify(local.slice(2))));
+    assert.deepEqual(onBus.map((b) => [b.seq, b.full]), [[3, false], [4, true]]);
+    sub.unsubscribe();
+    assert.equal(bus.hasInterest(subject), false, 'interest ends with the last subscription');
+  });
+
+  it('a node view fed locally answers from the actor without subscribing to observations on the bus', async () => {
+    const bus = new InProcessBus();
+    const own = new Subject<ObservationBatch>();
+    const reading: OwnerReading = { status: 'complete', records: [terminal(1), terminal(2)] };
+    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => own.next(b) });
+    const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 3_600_000, owners: ['router'], now: () => T0 + 2000, local: own });
+    view.start();
+    assert.equal(bus.hasInterest('svc.v1.node-a.obs.router'), false);
+    await actor.step(true);
+    const res = view.query({ active_only: false, recent_seconds: 86_400, limit: 100 });
+    assert.equal(res.status, 'complete');
+    assert.deepEqual(res.sources[0]!.records.map((r) => r.id).sort(), [terminal(1).id, terminal(2).id].sort());
+    view.stop();
   });
 });
