@@ -26,6 +26,8 @@ export interface ActiveRequest {
   upstreamPromptTokens: number | null;
   upstreamCompletionTokens: number | null;
   readonly sessionId: string | undefined;
+  /** When it began waiting in its alias's admission queue (null: it never queued). */
+  queuedAt: number | null;
 }
 
 /** The `?active=1` view of one request (docs/api.md). */
@@ -218,7 +220,8 @@ function summarize(a: ActiveRequest, now: number): ActiveSummary {
     started_at: new Date(a.startedAt).toISOString(),
     elapsed_ms: Math.max(0, now - a.startedAt),
     since_upstream_activity_ms: a.lastUpstreamAt === null ? null : Math.max(0, now - a.lastUpstreamAt),
-    admission_wait_ms: a.admissionWaitMs,
+    // Still queued: the wait so far.
+    admission_wait_ms: a.admissionWaitMs ?? (a.queuedAt !== null ? Math.max(0, now - a.queuedAt) : null),
     tokens: {
       prompt_estimated: a.estimatedPromptTokens,
       completion_estimated: a.estimatedCompletionTokens,

@@ -1,5 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 
@@ -43,6 +44,20 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     return503OnClosing: true,
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
+    // fixed problem, never Fastify's text with the URL in it.
+    frameworkErrors: (err, _req, reply) => {
+      const sc = (err as Error & { statusCode?: unknown }).statusCode;
+      void sendProblem(reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
+    },
+    clientErrorHandler: answerClientError,
+  });
+  // Which methods each route pattern has: a known path asked with another method is a 405.
+  const routes: { readonly match: RegExp; readonly method: string }[] = [];
+  app.addHook('onRoute', (r) => {
+    const methods = Array.isArray(r.method) ? r.method : [r.method];
+    const match = patternRegExp(r.url ?? r.path);
+    for (const method of methods) routes.push({ match, method: String(method).toUpperCase() });
   });
   app.setErrorHandler((err: Error, req, reply) => {
     if (err instanceof SvcError) return sendProblem(reply, err.code);
@@ -55,7 +70,13 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
   // JSON only: a text/plain body is a 415, not a string handed to the route.
   app.removeContentTypeParser('text/plain');
-  app.setNotFoundHandler((_req, reply) => sendProblem(reply, ErrorCode.NOT_FOUND));
+  app.setNotFoundHandler((req, reply) => {
+    const q = req.url.indexOf('?');
+    const path = q < 0 ? req.url : req.url.slice(0, q);
+    const allowed = allowedMethods(routes, path);
+    if (allowed.length === 0) return sendProblem(reply, ErrorCode.NOT_FOUND);
+    return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
+  });
   app.addHook('onResponse', (req, reply, done) => {
     req.log.info(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
@@ -64,6 +85,39 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     done();
   });
   return app;
+}
+
+/** A route pattern (`/v1/requests/:id`, `/static/*`) as a whole-path matcher. */
+function patternRegExp(pattern: string): RegExp {
+  const body = pattern
+    .split('/')
+    .map((seg) => (seg === '*' ? '.*' : seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${body}$`);
+}
+
+/** Methods some route serves at this path (HEAD comes with GET in Fastify). */
+export function allowedMethods(routes: readonly { readonly match: RegExp; readonly method: string }[], path: string): string[] {
+  const out = new Set<string>();
+  for (const r of routes) if (r.match.test(path)) out.add(r.method);
+  return [...out].sort();
+}
+
+const CLIENT_ERROR = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
+const CLIENT_ERROR_RESPONSE =
+  `HTTP/1.1 400 Bad Request\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(CLIENT_ERROR)}\r\nconnection: close\r\n\r\n${CLIENT_ERROR}`;
+
+/**
+ * A request node:http could not parse (a malformed request line or header, a control
+ * character in a header value, headers too large, headers never finished): the fixed 400
+ * problem, then the connection closes. Nothing of the request is echoed or logged.
+ */
+function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // Only when no answer is already on its way on this connection.
+  const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !current?.headersSent) socket.end(CLIENT_ERROR_RESPONSE);
+  socket.destroy();
 }
 
 /** Starts listening and writes the contract's one `listening` line with the URL. */

@@ -6,7 +6,7 @@ import { RouterRegistry, logWriteError } from '../actors/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, ErrorCode } from '../errors.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
 import type { RouteName } from '../schema/terminal-record.js';
 import type { Bus } from '../streams/bus.js';
@@ -22,7 +22,9 @@ import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
 import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
+import { refuseUpload, sendRawProblem } from './router/relay-support.js';
 import type { ServerDeps } from './server-deps.js';
+import type { Logger } from 'pino';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -31,6 +33,17 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/rerank', 'rerank'],
   ['/v1/audio/transcriptions', 'audio.transcriptions'],
 ]);
+
+/**
+ * The last line of defence for a relay that threw where nothing expected it: one log line
+ * (the error's name only) and a fixed problem, never an unhandled rejection that ends the
+ * process with every request in flight.
+ */
+function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
+  log.error({ err: { name: (err as Error)?.name } }, 'relay failed unexpectedly');
+  if (!res.headersSent) sendRawProblem(res, ErrorCode.INTERNAL);
+  else res.destroy();
+}
 
 export interface RouterHandle {
   readonly url: string;
@@ -66,7 +79,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const registry = new RouterRegistry({
     host: cfg.hostId, bufferSize: cfg.bufferSize, log: decisionLog, logger: log, onFinish: (model) => metrics?.finished(model),
   });
-  metrics = new RouterMetrics(registry);
+  metrics = new RouterMetrics(registry, cfg.models.map((m) => m.alias));
   const upstreams = new Map<string, Upstream>();
   const pools: Pool[] = [];
   for (const m of cfg.models) {
@@ -108,9 +121,13 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       createServer({ keepAliveTimeout: 65_000 }, (req: IncomingMessage, res: ServerResponse) => {
         const q = req.url?.indexOf('?') ?? -1;
         const path = q < 0 ? req.url : req.url!.slice(0, q);
-        const route = req.method === 'POST' && path ? INFERENCE.get(path) : undefined;
-        if (route) void relayInference(req, res, route, ctx);
-        else handler(req, res);
+        const route = path ? INFERENCE.get(path) : undefined;
+        if (route === undefined) handler(req, res);
+        else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
+        else {
+          res.setHeader('allow', 'POST');
+          refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
+        }
       }),
   });
   await app.register(routerRoutes, {

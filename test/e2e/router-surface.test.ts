@@ -48,6 +48,8 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(m.status, 200);
     const text = await m.text();
     assert.match(text, /^svc_router_requests_total\{model="chat"\} \d+$/m);
+    // Every configured alias has an in-flight series, 0 when idle: a readable zero, not an absent figure.
+    assert.match(text, /^svc_router_active_requests\{model="embedder"\} 0$/m);
     assert.doesNotMatch(text, /req_[0-9a-f]{32}|trace-|legacy-|sess-/);
     for (const line of text.split('\n').filter((l) => l.startsWith('svc_router_') && l.includes('{'))) {
       assert.match(line, /^svc_router_\w+\{model="[^"]+"\} \S+$/, line);

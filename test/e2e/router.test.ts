@@ -214,13 +214,13 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.deepEqual([(await record(busyId)).outcome, (await record(busyId)).status_code], ['rejected', 429]);
   });
 
-  it('an upstream that fails its readiness check: 503 problem, record rejected, nothing dispatched', async () => {
+  it('an upstream that fails its readiness check: 502 problem (an upstream failure on an inference route), record rejected, nothing dispatched', async () => {
     const res = await chat('hello', {}, {}, 'down');
     const id = gidOf(res);
-    await assertProblem(res, 503, 'unavailable');
+    await assertProblem(res, 502, 'upstream-failed');
     const r = await record(id);
     assert.equal(r.outcome, 'rejected');
-    assert.equal(r.status_code, 503);
+    assert.equal(r.status_code, 502);
     assert.equal(typeof r.readiness_check_ms, 'number');
     assert.equal(r.upstream_duration_ms, null);
     assert.equal(r.finish_reason, null);

@@ -22,12 +22,14 @@ export class RouterMetrics {
   private readonly requests: Counter<'model'>;
   private readonly byModel = new Map<string, { inc(): void }>();
 
-  constructor(reg: RouterRegistry) {
+  /** `aliases`: the configured model aliases; each has an in-flight series, 0 when idle (a readable zero, not an absent figure). */
+  constructor(reg: RouterRegistry, aliases: readonly string[] = []) {
     this.requests = new Counter({ name: 'svc_router_requests_total', help: 'Requests that reached a terminal record, by model alias', labelNames: ['model'], registers: [this.registry] });
     new Gauge({
       name: 'svc_router_active_requests', help: 'Requests in flight in router memory', labelNames: ['model'], registers: [this.registry],
       collect() {
         this.reset();
+        for (const model of aliases) this.set({ model }, 0);
         for (const a of reg.active.values()) this.inc({ model: a.model });
       },
     });

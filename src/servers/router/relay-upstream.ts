@@ -84,6 +84,7 @@ export async function pipeUpstream(
     x.statusCode = status;
     if (/^text\/event-stream/i.test(ctype)) {
       x.streaming = true;
+      x.answered = true;
       res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache' });
       try {
         for await (const chunk of upRes.body as AsyncIterable<Buffer>) {
@@ -131,6 +132,7 @@ export async function pipeUpstream(
     }
     const endAt = performance.now();
     x.upstreamEndAt = endAt;
+    x.answered = true;
     // The answer goes to the client first; what the record needs from it is read afterwards,
     // as of when it arrived.
     const observed = x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';

@@ -59,6 +59,8 @@ export interface Exchange {
   promptEstimate: number | null;
   streaming: boolean;
   finishOverride: FinishReason | null;
+  /** The upstream's answer was seen: an SSE stream began, or a whole body arrived. */
+  answered: boolean;
 }
 
 const monotonicNow = (): number => performance.now();
@@ -72,13 +74,29 @@ function opaque(v: string | string[] | undefined): string | undefined {
 }
 
 /**
+ * The session: `X-Svc-Session-Id`, or `X-Session-Affinity` only when the first is absent (a
+ * malformed first header means no session, not the second one).
+ */
+function sessionOf(h: IncomingMessage['headers']): string | undefined {
+  const first = h['x-svc-session-id'];
+  return first !== undefined ? opaque(first) : opaque(h['x-session-affinity']);
+}
+
+/** JSON text of a parsed body, or undefined when it nests deeper than the serializer can go. */
+function stringifyBounded(v: unknown): string | undefined {
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * One inference request through the router: authenticate, identify, route by alias, check
  * readiness, admit, relay to the upstream (streaming chunk by chunk), and leave exactly one
  * terminal record, whatever happens. Never stores prompt or response text.
  */
 export async function relayInference(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): Promise<void> {
-  const t0 = performance.now();
-  const startedAt = Date.now();
   if (!ctx.keys.accepts(req.headers.authorization)) return refuseUpload(req, res, ErrorCode.UNAUTHENTICATED);
   const gid = newGatewayId();
   // Set once here: every answer to this request, errors and successes alike, carries it.
@@ -94,6 +112,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   } catch (err) {
     return refuseUpload(req, res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT);
   }
+  // Backend entry: the request is here whole. The client's upload time is not the router's.
+  const t0 = performance.now();
+  const startedAt = Date.now();
   let parsed: Record<string, unknown> | undefined;
   let alias: unknown;
   if (isAudio) alias = multipartField(body, ct, 'model');
@@ -118,7 +139,12 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     const prepared = prepareBody(parsed, up.route, isText);
     if (!prepared) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
     outputLimit = prepared.outputLimit;
-    if (prepared.rewrite) outBody = Buffer.from(JSON.stringify(parsed));
+    if (prepared.rewrite) {
+      // A body nested deeper than the serializer's stack can go is not a request any engine takes.
+      const text = stringifyBounded(parsed);
+      if (text === undefined) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+      outBody = Buffer.from(text);
+    }
   } else if (up.route.upstreamModel !== up.route.alias) {
     // Multipart (audio): the engine's model name replaces the alias there too.
     const rewritten = replaceMultipartField(body, ct, 'model', up.route.upstreamModel);
@@ -140,12 +166,13 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     estimatedCompletionTokens: 0,
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
-    sessionId: opaque(req.headers['x-svc-session-id']) ?? opaque(req.headers['x-session-affinity']),
+    sessionId: sessionOf(req.headers),
+    queuedAt: null,
   };
   const x: Exchange = {
     a, route, t0, obs: new StreamObserver(monotonicNow), readinessMs: null, admissionWaitMs: null, dispatchAt: null,
     upstreamEndAt: null, statusCode: 0, outcome: 'error', outputLimit, promptEstimate: a.estimatedPromptTokens,
-    streaming: parsed?.['stream'] === true, finishOverride: null,
+    streaming: parsed?.['stream'] === true, finishOverride: null, answered: false,
   };
   const lineage = { workbench_run_id: opaque(req.headers['x-svc-workbench-run-id']), task_id: opaque(req.headers['x-svc-task-id']) };
   ctx.registry.begin(a);
@@ -166,13 +193,18 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     const ready = typeof check === 'boolean' ? check : await check;
     x.readinessMs = performance.now() - r0;
     if (!ready) {
+      // Refused before dispatch (outcome rejected), but for the client an upstream failure.
       x.outcome = 'rejected';
-      x.statusCode = 503;
-      return sendRawProblem(res, ErrorCode.UNAVAILABLE);
+      x.statusCode = 502;
+      return sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
     }
     const q0 = performance.now();
     try {
-      if (!up.admission.tryAcquire()) await up.admission.acquire(abort);
+      if (!up.admission.tryAcquire()) {
+        // Waiting in the alias's queue: `?active=1` shows the wait as it grows.
+        a.queuedAt = Date.now();
+        await up.admission.acquire(abort);
+      }
       admitted = true;
     } catch (err) {
       x.admissionWaitMs = performance.now() - q0;
@@ -201,7 +233,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (admitted) up.admission.release();
     const finishedMs = Math.max(Date.now(), a.startedAt);
     ctx.registry.finish(a, terminalRecord(x, ctx, lineage, finishedMs), finishedMs);
-    ctx.logger.debug({ gateway_request_id: gid, outcome: x.outcome, status: x.statusCode }, 'request finished');
+    // Every request that did not succeed leaves one line an operator can search by id.
+    if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
+    else ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
   }
 }
 
@@ -247,11 +281,14 @@ function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run
   const isText = x.route === 'chat.completions' || x.route === 'completions';
   const dispatched = x.dispatchAt !== null;
   const completionFromUpstream = o.completionTokens !== null;
+  // Output is estimated only from an answer that was seen (a stream that began, a body that
+  // arrived): a request cut off before that did unknown engine work, not zero.
+  const estimable = isText && dispatched && x.answered && x.statusCode < 400;
   const usage: Usage = {
     prompt_tokens: o.promptTokens ?? (isText && dispatched ? x.promptEstimate : null),
-    completion_tokens: completionFromUpstream ? o.completionTokens : isText && dispatched && x.statusCode < 400 ? (x.streaming ? o.fragments : estimateTokens(o.contentChars)) : null,
+    completion_tokens: completionFromUpstream ? o.completionTokens : estimable ? (x.streaming ? o.fragments : estimateTokens(o.contentChars)) : null,
     prompt_source: o.promptTokens !== null ? 'upstream' : isText && dispatched && x.promptEstimate !== null ? 'estimated' : 'unknown',
-    completion_source: completionFromUpstream ? 'upstream' : isText && dispatched && x.statusCode < 400 ? 'estimated' : 'unknown',
+    completion_source: completionFromUpstream ? 'upstream' : estimable ? 'estimated' : 'unknown',
   };
   if (x.route === 'embeddings' || x.route === 'rerank') {
     // Legacy shape: these routes report usage only as the engine gives it.

@@ -122,19 +122,26 @@ export function estimateTokens(chars: number): number {
   return Math.ceil(chars / 4);
 }
 
-/** Characters of the text a chat or completion request sends, without keeping any of it. */
+/** Content nested deeper than this is not text a model reads; the estimate stops there. */
+const MAX_CONTENT_DEPTH = 16;
+
+/**
+ * Characters of the text a chat or completion request sends, without keeping any of it.
+ * Bounded in depth: a body nested thousands deep costs no stack.
+ */
 export function promptChars(body: Record<string, unknown>): number {
   let n = 0;
-  const count = (v: unknown): void => {
+  const count = (v: unknown, depth: number): void => {
     if (typeof v === 'string') n += v.length;
-    else if (Array.isArray(v)) for (const x of v) count(x);
+    else if (depth >= MAX_CONTENT_DEPTH) return;
+    else if (Array.isArray(v)) for (const x of v) count(x, depth + 1);
     else if (v && typeof v === 'object') {
       const o = v as Record<string, unknown>;
       if (typeof o['text'] === 'string') n += (o['text'] as string).length;
-      else if ('content' in o) count(o['content']);
+      else if ('content' in o) count(o['content'], depth + 1);
     }
   };
-  if (Array.isArray(body['messages'])) for (const m of body['messages']) count((m as Record<string, unknown>)?.['content']);
-  count(body['prompt']);
+  if (Array.isArray(body['messages'])) for (const m of body['messages']) count((m as Record<string, unknown>)?.['content'], 0);
+  count(body['prompt'], 0);
   return n;
 }

@@ -1,0 +1,199 @@
+/**
+ * The router at its edges, as real processes at the default log level: bodies nested deeper
+ * than any stack, slow uploads, clients that leave before the answer, wrong methods, URLs the
+ * framework cannot route, session header precedence, a request waiting in the admission queue
+ * and the log line every failed request leaves.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
+import { GID, PROBLEM, raw, user } from '../support/router-e2e.js';
+import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
+import { eventually } from '../support/processes.js';
+
+const T = { timeout: 120_000 };
+
+describe('router edges (real processes, default log level)', T, () => {
+  let h: RouterHarness;
+  before(async () => {
+    h = await startRouterHarness({
+      models: [
+        { alias: 'chat', max_output_tokens: 16 },
+        { alias: 'plain', max_output_tokens: 64 },
+        { alias: 'one', max_concurrency: 1, max_queue: 1 },
+        { alias: 'down', upstream: 'http://127.0.0.1:1/v1' },
+      ],
+      server: { max_body_bytes: 1_048_576 },
+    });
+  });
+  after(async () => h?.stop());
+
+  const post = (path: string, body: string | object, headers: Record<string, string> = {}, signal?: AbortSignal) =>
+    fetch(`${h.routerUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', ...headers },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+      signal: signal ?? AbortSignal.timeout(10_000),
+    });
+  const record = async (id: string): Promise<TerminalRecord> => {
+    const r = await eventually(async () => {
+      const got = await h.lookup(id);
+      return got.status === 200 ? got : undefined;
+    }, 3000, 20);
+    assert.ok(checkTerminalRecord.Check(r.body.request));
+    return r.body.request as TerminalRecord;
+  };
+  const problem = async (res: Response, status: number, slug: string): Promise<string> => {
+    assert.equal(res.status, status);
+    assert.match(res.headers.get('content-type') ?? '', PROBLEM);
+    const text = await res.text();
+    const body = JSON.parse(text) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(body).sort(), ['status', 'title', 'type']);
+    assert.deepEqual([body['type'], body['status']], [`urn:svc-serving:problem:${slug}`, status]);
+    return text;
+  };
+  const alive = async (): Promise<void> => {
+    assert.equal(h.router.proc.exitCode, null, 'the router process is still running');
+    const res = await post('/v1/chat/completions', { model: 'chat', messages: user('still there?') });
+    assert.equal(res.status, 200);
+    await res.text();
+  };
+
+  it('a body nested thousands deep is refused or relayed, and never takes the router down', async () => {
+    const nested = (depth: number, model: string, extra = '') =>
+      `{"model":"${model}"${extra},"messages":[{"role":"user","content":${'['.repeat(depth)}${']'.repeat(depth)}}]}`;
+    // The alias's output ceiling is filled in, so the body is serialized again: too deep for that.
+    const res = await post('/v1/chat/completions', nested(5_000, 'chat'));
+    assert.match(res.headers.get('x-svc-request-id') ?? '', GID);
+    await problem(res, 400, 'invalid-input');
+    // Passed through as sent (nothing to rewrite): the prompt estimate must not recurse either.
+    const deep = await post('/v1/chat/completions', nested(100_000, 'plain', ',"max_tokens":8'));
+    await deep.arrayBuffer();
+    assert.ok(deep.status < 500 || deep.status === 502, `answered ${deep.status}`);
+    await alive();
+  });
+
+  it('latency excludes the client upload: a body sent over a second is measured from its arrival', async () => {
+    const body = Buffer.from(JSON.stringify({ model: 'chat', messages: user('slow upload sim:ttft_ms=0') }));
+    const url = new URL(h.routerUrl);
+    const started = Date.now();
+    const { id, status } = await new Promise<{ id: string; status: number }>((resolve, reject) => {
+      const req = request(
+        { host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'content-length': body.byteLength } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ id: String(res.headers['x-svc-request-id']), status: res.statusCode ?? 0 }));
+        },
+      );
+      req.on('error', reject);
+      const parts = 4;
+      const size = Math.ceil(body.byteLength / parts);
+      let i = 0;
+      const next = (): void => {
+        const chunk = body.subarray(i * size, (i + 1) * size);
+        i++;
+        if (i >= parts) req.end(chunk);
+        else {
+          req.write(chunk);
+          setTimeout(next, 300);
+        }
+      };
+      next();
+    });
+    assert.equal(status, 200);
+    assert.ok(Date.now() - started >= 900, 'the upload itself took about a second');
+    const r = await record(id);
+    assert.ok(r.latency_ms !== null && r.latency_ms < 600, `latency_ms ${r.latency_ms} leaves the upload out`);
+    assert.ok(r.time_to_first_content_ms !== null && r.time_to_first_content_ms < 600);
+    const span = Date.parse(r.finished_at) - Date.parse(r.started_at);
+    assert.ok(span < 600, `started_at is the backend entry too (${span} ms)`);
+  });
+
+  it('a client that leaves before a buffered answer arrives: completion count unknown, not an estimated zero', async () => {
+    const url = new URL(h.routerUrl);
+    const body = JSON.stringify({ model: 'chat', messages: user('sim:ttft_ms=1500'), stream: false });
+    const rid = `legacy-abort-${Date.now()}`;
+    const text = `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nX-Request-Id: ${rid}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const { connect } = await import('node:net');
+    await new Promise<void>((resolve) => {
+      const sock = connect(Number(url.port), url.hostname, () => {
+        sock.write(text);
+        setTimeout(() => sock.destroy(), 300);
+      });
+      sock.on('close', () => resolve());
+      sock.on('error', () => undefined);
+    });
+    const r = await record(rid);
+    assert.equal(r.outcome, 'disconnected');
+    assert.equal(r.status_code, 0);
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [null, 'unknown']);
+    assert.equal(r.usage.prompt_source, 'estimated', 'the prompt was sent: its estimate stands');
+  });
+
+  it('wrong methods on known routes are 405 with Allow; unknown paths stay 404', async () => {
+    const get = await fetch(`${h.routerUrl}/v1/chat/completions`, { headers: { authorization: `Bearer ${h.key}` } });
+    await problem(get, 405, 'method-not-allowed');
+    assert.equal(get.headers.get('allow'), 'POST');
+    const models = await post('/v1/models', {});
+    await problem(models, 405, 'method-not-allowed');
+    assert.equal(models.headers.get('allow'), 'GET, HEAD');
+    const del = await fetch(`${h.routerUrl}/v1/requests/req_${'0'.repeat(32)}`, { method: 'DELETE', headers: { authorization: `Bearer ${h.key}` } });
+    await problem(del, 405, 'method-not-allowed');
+    await problem(await fetch(`${h.routerUrl}/v1/nope`), 404, 'not-found');
+  });
+
+  it('URLs the framework cannot route are the fixed 400 problem, never echoing the URL or query', async () => {
+    const url = new URL(h.routerUrl);
+    for (const path of ['/v1/requests/%zz?token=SECRETQ', `/v1/requests/${'a'.repeat(600)}?token=SECRETQ`, '/nope/%zz?token=SECRETQ']) {
+      const answer = await raw(url, `GET ${path} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 400 /, path);
+      assert.match(answer, /content-type: application\/problem\+json; charset=utf-8/i);
+      assert.ok(!answer.includes('SECRETQ') && !answer.includes('%zz') && !answer.includes('aaaa'), answer);
+    }
+  });
+
+  it('X-Session-Affinity is the session only when X-Svc-Session-Id is absent, not when it is malformed', async () => {
+    const a = await post('/v1/chat/completions', { model: 'chat', messages: user('s1') }, { 'x-svc-session-id': 'bad session', 'x-session-affinity': 'aff-2' });
+    const ra = await record(String(a.headers.get('x-svc-request-id')));
+    await a.text();
+    assert.equal(ra.session_id, undefined);
+    const b = await post('/v1/chat/completions', { model: 'chat', messages: user('s2') }, { 'x-session-affinity': 'aff-2' });
+    await b.text();
+    assert.equal((await record(String(b.headers.get('x-svc-request-id')))).session_id, 'aff-2');
+  });
+
+  it('a request waiting in the admission queue shows its wait growing in ?active=1', async () => {
+    const first = await post('/v1/chat/completions', { model: 'one', stream: true, messages: user('sim:tokens=60 sim:token_delay_ms=25') });
+    const firstId = String(first.headers.get('x-svc-request-id'));
+    const second = post('/v1/chat/completions', { model: 'one', messages: user('queued one') });
+    const queued = await eventually(async () => {
+      const r = (await (await h.get('/v1/requests?active=1')).json()) as { requests: Array<Record<string, unknown>> };
+      const q = r.requests.find((x) => x['request_id'] !== firstId && x['model'] === 'one');
+      return q && typeof q['admission_wait_ms'] === 'number' && (q['admission_wait_ms'] as number) >= 100 ? q : undefined;
+    }, 3000, 25);
+    assert.equal(queued['phase'], 'checking');
+    await first.text();
+    const done = await second;
+    assert.equal(done.status, 200);
+    const r = await record(String(done.headers.get('x-svc-request-id')));
+    assert.ok(r.admission_wait_ms !== null && r.admission_wait_ms >= 100);
+  });
+
+  it('every request that did not succeed leaves a log line with its gateway_request_id at the default level', async () => {
+    const res = await post('/v1/chat/completions', { model: 'down', messages: user('hello') });
+    const id = String(res.headers.get('x-svc-request-id'));
+    await problem(res, 502, 'upstream-failed');
+    const line = await eventually(() => h.routerOutput().split('\n').find((l) => l.includes(id)), 3000, 20);
+    const parsed = JSON.parse(line) as Record<string, unknown>;
+    assert.equal(parsed['gateway_request_id'], id);
+    assert.equal(parsed['outcome'], 'rejected');
+    assert.equal(parsed['model'], 'down');
+    // Successes stay out of the log at this level (one line per success would be the log's whole volume).
+    const ok = await post('/v1/chat/completions', { model: 'chat', messages: user('fine') });
+    const okId = String(ok.headers.get('x-svc-request-id'));
+    await ok.text();
+    await record(okId);
+    assert.ok(!h.routerOutput().includes(okId));
+  });
+});
