@@ -7,6 +7,7 @@ export const ErrorCode = {
   INVALID_INPUT: 'SVC_ERR_INVALID_INPUT',
   UNAUTHENTICATED: 'SVC_ERR_UNAUTHENTICATED',
   FORBIDDEN: 'SVC_ERR_FORBIDDEN',
+  ORIGIN_REFUSED: 'SVC_ERR_ORIGIN_REFUSED',
   NOT_FOUND: 'SVC_ERR_NOT_FOUND',
   METHOD_NOT_ALLOWED: 'SVC_ERR_METHOD_NOT_ALLOWED',
   BODY_TOO_LARGE: 'SVC_ERR_BODY_TOO_LARGE',
@@ -36,6 +37,7 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
   SVC_ERR_INVALID_INPUT: { status: 400, slug: 'invalid-input', title: 'Invalid input', exitCode: 2 },
   SVC_ERR_UNAUTHENTICATED: { status: 401, slug: 'unauthenticated', title: 'Missing or unknown credential', exitCode: 4 },
   SVC_ERR_FORBIDDEN: { status: 403, slug: 'forbidden', title: 'Credential lacks the required grant', exitCode: 4 },
+  SVC_ERR_ORIGIN_REFUSED: { status: 403, slug: 'forbidden', title: 'Host or Origin not allowed', exitCode: 4 },
   SVC_ERR_NOT_FOUND: { status: 404, slug: 'not-found', title: 'Not found', exitCode: 4 },
   SVC_ERR_METHOD_NOT_ALLOWED: { status: 405, slug: 'method-not-allowed', title: 'Method not allowed', exitCode: 4 },
   SVC_ERR_BODY_TOO_LARGE: { status: 413, slug: 'body-too-large', title: 'Request body too large', exitCode: 4 },
@@ -84,6 +86,12 @@ export class UnauthenticatedError extends SvcError {
 export class ForbiddenError extends SvcError {
   constructor() {
     super(ErrorCode.FORBIDDEN);
+  }
+}
+/** A Host or Origin header that does not name this server (DNS rebinding, cross-site pages). */
+export class OriginRefusedError extends SvcError {
+  constructor() {
+    super(ErrorCode.ORIGIN_REFUSED);
   }
 }
 export class NotFoundError extends SvcError {

@@ -1,4 +1,4 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { parseListen } from '../config/load-toml.js';
 import { runServer } from './run-server.js';
 
@@ -17,7 +17,11 @@ export function registerEngineCommands(program: Command): void {
   engine
     .command('sim')
     .description('an OpenAI-compatible engine stand-in with controllable timing (per-request sim:key=value directives in the prompt)')
-    .option('--listen <host:port>', 'address to listen on (port 0 picks a free port)', parseListenOption, parseListen('127.0.0.1:8001', 'engine sim'))
+    .addOption(
+      new Option('--listen <host:port>', 'address to listen on (port 0 picks a free port)')
+        .argParser(parseListenOption)
+        .default(parseListen('127.0.0.1:8001', 'engine sim'), '127.0.0.1:8001'),
+    )
     .option('--ttft-ms <n>', 'milliseconds before the first token', integer(0), 50)
     .option('--token-delay-ms <n>', 'milliseconds between tokens (0: all at once)', integer(0), 10)
     .option('--tokens <n>', 'tokens per completion', integer(0), 32)

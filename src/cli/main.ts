@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, type Option } from 'commander';
 import { PACKAGE_VERSION } from '../version.js';
 import { EXIT } from './run-server.js';
 import { registerControllerCommands } from './server-commands.js';
@@ -12,6 +12,7 @@ import { registerReadCommands } from './read-commands.js';
 import { registerDashboardCommand } from './dashboard-command.js';
 import { registerRecipeCommand } from './recipe-command.js';
 import { registerRecipeLifecycleCommands } from './recipe-lifecycle-command.js';
+import { TRACKED } from './settings.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -23,6 +24,7 @@ const USAGE_MESSAGES: Readonly<Record<string, string>> = {
   'commander.excessArguments': 'unexpected argument',
   'commander.invalidArgument': 'invalid option value',
   'commander.conflictingOption': 'conflicting options',
+  'svc.repeatedOption': 'an option was given more than once',
 };
 
 /** Builds the `svc-serving` program. */
@@ -46,6 +48,7 @@ export function buildProgram(): Command {
     for (const c of [cmd, ...cmd.commands]) {
       c.exitOverride().configureOutput({ outputError: () => {} });
       checkRequiredAfterUnknown(c);
+      for (const o of c.options) refuseRepeats(o);
     }
   }
   return program;
@@ -64,6 +67,23 @@ function checkRequiredAfterUnknown(cmd: Command): void {
     if (required.some((o) => self.getOptionValue(o.attributeName()) === undefined)) {
       self.error('a required option is missing', { code: 'commander.missingMandatoryOptionValue', exitCode: EXIT.usage });
     }
+  });
+}
+
+/**
+ * Commander lets the last of a repeated option win (`--port 1 --port 2` listens on 2); every
+ * option given twice is invalid usage instead (docs/api.md). Commander calls an option's
+ * parser once per occurrence, so the second call refuses the command line. Options whose
+ * command reports repeats itself (OptionTracker, for its --json error output) are left be.
+ */
+function refuseRepeats(o: Option): void {
+  const parse = o.parseArg as ((value: string, previous: unknown) => unknown) | undefined;
+  if (parse && (parse as { [TRACKED]?: boolean })[TRACKED]) return;
+  let seen = false;
+  o.argParser((value: string, previous: unknown) => {
+    if (seen) throw new CommanderError(EXIT.usage, 'svc.repeatedOption', 'an option was given more than once');
+    seen = true;
+    return parse ? parse(value, previous) : o.required || o.optional ? value : !o.negate;
   });
 }
 

@@ -45,7 +45,7 @@ export function describeOutcome(verb: 'apply' | 'stop', name: string, status: Re
   return `recipe ${name}: ${verb} ${state === 'failed' ? 'failed' : state}: ${why}${unknown}`;
 }
 
-const HELP_AFTER = `
+const helpAfter = (verb: 'apply' | 'stop'): string => `
 Runs through the node controller's lifecycle routes: plan (shown on stderr), confirmation
 (asked on a terminal, or --yes), apply, then the operation is followed to its end.
 Exit codes: 0 succeeded; 1 the operation failed or was interrupted; 2 usage, bad name or
@@ -53,11 +53,11 @@ confirmation missing; 4 the controller could not be asked or refused (credential
 recipe, no recipes directory).
 Example:
   export SVC_LIFECYCLE_TOKEN=...   # a credential with the node-admin:lifecycle grant
-  svc-serving recipe apply qwen-7b --controller-url http://127.0.0.1:8100 --auth-env SVC_LIFECYCLE_TOKEN --yes`;
+  svc-serving recipe ${verb} qwen-7b --controller-url http://127.0.0.1:8100 --auth-env SVC_LIFECYCLE_TOKEN --yes`;
 
 function register(recipe: Command, verb: 'apply' | 'stop', description: string): void {
   const cmd = recipe.command(verb).description(description).argument('<name>', 'recipe name (as in its file\'s `name`)');
-  confirmOptions(lifecycleOptions(cmd)).addHelpText('after', HELP_AFTER).action(async (name: string, f: LifecycleFlags) => {
+  confirmOptions(lifecycleOptions(cmd)).addHelpText('after', helpAfter(verb)).action(async (name: string, f: LifecycleFlags) => {
     if (!isRecipeName(name)) {
       process.stderr.write(`svc-serving: error: ${RECIPE_ERRORS.name}\n`);
       process.exitCode = EXIT.usage;

@@ -6,6 +6,13 @@ import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './http-read.js';
 import { checkOrigin, type SafeOrigin } from './origin-policy.js';
 import { UsageFailure } from './read-errors.js';
 
+/** Marks parsers that report repeats to an OptionTracker (refuseRepeatedOptions leaves them be). */
+export const TRACKED = Symbol('svc.trackedOption');
+function tracked<F extends object>(fn: F): F {
+  (fn as { [TRACKED]?: boolean })[TRACKED] = true;
+  return fn;
+}
+
 /**
  * Commander lets the last of a repeated option win; SPEC.md wants repeats rejected. Each
  * option's argParser reports here when it already had a value (for valueless flags commander
@@ -16,18 +23,18 @@ export class OptionTracker {
 
   /** An argParser that keeps the raw value and remembers a repeat. */
   value(): (raw: string, previous: unknown) => string {
-    return (raw, previous) => {
+    return tracked((raw: string, previous: unknown) => {
       if (previous !== undefined) this.repeated = true;
       return raw;
-    };
+    });
   }
 
   /** The same for a valueless flag (`--active-only`, `--json`, `--active`). */
   flag(): (raw: unknown, previous: unknown) => boolean {
-    return (_raw, previous) => {
+    return tracked((_raw: unknown, previous: unknown) => {
       if (previous !== undefined) this.repeated = true;
       return true;
-    };
+    });
   }
 
   /** Thrown when: some option was given twice (UsageFailure 'duplicate'). */

@@ -1,11 +1,16 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ensureLocalCredentials } from '../config/local-home.js';
+import { isHostId } from '../schema/primitives.js';
 import { runServer } from './run-server.js';
 
 function port(value: string): number {
   const n = /^[0-9]{1,5}$/.test(value) ? Number(value) : Number.NaN;
   if (!(n >= 0 && n <= 65535)) throw new InvalidArgumentError('expected a port');
   return n;
+}
+function hostId(value: string): string {
+  if (!isHostId(value)) throw new InvalidArgumentError('expected a host ID (1-64 ASCII letters, digits, "-" or "_"; first a letter)');
+  return value;
 }
 function natsUrl(value: string): string {
   if (!/^(nats|tls):\/\/[^\s@/]+$/.test(value)) throw new InvalidArgumentError('expected nats://HOST:PORT');
@@ -19,7 +24,7 @@ export function registerUpCommand(program: Command): void {
     .description('run a whole node in one process: engine sim, router and controller on the in-process bus (or NATS)')
     .option('--nats-url <url>', 'run the same node on NATS instead of the in-process bus', natsUrl)
     .option('--demo-traffic', 'keep a gentle stream of requests going so the inventory shows live work')
-    .option('--host-id <id>', 'this node\'s host ID', 'local')
+    .option('--host-id <id>', 'this node\'s host ID', hostId, 'local')
     .option('--router-port <port>', 'router port', port, 8000)
     .option('--controller-port <port>', 'controller port', port, 8100)
     .option('--dashboard-port <port>', 'dashboard port', port, 8200)

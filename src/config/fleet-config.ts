@@ -36,6 +36,8 @@ export interface FleetConfig {
 /** Reads a fleet controller configuration. Thrown when: invalid (ConfigError). */
 export function loadFleetConfig(path: string): FleetConfig {
   const { value, dir } = loadTomlConfig(path, FleetConfigSchema, 'fleet');
+  // A fleet of no nodes would answer "complete, nothing running": an idle fleet it cannot know.
+  if (value.nodes.length === 0) throw new ConfigError('fleet configuration: no [[nodes]] declared (a fleet needs at least one node)');
   const seen = new Set<string>();
   for (const n of value.nodes) {
     if (seen.has(n.host_id)) throw new ConfigError(`fleet configuration: node "${n.host_id}" is declared twice`);

@@ -89,10 +89,13 @@ export class JobService {
 
   /**
    * Records the operation as awaiting approval and returns the plan with a short-lived token.
-   * Thrown when (recipe commands, before any record is made): no recipes directory is
-   * configured or it cannot be read (UnavailableError); the recipe is unknown (NotFoundError).
+   * Thrown when (before any record is made): a benchmark or media submission on a node
+   * without router settings, or a recipe command without a readable recipes directory
+   * (UnavailableError: the request is valid, this node is not set up to serve it); the recipe
+   * is unknown (NotFoundError).
    */
   plan(command: Command): PlanResult {
+    if ((command.name === 'benchmark.start' || command.name === 'media.submit') && !this.router) throw new UnavailableError();
     const recipe = isRecipeCommand(command) ? this.requireRecipes().resolve(command.params.name) : undefined;
     const t = this.now();
     const opId = newId('op');
@@ -217,12 +220,12 @@ export class JobService {
   }
 
   private requireRouter(): RouterTarget {
-    if (!this.router) throw new InvalidInputError();
+    if (!this.router) throw new UnavailableError();
     return this.router;
   }
 
   private startJob(owner: 'benchmark' | 'media', total: number, run: (progress: (n: number) => void, signal: AbortSignal) => Promise<object>): string {
-    if (!this.router) throw new InvalidInputError();
+    if (!this.router) throw new UnavailableError();
     const id = newId(owner === 'benchmark' ? 'bench' : 'media');
     const store = this.stores[owner];
     this.insert(owner, { id, kind: owner, native_state: NATIVE.queued, total }, this.now());

@@ -1,7 +1,7 @@
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { ForbiddenError } from '../errors.js';
+import { OriginRefusedError } from '../errors.js';
 import { createHttpApp, listen, loopbackHosts } from './http-app.js';
 import { isLoopbackHost, telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
 import { ControllerReader } from './dashboard-reader.js';
@@ -55,13 +55,13 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   // DNS rebinding: on loopback, only Host values that name this server are served.
   let allowedHosts: ReadonlySet<string> | undefined;
   app.addHook('onRequest', async (req) => {
-    if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new ForbiddenError();
+    if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
   await app.register(fastifyWebsocket, { options: { maxPayload: MAX_MESSAGE_BYTES } });
   // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
   const sameOrigin = async (req: FastifyRequest): Promise<void> => {
     const origin = req.headers.origin;
-    if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new ForbiddenError();
+    if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new OriginRefusedError();
   };
   // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
   // hold the process past SIGTERM.

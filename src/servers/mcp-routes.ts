@@ -3,7 +3,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
-import { ErrorCode, ForbiddenError, SvcError } from '../errors.js';
+import { ErrorCode, OriginRefusedError, SvcError } from '../errors.js';
 import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { sendProblem } from './http-app.js';
@@ -35,7 +35,7 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
   const guardHostAndOrigin = (req: FastifyRequest): void => {
     const allowed = o.allowedHosts();
     const host = req.headers.host;
-    if (!host || !allowed.includes(host.toLowerCase())) throw new ForbiddenError();
+    if (!host || !allowed.includes(host.toLowerCase())) throw new OriginRefusedError();
     const origin = req.headers.origin;
     if (origin !== undefined) {
       let ok = false;
@@ -45,12 +45,17 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
       } catch {
         ok = false;
       }
-      if (!ok) throw new ForbiddenError();
+      if (!ok) throw new OriginRefusedError();
     }
   };
 
-  app.post('/mcp', async (req, reply) => {
+  // Host, Origin and credential are checked on arrival, before the body is parsed: a caller
+  // without a credential gets 401 whatever it sent (docs/api.md).
+  const onRequest = async (req: FastifyRequest): Promise<void> => {
     guardHostAndOrigin(req);
+    o.policy.identify(req.headers.authorization);
+  };
+  app.post('/mcp', { onRequest }, async (req, reply) => {
     // Any known client may connect; the tools it sees depend on its grants.
     const client = o.policy.identify(req.headers.authorization);
     const server = buildServer(o.tools, client);

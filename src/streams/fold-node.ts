@@ -8,6 +8,13 @@ import type { MirrorEntry, NodeSnapshot, SourceMirror } from './node-snapshot.js
 /** Terminal records older than this leave the mirror: no query can return them (CONTRACT.md window). */
 export const WINDOW_MS = 86_400_000;
 
+/**
+ * Observations dated further ahead of the node's clock than this are refused (counted as out
+ * of order): one batch or record from a wrong clock, or a forged one, would otherwise freeze
+ * its source or record as "fresh" until that date, since nothing older may replace it.
+ */
+export const MAX_FUTURE_SKEW_MS = 60_000;
+
 export type FoldEvent =
   | { readonly type: 'message'; readonly subject: string; readonly data: Uint8Array }
   | { readonly type: 'batch'; readonly batch: ObservationBatch }
@@ -28,21 +35,27 @@ export function foldNode(snap: NodeSnapshot, event: FoldEvent, now: number): Nod
         snap.version++;
         return snap;
       }
-      return foldBatch(snap, decoded.batch);
+      return foldBatch(snap, decoded.batch, now);
     }
     case 'batch':
-      return foldBatch(snap, event.batch);
+      return foldBatch(snap, event.batch, now);
     case 'tick':
       return expire(snap, now);
   }
 }
 
-/** Folds one already-decoded batch (its host and records were validated by decodeBatch). */
-export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch): NodeSnapshot {
+/**
+ * Folds one already-decoded batch (its host and records were validated by decodeBatch).
+ * `now` (the node's clock) bounds how far ahead of it an observation may be dated; without
+ * it (tests of the fold's order rules) no bound applies.
+ */
+export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: number): NodeSnapshot {
   const m = snap.sources[batch.owner];
   const observedMs = parseTimestamp(batch.source_timestamp);
-  // An older observation never moves the source backwards; a repeated or late delta is ignored.
-  if (observedMs < m.lastObservedMs || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
+  const latest = now === undefined ? Number.POSITIVE_INFINITY : now + MAX_FUTURE_SKEW_MS;
+  // An older observation never moves the source backwards; a repeated or late delta is
+  // ignored; one from the future is not believed.
+  if (observedMs < m.lastObservedMs || observedMs > latest || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
     snap.dropped.out_of_order++;
     snap.version++;
     return snap;
@@ -57,13 +70,13 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch): NodeSnap
     batch = whole;
   }
   if (batch.full) {
-    replaceWindow(m, batch.upserts);
+    replaceWindow(m, batch.upserts, latest);
     m.gap = false;
     m.overflow = false;
   } else {
     if (!m.heard) m.gap = true; // joined mid-stream: the window is unknown until a full batch
     for (const id of batch.removals) m.records.delete(id);
-    for (const r of batch.upserts) upsert(m, r);
+    for (const r of batch.upserts) upsert(m, r, latest);
   }
   m.heard = true;
   m.lastObservedMs = observedMs;
@@ -78,9 +91,10 @@ function entryOf(rec: WorkloadRecord): MirrorEntry {
   return { rec, updatedMs: parseTimestamp(rec.updated_at), sourceMs: parseTimestamp(rec.source_timestamp) };
 }
 
-/** Applies one record unless it would move the existing one backwards. */
-function upsert(m: SourceMirror, rec: WorkloadRecord): void {
+/** Applies one record unless it would move the existing one backwards or is dated after `latest`. */
+function upsert(m: SourceMirror, rec: WorkloadRecord, latest: number): void {
   const next = entryOf(rec);
+  if (next.updatedMs > latest || next.sourceMs > latest) return;
   const prev = m.records.get(rec.id);
   if (prev && !mayReplace(prev, next)) return;
   m.records.set(rec.id, next);
@@ -94,11 +108,11 @@ function mayReplace(prev: MirrorEntry, next: MirrorEntry): boolean {
   return true;
 }
 
-function replaceWindow(m: SourceMirror, upserts: readonly WorkloadRecord[]): void {
+function replaceWindow(m: SourceMirror, upserts: readonly WorkloadRecord[], latest: number): void {
   const incoming = new Set<string>();
   for (const r of upserts) {
     incoming.add(r.id);
-    upsert(m, r);
+    upsert(m, r, latest);
   }
   for (const id of m.records.keys()) if (!incoming.has(id)) m.records.delete(id);
 }

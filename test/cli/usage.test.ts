@@ -26,4 +26,39 @@ describe('usage errors of every command (built CLI)', () => {
     assert.equal(r!.code, 2);
     assert.match(r!.stderr, /unset or empty/);
   });
+
+  it('an option given twice is invalid usage on every command, also options that have a default', async () => {
+    const cases = [
+      ['dashboard', 'serve', '--port', '0', '--port', '1'],
+      ['dashboard', 'serve', '--host', '127.0.0.1', '--host', '127.0.0.2'],
+      ['up', '--router-port', '0', '--router-port', '0'],
+      ['up', '--demo-traffic', '--demo-traffic'],
+      ['engine', 'sim', '--listen', '127.0.0.1:0', '--listen', '127.0.0.1:0'],
+      ['router', 'serve', '--config', 'a.toml', '--config', 'b.toml'],
+      ['router', 'diagnose', '--active', '--active'],
+    ];
+    const results = await runCliBatch(cases.map((args) => ({ args })));
+    results.forEach((r, i) => {
+      assert.equal(r.code, 2, `${cases[i]!.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr + r.stdout, /given more than once/, cases[i]!.join(' '));
+      assert.deepEqual(r.uncaught, []);
+    });
+  });
+
+  it('up refuses a host ID outside the grammar before starting anything', async () => {
+    const results = await runCliBatch([['up', '--host-id', '1bad'], ['up', '--host-id', 'a'.repeat(65)], ['up', '--host-id', 'bad id']].map((args) => ({ args })));
+    for (const r of results) {
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /invalid option value/);
+      assert.ok(!r.stderr.includes('1bad') && !r.stderr.includes('bad id'));
+    }
+  });
+
+  it('help texts show plain defaults and the right command in examples', async () => {
+    const [sim, stop] = await runCliBatch([{ args: ['engine', 'sim', '--help'] }, { args: ['recipe', 'stop', '--help'] }]);
+    assert.match(sim!.stdout, /\(default: 127\.0\.0\.1:8001\)/);
+    assert.ok(!sim!.stdout.includes('{"host"'));
+    assert.match(stop!.stdout, /svc-serving recipe stop qwen-7b/);
+    assert.ok(!stop!.stdout.includes('recipe apply'));
+  });
 });

@@ -2,8 +2,11 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AuthorizationPolicy } from '../../src/auth/policy.js';
+import { ConfigError } from '../../src/errors.js';
 import { loadFleetConfig } from '../../src/config/fleet-config.js';
 import { loadNodeConfig } from '../../src/config/node-config.js';
 import { loadRouterConfig } from '../../src/config/router-config.js';
@@ -34,5 +37,11 @@ describe('deployment files stay valid', () => {
     assert.equal(AuthorizationPolicy.load(join(ROOT, 'deploy/policy.toml'), SECRETS).size, 1);
     assert.equal(loadRouterConfig(join(ROOT, 'examples/router.toml')).models[0]!.alias, 'qwen3-8b');
     assert.equal(loadNodeConfig(join(ROOT, 'examples/node.toml')).hostId, 'node-a');
+  });
+
+  it('a fleet configuration without nodes is refused: it could only answer "complete, nothing running"', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'svc-fleet-')), 'fleet.toml');
+    writeFileSync(file, '[fleet]\nlisten = "127.0.0.1:0"\nnats_url = "nats://127.0.0.1:4222"\nauthorization_policy = "policy.toml"\n');
+    assert.throws(() => loadFleetConfig(file), (err: unknown) => err instanceof ConfigError && /no \[\[nodes\]\]/.test(err.message));
   });
 });

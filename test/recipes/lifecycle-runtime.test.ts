@@ -147,10 +147,14 @@ describe('JobService runs recipe operations in the background with an honest ope
     }
   });
 
-  it('without a recipes directory the commands are unavailable (503) and no record is made', async () => {
+  it('without a recipes directory (or router settings) the commands are unavailable (503) and no record is made', async () => {
     const jobs = new JobService(mkdtempSync(join(tmpdir(), 'svc-state-')), undefined, pino({ level: 'silent' }));
     try {
       assert.throws(() => jobs.plan({ name: 'recipe.apply', params: { name: 'qwen-7b' } }), UnavailableError);
+      assert.equal(jobs.stores.controller.inStates(['awaiting_approval']).length, 0);
+      // Likewise a benchmark or media job on a node without router settings: refused at plan time.
+      assert.throws(() => jobs.plan({ name: 'benchmark.start', params: { model: 'm', requests: 1, concurrency: 1, prompt_tokens: 8, max_tokens: 8 } } as never), UnavailableError);
+      assert.throws(() => jobs.plan({ name: 'media.submit', params: { model: 'm', files: ['a.wav'] } } as never), UnavailableError);
       assert.equal(jobs.stores.controller.inStates(['awaiting_approval']).length, 0);
     } finally {
       await jobs.close();

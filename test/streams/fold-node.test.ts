@@ -41,6 +41,25 @@ describe('node fold', () => {
     assert.deepEqual(m.truncation, { returned: 1, omitted: 0 });
   });
 
+  it('a batch or record dated more than a minute ahead of the node is not believed: the source does not freeze', () => {
+    const future = T0 + 10 * 365 * 86_400_000;
+    const forged = rec(H, 'media', 'forged', { state: 'running', phase: 'running', at: future });
+    s = foldNode(s, msg(batch(H, 'media', { at: future, upserts: [forged] })), T0);
+    assert.equal(s.dropped.out_of_order, 1);
+    assert.equal(src(q(s, T0), 'media').status, 'unavailable', 'nothing believable was heard');
+    // The real actor's batches are folded as usual; a future record inside one is skipped.
+    const real = rec(H, 'media', 'real', { at: T0 });
+    s = foldNode(s, msg(batch(H, 'media', { at: T0, upserts: [real, forged] })), T0);
+    let m = src(q(s, T0 + 1000), 'media');
+    assert.equal(m.status, 'complete');
+    assert.deepEqual(m.records.map((r) => r.id), [real.id]);
+    // Within a minute of the node's clock is ordinary skew between hosts.
+    const soon = rec(H, 'media', 'soon', { at: T0 + 30_000 });
+    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 30_000, upserts: [real, soon] })), T0);
+    m = src(q(s, T0 + 31_000), 'media');
+    assert.deepEqual(m.records.map((r) => r.id).sort(), [real.id, soon.id].sort());
+  });
+
   it('a seq gap makes the source partial with unknown count until the next full batch', () => {
     s = foldNode(s, msg(batch(H, 'media', { upserts: [rec(H, 'media', 'a')] })), T0);
     s = foldNode(s, msg(batch(H, 'media', { seq: 3, full: false, upserts: [rec(H, 'media', 'b')] })), T0);
