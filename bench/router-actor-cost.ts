@@ -9,7 +9,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { OwnerActor } from '../src/actors/owner-actor.js';
-import { RouterRegistry, type ActiveRequest } from '../src/actors/router-registry.js';
+import { RouterRegistry, routerReading, type ActiveRequest } from '../src/actors/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../src/actors/window.js';
 import type { TerminalRecord } from '../src/schema/terminal-record.js';
 import { InProcessBus } from '../src/streams/in-process-bus.js';
@@ -45,10 +45,7 @@ async function measure(bufferSize: number, perStep: number, steps: number): Prom
   const bus = new InProcessBus();
   const actor = new OwnerActor({
     host: 'bench', owner: 'router', bus, staleAfterMs: 30_000, pollMs: 1000, minIntervalMs: 200,
-    read: () => {
-      const { records, omitted } = registry.workloadRecords(Date.now(), DEFAULT_WINDOW_CAP);
-      return { status: 'complete', records, omittedBefore: omitted, bounded: true };
-    },
+    read: () => routerReading(registry, Date.now(), DEFAULT_WINDOW_CAP),
   });
   for (let i = 0; i < bufferSize; i++) request(registry);
   await actor.step(true);

@@ -4,8 +4,14 @@ import { GENERATED_ID_RE, type RouteName, type TerminalRecord } from '../schema/
 import type { Truncation } from '../schema/envelopes.js';
 import { parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
-import type { Decision, DecisionLog } from '../servers/router/decision-log.js';
+import { DEFAULT_READ_BUDGET, type Decision, type DecisionLog } from '../servers/router/decision-log.js';
 import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from './router-mapping.js';
+import type { OwnerReading } from './window.js';
+
+/** Terminal work stays in the window this long (the largest `recent_seconds`). */
+const WINDOW_MS = 86_400_000;
+/** Decision-log bytes read per ring slot when the ring is refilled at start (records are ~0.7 KiB). */
+const RESTORE_BYTES_PER_RECORD = 2048;
 
 /** Records per `/v1/requests` query and `router diagnose` (SPEC.md Limits). */
 export const MAX_LOOKUP_RECORDS = 50;
@@ -64,6 +70,12 @@ export class RouterRegistry {
   /** Change notifications for the router actor (phase changes, new terminal records). */
   readonly changes = new Subject<void>();
   finishedTotal = 0;
+  /**
+   * `finished_at` (epoch ms) of the newest terminal record known to exist outside the ring
+   * (evicted, or left in the decision log at start): while it is within the last day, the
+   * window's count of left-out records is unknown.
+   */
+  private outsideNewestMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly opts: {
@@ -99,15 +111,75 @@ export class RouterRegistry {
   finish(a: ActiveRequest, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
     if (!this.active.delete(a.gid)) return;
     this.opts.log?.append(a.gid, record);
-    const entry: Buffered = { gid: a.gid, record, finishedMs, workload: mapTerminalRequest(this.opts.host, a.gid, record) };
-    const evicted = this.ring[this.head];
-    if (evicted) this.byGid.delete(evicted.gid);
-    this.ring[this.head] = entry;
-    this.head = (this.head + 1) % this.ring.length;
-    this.byGid.set(a.gid, entry);
+    this.hold(a.gid, record, finishedMs);
     this.finishedTotal++;
     this.opts.onFinish?.(record.model);
     this.changes.next();
+  }
+
+  /** Puts a terminal record in the ring; the one it replaces is counted as outside. */
+  private hold(gid: string, record: TerminalRecord, finishedMs: number): void {
+    const entry: Buffered = { gid, record, finishedMs, workload: mapTerminalRequest(this.opts.host, gid, record) };
+    const evicted = this.ring[this.head];
+    if (evicted) {
+      this.byGid.delete(evicted.gid);
+      if (evicted.finishedMs > this.outsideNewestMs) this.outsideNewestMs = evicted.finishedMs;
+    }
+    this.ring[this.head] = entry;
+    this.head = (this.head + 1) % this.ring.length;
+    this.byGid.set(gid, entry);
+  }
+
+  /**
+   * At start: refills the ring from the decision log with the newest terminal records of the
+   * last day (at most the buffer size, read within a bounded budget), so that the router's
+   * window after a restart holds what it held before. Records of that day it cannot hold, or
+   * could not read, make the window's left-out count unknown. Returns how many it restored.
+   */
+  restore(now = Date.now()): number {
+    const log = this.opts.log;
+    if (!log) return 0;
+    const horizon = now - WINDOW_MS;
+    const cap = this.ring.length;
+    const found: Decision[] = [];
+    const seen = new Set<string>();
+    let oldestFound = Number.POSITIVE_INFINITY;
+    const outside = (ms: number): void => {
+      if (ms > this.outsideNewestMs) this.outsideNewestMs = ms;
+    };
+    let result: { truncated: boolean };
+    try {
+      result = log.scan((d) => {
+        const ms = parseTimestamp(d.record.finished_at);
+        if (!(ms >= horizon)) return true; // newest first: the rest is older than the window
+        if (found.length >= cap) {
+          outside(ms);
+          return true;
+        }
+        // A record without a generated id (an older version's) or seen twice has no slot of its own.
+        if (d.gid === undefined || seen.has(d.gid)) {
+          if (d.gid === undefined) outside(ms);
+          return false;
+        }
+        seen.add(d.gid);
+        found.push(d);
+        if (ms < oldestFound) oldestFound = ms;
+        return false;
+      }, Math.min(cap * RESTORE_BYTES_PER_RECORD, DEFAULT_READ_BUDGET));
+    } catch (err) {
+      // Unreadable: nothing is restored and the day's records are of unknown number.
+      logWriteError(this.opts.logger, err);
+      outside(now);
+      return 0;
+    }
+    // The budget stopped the scan: older records of the day may be there, uncounted.
+    if (result.truncated) outside(Number.isFinite(oldestFound) ? oldestFound : now);
+    for (let i = found.length - 1; i >= 0; i--) {
+      const d = found[i]!;
+      this.hold(d.gid!, d.record, parseTimestamp(d.record.finished_at));
+    }
+    if (found.length > 0) this.changes.next();
+    return found.length;
   }
 
   /** Writes the decisions queued for the log; called before anything hands a record out. */
@@ -187,12 +259,12 @@ export class RouterRegistry {
    * terminal ones up to `cap`; `omitted` counts buffered terminal records of the last day
    * left out (an exact count: the buffer is in memory).
    */
-  workloadRecords(now: number, cap: number): { records: WorkloadRecord[]; omitted: number } {
+  workloadRecords(now: number, cap: number): { records: WorkloadRecord[]; omitted: number | null } {
     this.persist();
     const records: WorkloadRecord[] = [];
     for (const a of this.active.values()) records.push(mapActiveRequest(this.opts.host, a, now));
     let omitted = 0;
-    const horizon = now - 86_400_000;
+    const horizon = now - WINDOW_MS;
     // A plain loop over the ring, newest first (this runs over the whole ring every step).
     const ring = this.ring;
     const n = ring.length;
@@ -202,8 +274,15 @@ export class RouterRegistry {
       if (records.length < cap) records.push(e.workload);
       else omitted++;
     }
-    return { records, omitted };
+    // Terminal records of the day that the ring no longer holds: their number is not kept.
+    return { records, omitted: this.outsideNewestMs >= horizon ? null : omitted };
   }
+}
+
+/** The router owner's reading for its actor: the registry's window, bounded as published. */
+export function routerReading(registry: RouterRegistry, now: number, cap: number): OwnerReading {
+  const { records, omitted } = registry.workloadRecords(now, cap);
+  return { status: 'complete', records, omittedBefore: omitted ?? 0, countUnknown: omitted === null, bounded: true };
 }
 
 /** The one log line about a failed decision-log write: the error's name and code, nothing of the records. */

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { Subject } from 'rxjs';
 import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
-import { RouterRegistry, logWriteError } from '../actors/router-registry.js';
+import { RouterRegistry, logWriteError, routerReading } from '../actors/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
@@ -80,6 +80,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     host: cfg.hostId, bufferSize: cfg.bufferSize, log: decisionLog, logger: log, onFinish: (model) => metrics?.finished(model),
   });
   metrics = new RouterMetrics(registry, cfg.models.map((m) => m.alias));
+  // After a restart the window holds what it held before (the decision log's last day).
+  const restored = registry.restore();
+  if (restored > 0) log.info({ records: restored }, 'terminal records restored from the decision log');
   const upstreams = new Map<string, Upstream>();
   const pools: Pool[] = [];
   for (const m of cfg.models) {
@@ -105,10 +108,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const actor = new OwnerActor({
     host: cfg.hostId, owner: 'router', bus, staleAfterMs: cfg.staleAfterMs, pollMs: 1000, minIntervalMs: 200, logger: log,
     local: (batch) => own.next(batch),
-    read: () => {
-      const { records, omitted } = registry.workloadRecords(Date.now(), DEFAULT_WINDOW_CAP);
-      return { status: 'complete', records, omittedBefore: omitted, bounded: true };
-    },
+    read: () => routerReading(registry, Date.now(), DEFAULT_WINDOW_CAP),
   });
   const changesSub = registry.changes.subscribe(() => actor.notify());
   const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log, local: own });

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, readFileSync } from 'node:fs';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
+import { recordId } from '../../src/schema/record-id.js';
 
 const GID = /^req_[0-9a-f]{32}$/;
 
@@ -85,6 +86,14 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal(newestLegacy.output_limit?.requested, 3);
     assert.equal((await h.lookup(inflightId)).status, 404);
     assert.equal((await h.lookup(`req_${'ab'.repeat(16)}`)).status, 404, 'the torn line is not a record');
+
+    // The router's workload window holds the records of before the kill again (refilled from
+    // the decision log), not an empty "complete" inventory.
+    const wl = await h.get('/v1/workloads?owner=router&limit=200', h.readerToken);
+    assert.equal(wl.status, 200);
+    const inv = (await wl.json()) as { sources: Array<{ records: Array<{ id: string; state: string }> }> };
+    const terminal = inv.sources[0]!.records.filter((r) => r.state === 'terminal').map((r) => r.id);
+    for (const id of seen.keys()) assert.ok(terminal.includes(recordId('node-a', 'router', 'router-request', id)), `${id} is in the window after restart`);
 
     const hist = await h.get(`/v1/requests?session_id=${session}&history=1`);
     assert.equal(hist.status, 200);

@@ -1,0 +1,91 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
+import { recordId } from '../../src/schema/record-id.js';
+import { DecisionLog } from '../../src/servers/router/decision-log.js';
+import { gid, rec } from '../support/terminal-records.js';
+
+const HOUR = 3_600_000;
+
+function active(n: number, startedAt: number): ActiveRequest {
+  return {
+    gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt, phase: 'checking', phaseAt: startedAt,
+    lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
+    upstreamCompletionTokens: null, sessionId: undefined, queuedAt: null,
+  };
+}
+
+/** A registry over a fresh log; `finish(n, at)` ends request n at epoch ms `at`. */
+function setup(bufferSize: number, path = join(mkdtempSync(join(tmpdir(), 'svc-restore-')), 'd.jsonl')) {
+  const log = new DecisionLog(path, 1 << 22, 2);
+  log.open();
+  const reg = new RouterRegistry({ host: 'node-a', bufferSize, log });
+  return {
+    path,
+    log,
+    reg,
+    finish(n: number, at: number) {
+      const a = active(n, at - 10);
+      reg.begin(a);
+      reg.finish(a, rec({ request_id: gid(n), started_at: new Date(at - 10).toISOString(), finished_at: new Date(at).toISOString() }), at);
+    },
+  };
+}
+const ids = (recs: readonly { id: string }[]) => recs.map((r) => r.id);
+const wl = (n: number) => recordId('node-a', 'router', 'router-request', gid(n));
+
+describe('router registry: the window across evictions and restarts', () => {
+  it('a record of the day evicted from the ring makes the left-out count unknown, not zero', () => {
+    const now = Date.now();
+    const a = setup(2);
+    a.finish(1, now - 3 * HOUR);
+    a.finish(2, now - 2 * HOUR);
+    assert.deepEqual(a.reg.workloadRecords(now, 10), { records: a.reg.workloadRecords(now, 10).records, omitted: 0 });
+    assert.deepEqual(a.reg.workloadRecords(now, 1).omitted, 1, 'the cap leaves one out: an exact count');
+    a.finish(3, now - HOUR);
+    const w = a.reg.workloadRecords(now, 10);
+    assert.deepEqual(ids(w.records), [wl(3), wl(2)]);
+    assert.equal(w.omitted, null, 'request 1 finished within the day and is no longer held');
+    // A day after the evicted record finished, nothing of the window is missing any more.
+    assert.equal(a.reg.workloadRecords(now - 3 * HOUR + 86_400_001, 10).omitted, 0);
+    a.log.close();
+  });
+
+  it('a restart refills the window from the decision log: newest first, lookups served from memory again', () => {
+    const now = Date.now();
+    const a = setup(5);
+    a.finish(1, now - 30 * HOUR); // older than the window: stays in the log only
+    a.finish(2, now - 3 * HOUR);
+    a.finish(3, now - 2 * HOUR);
+    a.finish(4, now - HOUR);
+    a.log.close();
+
+    const b = setup(5, a.path);
+    assert.equal(b.reg.restore(now), 3);
+    const w = b.reg.workloadRecords(now, 10);
+    assert.deepEqual(ids(w.records), [wl(4), wl(3), wl(2)]);
+    assert.equal(w.omitted, 0, 'the whole day fitted');
+    assert.equal(b.reg.lookup(gid(3))?.request_id, gid(3));
+    assert.equal(b.reg.lookup(gid(1))?.request_id, gid(1), 'older records are still found in the log');
+    // New work lands on top of the restored records.
+    b.finish(5, now);
+    assert.deepEqual(ids(b.reg.workloadRecords(now, 10).records).slice(0, 2), [wl(5), wl(4)]);
+    b.log.close();
+  });
+
+  it('a day with more records than the ring holds: the newest are restored and the rest is an unknown count', () => {
+    const now = Date.now();
+    const a = setup(10);
+    for (let i = 1; i <= 6; i++) a.finish(i, now - (7 - i) * 60_000);
+    a.log.close();
+    const b = setup(3, a.path);
+    assert.equal(b.reg.restore(now), 3);
+    const w = b.reg.workloadRecords(now, 10);
+    assert.deepEqual(ids(w.records), [wl(6), wl(5), wl(4)]);
+    assert.equal(w.omitted, null);
+    b.log.close();
+  });
+});
