@@ -2,7 +2,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
+import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
+import { hasDuplicateKey } from '../schema/json-duplicates.js';
 
 export interface HttpAppOptions {
   readonly logger: Logger;
@@ -70,6 +71,18 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
   // JSON only: a text/plain body is a 415, not a string handed to the route.
   app.removeContentTypeParser('text/plain');
+  // Fastify's own JSON parser (it refuses __proto__ and constructor poisoning), plus one rule:
+  // a member named twice in an object is refused (CONTRACT.md: a repeated filter is rejected,
+  // not guessed; JSON.parse would keep the last one silently).
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    parseJson(req, body as string, (err: Error | null, value?: unknown) => {
+      if (err) done(err, undefined);
+      else if (hasDuplicateKey(body as string)) done(new InvalidInputError(), undefined);
+      else done(null, value);
+    });
+  });
   app.setNotFoundHandler((req, reply) => {
     const q = req.url.indexOf('?');
     const path = q < 0 ? req.url : req.url.slice(0, q);

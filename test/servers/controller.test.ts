@@ -79,6 +79,9 @@ describe('controller POST /tools/call', () => {
     ['out of range', { name: 'node_workloads', arguments: { limit: 1001 } }],
     ['wrong case', { name: 'node_workloads', arguments: { owner: 'Media' } }],
     ['array body', [1]],
+    ['repeated filter', '{"name":"node_workloads","arguments":{"limit":5,"limit":6}}'],
+    ['repeated filter, spelled with an escape', '{"name":"node_workloads","arguments":{"owner":"media","\\u006fwner":"router"}}'],
+    ['repeated member', '{"name":"node_workloads","name":"node_workloads","arguments":{}}'],
   ];
   for (const [name, body] of bad) {
     it(`400 problem+json for ${name}, echoing nothing`, async () => {

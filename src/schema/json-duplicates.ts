@@ -1,0 +1,40 @@
+/**
+ * True when some JSON object in `text` names the same member twice (`{"limit":5,"limit":6}`),
+ * comparing names after unescaping (`"limit"` and `"\u006cimit"` are the same name). JSON.parse
+ * keeps the last one silently; CONTRACT.md wants a repeated filter rejected, not guessed.
+ * Meant for text that JSON.parse accepts: on anything else the answer is not meaningful.
+ * One pass, no recursion (a body nested thousands deep costs no stack).
+ */
+export function hasDuplicateKey(text: string): boolean {
+  // One entry per open container: the member names seen so far, or null for an array.
+  const stack: (Set<string> | null)[] = [];
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x7b /* { */) stack.push(new Set());
+    else if (c === 0x5b /* [ */) stack.push(null);
+    else if (c === 0x7d /* } */ || c === 0x5d /* ] */) stack.pop();
+    else if (c === 0x22 /* " */) {
+      const start = i;
+      let escaped = false;
+      for (i++; i < n; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c /* \ */) {
+          escaped = true;
+          i++;
+        } else if (d === 0x22) break;
+      }
+      const names = stack[stack.length - 1];
+      if (!names) continue;
+      // A string in an object is a member name when a colon follows it.
+      let j = i + 1;
+      while (j < n && (text.charCodeAt(j) === 0x20 || text.charCodeAt(j) === 0x09 || text.charCodeAt(j) === 0x0a || text.charCodeAt(j) === 0x0d)) j++;
+      if (text.charCodeAt(j) !== 0x3a /* : */) continue;
+      const raw = text.slice(start, i + 1);
+      const name = escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+      if (names.has(name)) return true;
+      names.add(name);
+    }
+  }
+  return false;
+}
