@@ -58,6 +58,8 @@ export class JobService {
   private closing = false;
   private readonly now: () => number;
   private readonly recipes: RecipeLifecycle | undefined;
+  /** Settles when the last recipe operation applied so far has ended (see runRecipe). */
+  private recipeTurn: Promise<void> = Promise.resolve();
 
   constructor(
     stateDir: string,
@@ -176,7 +178,13 @@ export class JobService {
     return this.recipes;
   }
 
-  /** Runs a recipe command; the operation record follows it: preparing -> submitting -> running -> terminal. */
+  /**
+   * Runs a recipe command; the operation record follows it: preparing -> submitting ->
+   * running -> terminal. Recipe operations on a node run one at a time, in the order they
+   * were applied (each waits in `preparing`): two at once would both see the same runtime
+   * state, and the second would fail on what the first is creating (its container name, its
+   * GPUs) instead of finding it done.
+   */
   private runRecipe(opId: string, c: RecipeCommand, plannedDigest: string): void {
     const ops = this.stores.controller;
     const ctl = new AbortController();
@@ -189,14 +197,21 @@ export class JobService {
         this.changes.next('controller');
       },
     };
+    const turn = this.recipeTurn;
+    let release!: () => void;
+    this.recipeTurn = new Promise<void>((resolve) => (release = resolve));
     const task = (async () => {
       let result: RecipeResult | undefined;
       try {
-        const recipes = this.requireRecipes();
-        result = await (c.name === 'recipe.apply' ? recipes.apply(c.params.name, plannedDigest, hooks) : recipes.stop(c.params.name, hooks));
+        await turn;
+        if (!this.closing) {
+          const recipes = this.requireRecipes();
+          result = await (c.name === 'recipe.apply' ? recipes.apply(c.params.name, plannedDigest, hooks) : recipes.stop(c.params.name, hooks));
+        }
       } catch (err) {
         if (!this.closing) this.logger.error({ err: { name: (err as Error)?.name }, operation: opId }, 'recipe operation failed');
       } finally {
+        release();
         stopBeat();
         this.running.delete(opId);
       }

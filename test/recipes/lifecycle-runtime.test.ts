@@ -147,6 +147,28 @@ describe('JobService runs recipe operations in the background with an honest ope
     }
   });
 
+  it('two applies of one recipe at the same moment: one creates it, the next finds it running (run one at a time, in order)', async () => {
+    const fake = await startFakeDocker();
+    const recipes = new RecipeLifecycle(recipesDir(MISTRAL), new DockerEngineClient(fake.socketPath), { HF_TOKEN: CANARY });
+    const jobs = new JobService(mkdtempSync(join(tmpdir(), 'svc-state-')), undefined, pino({ level: 'silent' }), { recipes });
+    try {
+      const plans = [jobs.plan({ name: 'recipe.apply', params: { name: 'mistral-7b' } }), jobs.plan({ name: 'recipe.apply', params: { name: 'mistral-7b' } })];
+      for (const p of plans) jobs.apply(p.confirmation_token);
+      const ends = await eventually(async () => {
+        const st = plans.map((p) => jobs.status(p.operation_id));
+        return st.every((x) => x.state === 'succeeded' || x.state === 'failed') ? st : undefined;
+      }, 5000, 20);
+      assert.deepEqual(ends.map((x) => [x.state, x.summary]), [
+        ['succeeded', { action: 'created', containers: 1 }],
+        ['succeeded', { action: 'already-running', containers: 1 }],
+      ]);
+      assert.equal(fake.createBodies.length, 1);
+    } finally {
+      await jobs.close();
+      await fake.close();
+    }
+  });
+
   it('without a recipes directory (or router settings) the commands are unavailable (503) and no record is made', async () => {
     const jobs = new JobService(mkdtempSync(join(tmpdir(), 'svc-state-')), undefined, pino({ level: 'silent' }));
     try {
