@@ -48,7 +48,7 @@ export function buildProgram(): Command {
     for (const c of [cmd, ...cmd.commands]) {
       c.exitOverride().configureOutput({ outputError: () => {} });
       checkRequiredAfterUnknown(c);
-      for (const o of c.options) refuseRepeats(o);
+      for (const o of c.options) refuseRepeats(c, o);
     }
   }
   return program;
@@ -76,13 +76,13 @@ function checkRequiredAfterUnknown(cmd: Command): void {
  * parser once per occurrence, so the second call refuses the command line. Options whose
  * command reports repeats itself (OptionTracker, for its --json error output) are left be.
  */
-function refuseRepeats(o: Option): void {
+function refuseRepeats(c: Command, o: Option): void {
   const parse = o.parseArg as ((value: string, previous: unknown) => unknown) | undefined;
   if (parse && (parse as { [TRACKED]?: boolean })[TRACKED]) return;
-  let seen = false;
+  const name = o.attributeName();
   o.argParser((value: string, previous: unknown) => {
-    if (seen) throw new CommanderError(EXIT.usage, 'svc.repeatedOption', 'an option was given more than once');
-    seen = true;
+    // Commander records where the current value came from (and resets that on a new parse).
+    if (c.getOptionValueSource(name) === 'cli') throw new CommanderError(EXIT.usage, 'svc.repeatedOption', 'an option was given more than once');
     return parse ? parse(value, previous) : o.required || o.optional ? value : !o.negate;
   });
 }

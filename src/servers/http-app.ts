@@ -127,9 +127,10 @@ const CLIENT_ERROR_RESPONSE =
  */
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  // Only when no answer is already on its way on this connection.
-  const current = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !current?.headersSent) socket.end(CLIENT_ERROR_RESPONSE);
+  // Only when no earlier request on this connection is still being answered (pipelining):
+  // the client would read this 400 as that request's answer. Then the connection just closes.
+  const current = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  if (socket.writable && !current) socket.end(CLIENT_ERROR_RESPONSE);
   socket.destroy();
 }
 

@@ -3,10 +3,9 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
-import { ErrorCode, OriginRefusedError, SvcError } from '../errors.js';
+import { OriginRefusedError, SvcError } from '../errors.js';
 import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
 import { PACKAGE_VERSION } from '../version.js';
-import { sendProblem } from './http-app.js';
 
 export interface McpTool {
   readonly description: string;
@@ -68,10 +67,8 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
     await server.connect(transport);
     await transport.handleRequest(req.raw, reply.raw, req.body);
   });
-  // Stateless: no server-initiated stream and no sessions to delete.
-  for (const method of ['GET', 'DELETE'] as const) {
-    app.route({ method, url: '/mcp', handler: async (_req, reply) => sendProblem(reply, ErrorCode.METHOD_NOT_ALLOWED) });
-  }
+  // Stateless: no server-initiated stream (GET) and no sessions to delete (DELETE); those and
+  // every other method are 405 with `Allow: POST` from the app's not-found handler.
 };
 
 function buildServer(tools: Readonly<Record<string, McpTool>>, client: Client): Server {

@@ -22,7 +22,7 @@ import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
 import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
-import { refuseUpload, sendRawProblem } from './router/relay-support.js';
+import { LineBudget, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import type { ServerDeps } from './server-deps.js';
 import type { Logger } from 'pino';
 
@@ -44,6 +44,9 @@ function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
   if (!res.headersSent) sendRawProblem(res, ErrorCode.INTERNAL);
   else res.destroy();
 }
+
+/** `request finished` lines of failed requests per second, at most (the rest are counted). */
+const FAILURE_LINES_PER_SECOND = 100;
 
 export interface RouterHandle {
   readonly url: string;
@@ -98,6 +101,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const startedAt = new Date().toISOString();
   const ctx: RelayContext = {
     cfg, registry, keys, readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request finished lines left out (rate bound); every request has its terminal record')),
   };
 
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));

@@ -70,13 +70,13 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
     batch = whole;
   }
   if (batch.full) {
-    replaceWindow(m, batch.upserts, latest);
     m.gap = false;
-    m.overflow = false;
+    // A record refused for its date leaves the window's count unknown until the next one.
+    m.overflow = replaceWindow(snap, m, batch.upserts, latest);
   } else {
     if (!m.heard) m.gap = true; // joined mid-stream: the window is unknown until a full batch
     for (const id of batch.removals) m.records.delete(id);
-    for (const r of batch.upserts) upsert(m, r, latest);
+    for (const r of batch.upserts) if (!upsert(snap, m, r, latest)) m.overflow = true;
   }
   m.heard = true;
   m.lastObservedMs = observedMs;
@@ -91,13 +91,21 @@ function entryOf(rec: WorkloadRecord): MirrorEntry {
   return { rec, updatedMs: parseTimestamp(rec.updated_at), sourceMs: parseTimestamp(rec.source_timestamp) };
 }
 
-/** Applies one record unless it would move the existing one backwards or is dated after `latest`. */
-function upsert(m: SourceMirror, rec: WorkloadRecord, latest: number): void {
+/**
+ * Applies one record unless it would move the existing one backwards. A record dated after
+ * `latest` is refused and counted (false): the caller makes its source's count unknown
+ * until a full window without one (a record the owner sent is missing from the answer).
+ */
+function upsert(snap: NodeSnapshot, m: SourceMirror, rec: WorkloadRecord, latest: number): boolean {
   const next = entryOf(rec);
-  if (next.updatedMs > latest || next.sourceMs > latest) return;
+  if (next.updatedMs > latest || next.sourceMs > latest) {
+    snap.dropped.out_of_order++;
+    return false;
+  }
   const prev = m.records.get(rec.id);
-  if (prev && !mayReplace(prev, next)) return;
+  if (prev && !mayReplace(prev, next)) return true;
   m.records.set(rec.id, next);
+  return true;
 }
 
 /** A terminal record never becomes active again; an older observation never wins. */
@@ -108,13 +116,16 @@ function mayReplace(prev: MirrorEntry, next: MirrorEntry): boolean {
   return true;
 }
 
-function replaceWindow(m: SourceMirror, upserts: readonly WorkloadRecord[], latest: number): void {
+/** Replaces the window with `upserts`; true when some record was refused for its date. */
+function replaceWindow(snap: NodeSnapshot, m: SourceMirror, upserts: readonly WorkloadRecord[], latest: number): boolean {
   const incoming = new Set<string>();
+  let refused = false;
   for (const r of upserts) {
     incoming.add(r.id);
-    upsert(m, r, latest);
+    if (!upsert(snap, m, r, latest)) refused = true;
   }
   for (const id of m.records.keys()) if (!incoming.has(id)) m.records.delete(id);
+  return refused;
 }
 
 /** Buffers the parts of a split full window; returns the whole batch once every part is in. */

@@ -72,4 +72,15 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
     assert.ok(!lines.join('').includes('rpc-id-canary-7731'));
     assert.ok(!lines.join('').includes(p.tokens.reader));
   });
+
+  it('other methods are 405 with Allow: POST; a caller without a credential gets 401 whatever body it sent', async () => {
+    for (const method of ['GET', 'DELETE', 'PUT']) {
+      const res = await fetch(`${ctl.url}/mcp`, { method, headers: { authorization: `Bearer ${p.tokens.reader}` } });
+      assert.equal(res.status, 405, method);
+      assert.equal(res.headers.get('allow'), 'POST', method);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+    }
+    const anon = await fetch(`${ctl.url}/mcp`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
+    assert.equal(anon.status, 401);
+  });
 });

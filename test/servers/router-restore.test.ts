@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
+import { LineBudget } from '../../src/servers/router/relay-support.js';
 import { gid, rec } from '../support/terminal-records.js';
 
 const HOUR = 3_600_000;
@@ -87,5 +88,17 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.deepEqual(ids(w.records), [wl(6), wl(5), wl(4)]);
     assert.equal(w.omitted, null);
     b.log.close();
+  });
+
+  it('failure log lines are bounded per second; what was left out is reported once, as a count', () => {
+    const skipped: number[] = [];
+    const b = new LineBudget(3, (n) => skipped.push(n));
+    const t = 1_000_000;
+    assert.deepEqual([0, 1, 2, 3, 4].map((i) => b.take(t + i)), [true, true, true, false, false]);
+    assert.deepEqual(skipped, []);
+    assert.equal(b.take(t + 1000), true, 'a new second');
+    assert.deepEqual(skipped, [2]);
+    assert.equal(b.take(t + 2000), true);
+    assert.deepEqual(skipped, [2], 'nothing left out in the second before: no count line');
   });
 });

@@ -47,17 +47,21 @@ describe('node fold', () => {
     s = foldNode(s, msg(batch(H, 'media', { at: future, upserts: [forged] })), T0);
     assert.equal(s.dropped.out_of_order, 1);
     assert.equal(src(q(s, T0), 'media').status, 'unavailable', 'nothing believable was heard');
-    // The real actor's batches are folded as usual; a future record inside one is skipped.
+    // The real actor's batches are folded as usual; a future record inside one is refused,
+    // counted, and the source no longer claims to be whole (a record it sent is missing).
     const real = rec(H, 'media', 'real', { at: T0 });
     s = foldNode(s, msg(batch(H, 'media', { at: T0, upserts: [real, forged] })), T0);
     let m = src(q(s, T0 + 1000), 'media');
-    assert.equal(m.status, 'complete');
+    assert.equal(s.dropped.out_of_order, 2);
+    assert.equal(m.status, 'partial');
+    assert.deepEqual(m.truncation, { returned: 1, omitted: null });
     assert.deepEqual(m.records.map((r) => r.id), [real.id]);
     // Within a minute of the node's clock is ordinary skew between hosts.
     const soon = rec(H, 'media', 'soon', { at: T0 + 30_000 });
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 30_000, upserts: [real, soon] })), T0);
     m = src(q(s, T0 + 31_000), 'media');
     assert.deepEqual(m.records.map((r) => r.id).sort(), [real.id, soon.id].sort());
+    assert.equal(m.status, 'complete', 'a full window without a refused record makes the count known again');
   });
 
   it('a seq gap makes the source partial with unknown count until the next full batch', () => {

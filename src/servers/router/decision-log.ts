@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
 import { finishReasonOf } from './stream-observer.js';
@@ -135,15 +135,11 @@ export class DecisionLog {
       let text: string;
       let cut = false;
       try {
-        const buf = readFileSync(file);
-        if (buf.byteLength > left) {
-          text = buf.subarray(buf.byteLength - left).toString('utf8');
-          left = 0;
-          cut = true;
-        } else {
-          text = buf.toString('utf8');
-          left -= buf.byteLength;
-        }
+        // Only the file's last `left` bytes are read: the budget bounds memory, not just parsing.
+        const tail = readTail(file, left);
+        cut = tail.cut;
+        left -= tail.buf.byteLength;
+        text = tail.buf.toString('utf8');
       } catch {
         continue; // rotated away while reading
       }
@@ -186,6 +182,25 @@ export class DecisionLog {
     }
     this.fd = openSync(this.path, 'a+', 0o600);
     this.size = 0;
+  }
+}
+
+/** The last `max` bytes of a file (all of it when smaller); `cut`: bytes before them were left unread. */
+function readTail(file: string, max: number): { buf: Buffer; cut: boolean } {
+  const fd = openSync(file, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    const n = Math.min(size, max);
+    const buf = Buffer.allocUnsafe(n);
+    let got = 0;
+    while (got < n) {
+      const r = readSync(fd, buf, got, n - got, size - n + got);
+      if (r === 0) break;
+      got += r;
+    }
+    return { buf: got === n ? buf : buf.subarray(0, got), cut: size > n };
+  } finally {
+    closeSync(fd);
   }
 }
 

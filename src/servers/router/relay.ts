@@ -14,7 +14,7 @@ import { AdmissionRefused, type Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
-import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem } from './relay-support.js';
+import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, type LineBudget } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
@@ -33,6 +33,8 @@ export interface RelayContext {
   readonly upstreams: ReadonlyMap<string, Upstream>;
   readonly logger: Logger;
   readonly packageVersion: string;
+  /** Bounds the `request finished` lines of failed requests (LineBudget). */
+  readonly failureLines: LineBudget;
 }
 
 const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
@@ -235,7 +237,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     ctx.registry.finish(a, terminalRecord(x, ctx, lineage, finishedMs), finishedMs);
     // Every request that did not succeed leaves one line an operator can search by id.
     if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
-    else ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
+    else if (ctx.failureLines.take(finishedMs)) ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
   }
 }
 
