@@ -5,7 +5,7 @@ import type { Owner } from '../schema/enums.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
-import type { Bus } from '../streams/bus.js';
+import { resilientSubscription, type Bus } from '../streams/bus.js';
 import { MAX_BATCH_BYTES, observationSubject } from '../streams/decode-batch.js';
 import { DEFAULT_WINDOW_CAP, boundWindow, type OwnerReading } from './window.js';
 
@@ -77,7 +77,7 @@ export class OwnerActor {
   start(): void {
     if (this.sub) return;
     const pollMs = this.opts.pollMs ?? 1000;
-    const resync$ = this.opts.bus.subscribe(resyncSubject(this.opts.host)).pipe(map(() => true));
+    const resync$ = resilientSubscription(() => this.opts.bus.subscribe(resyncSubject(this.opts.host)), this.opts.logger, 'resync').pipe(map(() => true));
     const nudges$ = this.nudges.pipe(auditTime(this.opts.minIntervalMs ?? 100));
     const ticks$ = merge(interval(pollMs).pipe(map(() => false)), nudges$.pipe(map(() => false)), resync$);
     this.sub = concat(of(true), ticks$)

@@ -1,4 +1,6 @@
-import type { Observable } from 'rxjs';
+import { EMPTY, defer, retry, timer, type Observable } from 'rxjs';
+import type { Logger } from 'pino';
+import { BusClosedError } from '../errors.js';
 
 /** One message seen by a subscriber. */
 export interface BusMsg {
@@ -47,4 +49,24 @@ export interface Bus {
   flush(): Promise<void>;
   /** Closes the bus; later calls reject or throw BusClosedError. */
   close(): Promise<void>;
+}
+
+/**
+ * A subscription that outlives failures: when the bus ends it with an error (a subject the
+ * server's permissions refuse, a subscription lost to the connection), it is logged (the
+ * error's name only) and made again after 1 s, doubling up to 30 s; the process keeps
+ * running and whatever depends on the messages shows their absence (stale, unavailable).
+ * A closed bus ends it quietly.
+ */
+export function resilientSubscription<T>(subscribe: () => Observable<T>, logger: Logger | undefined, what: string): Observable<T> {
+  return defer(subscribe).pipe(
+    retry({
+      resetOnSuccess: true,
+      delay: (err: unknown, attempt: number) => {
+        if (err instanceof BusClosedError) return EMPTY;
+        logger?.warn({ subscription: what, errName: (err as Error)?.name, attempt }, 'bus subscription failed; subscribing again');
+        return timer(Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
+      },
+    }),
+  );
 }

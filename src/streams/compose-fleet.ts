@@ -1,8 +1,9 @@
-import type { NodeCondition, ResultStatus } from '../schema/enums.js';
+import { OWNERS, type NodeCondition, type ResultStatus } from '../schema/enums.js';
 import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+import { relevant } from './query-node.js';
 import { topK } from './top-k.js';
 
 /** Largest node reply the fleet reads; beyond it the node is `malformed`. */
@@ -21,8 +22,16 @@ export type NodeAnswer =
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** Pure: one node's answer -> its NodeResult, or the condition that makes it untrustworthy. */
-export function classifyAnswer(hostId: string, answer: NodeAnswer): NodeResult | NodeCondition {
+const STATUS_RANK: Readonly<Record<ResultStatus, number>> = { complete: 0, partial: 1, unavailable: 2 };
+
+/**
+ * Pure: one node's answer -> its NodeResult, or the condition that makes it untrustworthy.
+ * The fleet checks the answer's shape and its claims: all six sources in contract order, no
+ * condition of its own (conditions are the fleet's verdict), counts that add up; a status
+ * or count more hopeful than its sources support is lowered to what they support (`f`: the
+ * filters asked, which decide the sources that count).
+ */
+export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters): NodeResult | NodeCondition {
   if (answer.kind === 'unreachable') return 'unreachable';
   if (answer.kind === 'sleeping') return 'sleeping';
   if (answer.data.byteLength > MAX_NODE_REPLY_BYTES) return 'malformed';
@@ -38,15 +47,29 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer): NodeResult |
   if (o['schema'] !== SCHEMA_ID) return 'schema' in o || ('type' in o && 'status' in o) ? 'incompatible' : 'malformed';
   if (!checkNodeResult.Check(v)) return 'malformed';
   if (v.expected_host !== hostId) return 'wrong-identity';
+  if (v.condition !== undefined || v.sources.length !== OWNERS.length) return 'malformed';
   let total = 0;
-  for (const s of v.sources) {
-    for (const r of s.records) if (r.host !== hostId) return 'wrong-identity';
+  for (const [i, s] of v.sources.entries()) {
+    if (s.owner !== OWNERS[i]) return 'malformed';
+    for (const r of s.records) if (r.host !== hostId || r.owner !== s.owner) return r.host !== hostId ? 'wrong-identity' : 'malformed';
     if (s.truncation.returned !== s.records.length) return 'malformed';
     total += s.records.length;
   }
   // Counts that do not add up cannot be trusted as counts.
   if (v.truncation.returned !== total) return 'malformed';
+  if (f) holdToSources(v, f);
   return v;
+}
+
+/** Lowers a node's status and count to what its relevant sources support (never raises them). */
+function holdToSources(v: NodeResult, f: Filters): void {
+  const rel = v.sources.filter((s) => relevant(s.owner, f));
+  let derived: ResultStatus = 'complete';
+  if (rel.length > 0 && rel.every((s) => s.status === 'unavailable')) derived = 'unavailable';
+  else if (rel.some((s) => s.status !== 'complete' || s.truncation.omitted !== 0)) derived = 'partial';
+  if (STATUS_RANK[derived] > STATUS_RANK[v.status]) v.status = derived;
+  if (rel.some((s) => s.truncation.omitted === null)) v.truncation = { returned: v.truncation.returned, omitted: null };
+  if (v.status === 'complete' && v.truncation.omitted !== 0) v.status = 'partial';
 }
 
 /** The entry for a node that could not answer trustworthily: no records, count unknown. */
@@ -70,7 +93,7 @@ function newestFirst(a: Ref, b: Ref): number {
  */
 export function composeFleet(declared: readonly DeclaredNode[], answers: readonly NodeAnswer[], f: Filters, now: number): FleetResult {
   const nodes: NodeResult[] = declared.map((d, i) => {
-    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' });
+    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' }, f);
     // The reply was parsed for this call alone, so it is ours to trim in place (no copy).
     return typeof c === 'string' ? failedNode(d.hostId, c, now) : c;
   });

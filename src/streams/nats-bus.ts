@@ -66,6 +66,9 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
       token: opts.token,
       name: opts.name,
       maxReconnectAttempts: -1,
+      // Credentials refused during a reconnect (a server restarted with other ones) must not
+      // end the connection for good: keep trying, so that fixed credentials heal it.
+      ignoreAuthErrorAbort: true,
       reconnectTimeWait: 250,
       waitOnFirstConnect: false,
       timeout: 5_000,

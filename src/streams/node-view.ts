@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { resyncSubject } from '../actors/owner-actor.js';
 import type { NodeResult, ObservationBatch } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
-import type { Bus } from './bus.js';
+import { resilientSubscription, type Bus } from './bus.js';
 import { foldNode, type FoldEvent } from './fold-node.js';
 import { createNodeSnapshot, DEFAULT_MIRROR_CAP, type NodeSnapshot } from './node-snapshot.js';
 import { queryNode, type QueryOptions } from './query-node.js';
@@ -50,7 +50,9 @@ export class NodeView {
     const { bus, host } = this.opts;
     const observed$: Observable<FoldEvent> = this.opts.local
       ? this.opts.local.pipe(map((batch): FoldEvent => ({ type: 'batch', batch })))
-      : bus.subscribe(`svc.v1.${host}.obs.*`).pipe(map((m): FoldEvent => ({ type: 'message', subject: m.subject, data: m.data })));
+      : resilientSubscription(() => bus.subscribe(`svc.v1.${host}.obs.*`), this.opts.logger, 'observations').pipe(
+          map((m): FoldEvent => ({ type: 'message', subject: m.subject, data: m.data })),
+        );
     const events$: Observable<FoldEvent> = merge(
       observed$,
       interval(this.opts.tickMs ?? 10_000).pipe(map((): FoldEvent => ({ type: 'tick' }))),

@@ -55,7 +55,8 @@ function newestFirst(a: Match, b: Match): number {
   return a.e.rec.id < b.e.rec.id ? -1 : a.e.rec.id > b.e.rec.id ? 1 : 0;
 }
 
-function relevant(owner: Owner, f: Filters): boolean {
+/** True when the owner/kind filters let `owner`'s records into the answer (only those sources shape the status). */
+export function relevant(owner: Owner, f: Filters): boolean {
   return (f.owner === undefined || f.owner === owner) && (f.kind === undefined || KIND_OF_OWNER[owner] === f.kind);
 }
 

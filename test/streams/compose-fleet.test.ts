@@ -22,6 +22,28 @@ const reply = (v: unknown): NodeAnswer => ({ kind: 'reply', data: enc(v) });
 const F = resolveFilters({});
 
 describe('fleet composition', () => {
+  it('a node reply that claims more than its sources support is held to them; a reshaped one is malformed', () => {
+    const good = nodeResult('a', 1);
+    // A router source that is unavailable with an unknown count, under a node that says "complete".
+    const lying = { ...good, status: 'complete', truncation: { returned: 1, omitted: 0 }, sources: good.sources.map((x) => (x.owner === 'router' ? { ...x, status: 'unavailable', reason: 'timeout', truncation: { returned: 0, omitted: null } } : x)) };
+    const r = composeFleet([{ hostId: 'a' }], [reply(lying)], F, T0);
+    assert.equal(r.nodes[0]!.status, 'partial');
+    assert.deepEqual(r.nodes[0]!.truncation, { returned: 1, omitted: null });
+    assert.equal(r.status, 'partial');
+    // Asked only about media, the router's state does not count (as in a node's own answer).
+    assert.equal(composeFleet([{ hostId: 'a' }], [reply(lying)], resolveFilters({ owner: 'media' }), T0).nodes[0]!.status, 'complete');
+    // All relevant sources unavailable: the node is unavailable whatever it says.
+    const dark = { ...good, status: 'complete', sources: good.sources.map((x) => ({ ...x, status: 'unavailable', reason: 'no-observation', records: [], truncation: { returned: 0, omitted: null } })), truncation: { returned: 0, omitted: 0 } };
+    assert.equal(composeFleet([{ hostId: 'a' }], [reply(dark)], F, T0).nodes[0]!.status, 'unavailable');
+    // No sources, sources out of order, or a condition of its own: not a controller's answer.
+    const shapes = [
+      { ...good, sources: [], truncation: { returned: 0, omitted: 0 } },
+      { ...good, sources: [...good.sources].reverse() },
+      { ...good, condition: 'sleeping' },
+    ];
+    for (const v of shapes) assert.equal(composeFleet([{ hostId: 'a' }], [reply(v)], F, T0).nodes[0]!.condition, 'malformed', JSON.stringify(v).slice(0, 120));
+  });
+
   it('keeps one entry per declared node, in order, with the right condition', () => {
     const declared = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((hostId) => ({ hostId }));
     const answers: NodeAnswer[] = [
