@@ -43,6 +43,8 @@ const STATUS_WORDS = {
   unavailable: 'unavailable — NOT idle: the owner could not be read',
 } as const;
 const NODE_UNAVAILABLE = 'unavailable — NOT idle: the node could not be read';
+// A node that answered, but none of the sources asked about could be read.
+const NODE_SOURCES_UNAVAILABLE = 'unavailable — NOT idle: the node answered, but no source asked about could be read';
 const FLEET_UNAVAILABLE = 'unavailable — NOT idle: no node could be read';
 const STALE_WORDS = 'stale — the source observation is older than its threshold; states are as last observed';
 const STATUS_PAINT = { complete: 'green', partial: 'yellow', unavailable: 'red' } as const;
@@ -102,7 +104,7 @@ function sourceLines(src: SourceResult, s: Style, indent: string): string[] {
 
 function nodeLines(n: NodeResult, s: Style, indent: string): string[] {
   const condition = n.condition ? ` (${n.condition})` : '';
-  const words = n.status === 'unavailable' ? NODE_UNAVAILABLE : STATUS_WORDS[n.status];
+  const words = n.status === 'unavailable' ? (n.condition !== undefined || n.sources.length === 0 ? NODE_UNAVAILABLE : NODE_SOURCES_UNAVAILABLE) : STATUS_WORDS[n.status];
   const out = [`${indent}node ${n.expected_host}: ${statusText(s, n.status, words)}${condition}; ${truncationText(n.truncation)}; collected ${n.collected_at}`];
   for (const src of n.sources) out.push(...sourceLines(src, s, `${indent}  `));
   return out;

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { checkOrigin } from '../../src/cli/origin-policy.js';
 import { UsageFailure } from '../../src/cli/read-errors.js';
 import { readCredentialFile, resolveDiagnoseSettings } from '../../src/cli/settings.js';
-import { detectStyle, formatAge } from '../../src/cli/format-workloads.js';
+import { detectStyle, formatAge, formatFleetResult } from '../../src/cli/format-workloads.js';
 import { filterQuery, filtersFromOptions } from '../../src/cli/workloads-command.js';
 import { INTERPRETATION_CODES, interpret, terminalEvidence } from '../../src/schema/diagnosis.js';
 import { terminalRecord } from './fake-servers.js';
@@ -187,3 +187,19 @@ describe('CLI filters', () => {
     for (const o of bad) assert.equal(usageKey(() => filtersFromOptions(o)), 'filter', JSON.stringify(o));
   });
 });
+
+describe('fleet text output', () => {
+  it('tells a node that could not be read from one that answered without a readable source', () => {
+    const at = '2026-11-26T00:00:00.000Z';
+    const unknown = { returned: 0, omitted: null };
+    const answered = {
+      schema: 'svc-workloads/v1' as const, expected_host: 'node-a', status: 'unavailable' as const, collected_at: at, truncation: unknown,
+      sources: [{ owner: 'router' as const, status: 'unavailable' as const, reason: 'timeout' as const, records: [], truncation: unknown }],
+    };
+    const gone = { schema: 'svc-workloads/v1' as const, expected_host: 'node-b', status: 'unavailable' as const, collected_at: at, truncation: unknown, sources: [], condition: 'unreachable' as const };
+    const text = formatFleetResult({ schema: 'svc-workloads/v1', status: 'unavailable', collected_at: at, nodes: [answered, gone], truncation: unknown }, { color: false });
+    assert.match(text, /node node-a: unavailable — NOT idle: the node answered, but no source asked about could be read;/);
+    assert.match(text, /node node-b: unavailable — NOT idle: the node could not be read \(unreachable\);/);
+  });
+});
+
