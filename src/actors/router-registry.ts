@@ -34,6 +34,8 @@ export interface ActiveRequest {
   readonly sessionId: string | undefined;
   /** When it began waiting in its alias's admission queue (null: it never queued). */
   queuedAt: number | null;
+  /** Cuts the request short (the router is stopping); set by the relay. */
+  stop?: { abort(): void };
 }
 
 /** The `?active=1` view of one request (docs/api.md). */

@@ -45,6 +45,9 @@ function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
   else res.destroy();
 }
 
+/** How long a graceful stop lets requests in flight finish before it cuts them. */
+const STOP_GRACE_MS = 5_000;
+
 /** `request finished` lines of failed requests per second, at most (the rest are counted). */
 const FAILURE_LINES_PER_SECOND = 100;
 
@@ -101,6 +104,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const startedAt = new Date().toISOString();
   const ctx: RelayContext = {
     cfg, registry, keys, readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+    stopping: { value: false },
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request finished lines left out (rate bound); every request has its terminal record')),
   };
 
@@ -162,10 +166,19 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       // A keep-alive connection whose request finishes during the close turns idle only then:
       // close it as soon as it does, or it holds the exit until the 5 s cut.
       const idle = setInterval(() => app.server.closeIdleConnections(), 100);
-      const t = setTimeout(() => app.server.closeAllConnections(), 5_000);
+      let last: NodeJS.Timeout | undefined;
+      const t = setTimeout(() => {
+        // The cut: every request still running ends as the router's error (a stream gets a
+        // closing error event, a waiting request a 503), recorded as such, not as a client
+        // that cancelled. Connections still open half a second later are closed.
+        ctx.stopping.value = true;
+        for (const a of registry.active.values()) a.stop?.abort();
+        last = setTimeout(() => app.server.closeAllConnections(), 500);
+      }, STOP_GRACE_MS);
       await closing;
       clearInterval(idle);
       clearTimeout(t);
+      clearTimeout(last);
       await closeAll();
     },
   };

@@ -144,4 +144,29 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const status = await h.get('/v1/router/status');
     assert.equal(status.status, 200);
   });
+
+  it('a stream still running when a graceful stop cuts it ends with an error event and is recorded as the router\'s error, not a client cancel', async () => {
+    const res = await chat('sim:tokens=400 sim:token_delay_ms=25', { stream: true });
+    const id = res.headers.get('x-svc-request-id')!;
+    const reader = res.body!.getReader();
+    await reader.read();
+    const t0 = Date.now();
+    const stopping = h.stopRouter();
+    let text = '';
+    for (;;) {
+      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (done) break;
+      text += Buffer.from(value!).toString('utf8');
+    }
+    assert.ok(Date.now() - t0 >= 4_500, 'the stream had its grace period');
+    assert.match(text, /event: error\ndata: \{"error":\{"type":"router_stopping"/);
+    assert.doesNotMatch(text, /\[DONE\]/);
+    assert.equal(await stopping, 0);
+    await h.startRouter();
+    const r = (await h.lookup(id)).body.request as TerminalRecord;
+    assert.equal(r.outcome, 'error');
+    assert.equal(r.finish_reason, 'error');
+    assert.equal(r.usage.completion_source, 'estimated', 'what was relayed before the cut is counted');
+  });
 });
+

@@ -64,7 +64,8 @@ export async function spawnNode(
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
       proc.kill(signal);
-      const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
+      // Past the servers' own hard stop (10 s): a graceful stop that takes its 5 s grace is not cut.
+      const t = setTimeout(() => proc.kill('SIGKILL'), 12_000);
       const code = await exited;
       clearTimeout(t);
       return code;

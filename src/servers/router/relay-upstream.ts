@@ -13,6 +13,7 @@ const BUFFERED_LIMIT = 64 * 1024 * 1024;
 // The SSE event a client gets when the upstream fails mid-stream: fixed text, never [DONE].
 const STREAM_ERROR = Buffer.from('event: error\ndata: {"error":{"type":"upstream_failed","message":"The upstream stream ended before completion"}}\n\n');
 const STREAM_TIMEOUT = Buffer.from('event: error\ndata: {"error":{"type":"upstream_timeout","message":"The upstream did not finish in time"}}\n\n');
+const STREAM_STOPPING = Buffer.from('event: error\ndata: {"error":{"type":"router_stopping","message":"The router stopped before the answer was complete"}}\n\n');
 
 /**
  * Sends the request to the upstream and relays its answer: SSE chunk by chunk with
@@ -48,7 +49,12 @@ export async function pipeUpstream(
     } catch (err) {
       x.upstreamEndAt = performance.now();
       if (clientGone()) x.outcome = 'disconnected';
-      else if (timedOut || (err as Error)?.name === 'HeadersTimeoutError') {
+      else if (ctx.stopping.value && !timedOut) {
+        // Waiting for the engine's first answer when a graceful stop cut it.
+        x.outcome = 'error';
+        x.statusCode = 503;
+        sendRawProblem(res, ErrorCode.UNAVAILABLE);
+      } else if (timedOut || (err as Error)?.name === 'HeadersTimeoutError') {
         x.outcome = 'timeout';
         x.statusCode = 504;
         sendRawProblem(res, ErrorCode.UPSTREAM_TIMEOUT);
@@ -112,7 +118,7 @@ export async function pipeUpstream(
       if (x.obs.done) x.outcome = 'success';
       else {
         x.outcome = timedOut ? 'timeout' : 'error';
-        res.write(timedOut ? STREAM_TIMEOUT : STREAM_ERROR);
+        res.write(timedOut ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
       }
       res.end();
       return;
@@ -123,7 +129,11 @@ export async function pipeUpstream(
     } catch {
       x.upstreamEndAt = performance.now();
       if (clientGone()) x.outcome = 'disconnected';
-      else {
+      else if (ctx.stopping.value && !timedOut) {
+        x.outcome = 'error';
+        x.statusCode = 503;
+        sendRawProblem(res, ErrorCode.UNAVAILABLE);
+      } else {
         x.outcome = timedOut ? 'timeout' : 'error';
         x.statusCode = timedOut ? 504 : 502;
         sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ErrorCode.UPSTREAM_FAILED);

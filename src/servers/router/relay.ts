@@ -35,6 +35,8 @@ export interface RelayContext {
   readonly packageVersion: string;
   /** Bounds the `request finished` lines of failed requests (LineBudget). */
   readonly failureLines: LineBudget;
+  /** Set when a graceful stop cuts the requests still running: they end as errors, not as client cancellations. */
+  readonly stopping: { value: boolean };
 }
 
 const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
@@ -180,6 +182,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   ctx.registry.begin(a);
 
   const abort = new RelayAbort();
+  a.stop = abort;
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) {
@@ -211,6 +214,11 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     } catch (err) {
       x.admissionWaitMs = performance.now() - q0;
       const reason = err instanceof AdmissionRefused ? err.reason : 'full';
+      if (reason === 'aborted' && ctx.stopping.value && !clientGone) {
+        x.outcome = 'error';
+        x.statusCode = 503;
+        return sendRawProblem(res, ErrorCode.UNAVAILABLE);
+      }
       x.outcome = reason === 'aborted' ? 'disconnected' : 'rejected';
       // A client that left while queued was sent nothing (as when it leaves once admitted).
       x.statusCode = reason === 'aborted' ? 0 : 429;
@@ -232,6 +240,8 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (!res.headersSent) sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
     else res.end();
   } finally {
+    // Cut by a graceful stop: the router ended it, the client did not cancel it.
+    if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
     if (admitted) up.admission.release();
     const finishedMs = Math.max(Date.now(), a.startedAt);
     ctx.registry.finish(a, terminalRecord(x, ctx, lineage, finishedMs), finishedMs);
