@@ -2,9 +2,10 @@ import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import { GENERATED_ID_RE, type RouteName, type TerminalRecord } from '../schema/terminal-record.js';
 import type { Truncation } from '../schema/envelopes.js';
-import { parseTimestamp } from '../schema/primitives.js';
+import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
 import { DEFAULT_READ_BUDGET, type Decision, type DecisionLog } from '../servers/router/decision-log.js';
+import type { InflightEntry } from '../servers/router/inflight.js';
 import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from './router-mapping.js';
 import type { OwnerReading } from './window.js';
 
@@ -72,6 +73,8 @@ export class RouterRegistry {
   /** Change notifications for the router actor (phase changes, new terminal records). */
   readonly changes = new Subject<void>();
   finishedTotal = 0;
+  /** +1 whenever a request begins or ends (the in-flight journal writes only after a change). */
+  activeVersion = 0;
   /**
    * `finished_at` (epoch ms) of the newest terminal record known to exist outside the ring
    * (evicted, or left in the decision log at start): while it is within the last day, the
@@ -94,6 +97,7 @@ export class RouterRegistry {
 
   begin(a: ActiveRequest): void {
     this.active.set(a.gid, a);
+    this.activeVersion++;
     this.changes.next();
   }
 
@@ -112,6 +116,7 @@ export class RouterRegistry {
    */
   finish(a: ActiveRequest, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
     if (!this.active.delete(a.gid)) return;
+    this.activeVersion++;
     this.opts.log?.append(a.gid, record);
     this.hold(a.gid, record, finishedMs);
     this.finishedTotal++;
@@ -182,6 +187,43 @@ export class RouterRegistry {
     }
     if (found.length > 0) this.changes.next();
     return found.length;
+  }
+
+  /**
+   * At start: requests a previous process had in flight when it died (its in-flight journal)
+   * and that have no record: each gets one now, outcome `error` with status 0 (nothing final
+   * was sent), finish reason `error` when the engine had been reached, every measurement
+   * null and usage unknown, `finished_at` the last moment it was known in flight; no routing
+   * hash or package version (the process that ran it is gone). Returns how many it recorded.
+   */
+  recordInterrupted(entries: readonly InflightEntry[], lastSeenMs: number): number {
+    const pending = new Map(entries.filter((e) => !this.byGid.has(e.gateway_request_id)).map((e) => [e.gateway_request_id, e]));
+    if (pending.size === 0) return 0;
+    // One bounded pass over the retained files for all of them (a record may exist there).
+    this.opts.log?.scan((d) => {
+      if (d.gid !== undefined) pending.delete(d.gid);
+      return pending.size === 0;
+    });
+    for (const e of pending.values()) {
+      const started = parseTimestamp(e.started_at);
+      const finishedMs = Math.max(started, Math.floor(lastSeenMs));
+      const text = e.route === 'chat.completions' || e.route === 'completions';
+      const reached = e.phase === 'dispatched' || e.phase === 'streaming';
+      const record: TerminalRecord = {
+        request_id: e.request_id, model: e.model, route: e.route, outcome: 'error', status_code: 0,
+        started_at: e.started_at, finished_at: formatTimestamp(finishedMs),
+        latency_ms: null, readiness_check_ms: null, admission_wait_ms: null, upstream_duration_ms: null, time_to_first_content_ms: null,
+        finish_reason: text && reached ? 'error' : null,
+        usage: { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' },
+        output_limit: null,
+      };
+      if (e.session_id) record.session_id = e.session_id;
+      this.opts.log?.append(e.gateway_request_id, record);
+      this.hold(e.gateway_request_id, record, finishedMs);
+    }
+    this.persist();
+    this.changes.next();
+    return pending.size;
   }
 
   /** Writes the decisions queued for the log; called before anything hands a record out. */

@@ -22,6 +22,7 @@ import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
 import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
+import { InflightJournal } from './router/inflight.js';
 import { LineBudget, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import type { ServerDeps } from './server-deps.js';
 import type { Logger } from 'pino';
@@ -86,9 +87,19 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     host: cfg.hostId, bufferSize: cfg.bufferSize, log: decisionLog, logger: log, onFinish: (model) => metrics?.finished(model),
   });
   metrics = new RouterMetrics(registry, cfg.models.map((m) => m.alias));
-  // After a restart the window holds what it held before (the decision log's last day).
+  // After a restart the window holds what it held before (the decision log's last day), and
+  // requests the previous process died with get the one record they never had.
   const restored = registry.restore();
   if (restored > 0) log.info({ records: restored }, 'terminal records restored from the decision log');
+  let journal: InflightJournal | undefined;
+  if (decisionLog) {
+    journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log);
+    const left = InflightJournal.read(journal.path);
+    const interrupted = registry.recordInterrupted(left.entries, left.writtenAt);
+    if (interrupted > 0) log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
+    journal.write();
+    journal.start();
+  }
   const upstreams = new Map<string, Upstream>();
   const pools: Pool[] = [];
   for (const m of cfg.models) {
@@ -143,6 +154,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   });
   const closeAll = async (): Promise<void> => {
     changesSub.unsubscribe();
+    journal?.stop();
     actor.stop();
     view.stop();
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));

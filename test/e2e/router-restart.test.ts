@@ -67,10 +67,12 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     }
     assert.ok(h.logFiles().length >= 2, 'the log rotated');
     const newestLegacy = (await h.lookup(legacy)).body.request as TerminalRecord;
-    // One request still streaming when the router dies: it has no terminal record.
-    const inflight = await chat('sim:tokens=500 sim:token_delay_ms=20', { stream: true }, {}, AbortSignal.timeout(10_000));
+    // One request still streaming when the router dies: it cannot write its record, but the
+    // in-flight journal (rewritten once a second) knows it; the next start records it.
+    const inflight = await chat('sim:tokens=500 sim:token_delay_ms=20', { stream: true, stream_options: { include_usage: true } }, { 'x-svc-session-id': session }, AbortSignal.timeout(10_000));
     const inflightId = inflight.headers.get('x-svc-request-id')!;
     await inflight.body!.getReader().read();
+    await new Promise((r) => setTimeout(r, 1_300));
 
     assert.equal(await h.stopRouter('SIGKILL'), null, 'killed, not exited');
     // A crash mid-write leaves a torn last line without a newline.
@@ -84,7 +86,12 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     }
     assert.deepEqual((await h.lookup(legacy)).body.request, newestLegacy);
     assert.equal(newestLegacy.output_limit?.requested, 3);
-    assert.equal((await h.lookup(inflightId)).status, 404);
+    const cut = await h.lookup(inflightId);
+    assert.equal(cut.status, 200, 'the request the router died with has its one record');
+    const cr = cut.body.request as TerminalRecord;
+    assert.deepEqual([cr.outcome, cr.status_code, cr.finish_reason, cr.latency_ms, cr.session_id], ['error', 0, 'error', null, session]);
+    assert.deepEqual(cr.usage, { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' });
+    assert.equal(cr.routing_config_hash, undefined, 'the process that ran it is gone: no request-time identity');
     assert.equal((await h.lookup(`req_${'ab'.repeat(16)}`)).status, 404, 'the torn line is not a record');
 
     // The router's workload window holds the records of before the kill again (refilled from
@@ -98,8 +105,9 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const hist = await h.get(`/v1/requests?session_id=${session}&history=1`);
     assert.equal(hist.status, 200);
     const body = (await hist.json()) as { requests: TerminalRecord[]; truncation: { returned: number; omitted: number | null } };
-    assert.deepEqual(body.truncation, { returned: 18, omitted: 0 });
-    assert.deepEqual(body.requests, [...sessionIds].reverse().map((id) => seen.get(id)));
+    assert.deepEqual(body.truncation, { returned: 19, omitted: 0 });
+    assert.deepEqual(body.requests.slice(1), [...sessionIds].reverse().map((id) => seen.get(id)));
+    assert.equal(body.requests[0]!.request_id, inflightId, 'newest: the interrupted one');
 
     // The restarted router appends whole lines after the torn one.
     const res = await chat('after restart');
@@ -108,7 +116,7 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal((await h.lookup(afterId)).body.request.outcome, 'success');
     const { lines, gids } = logged();
     const sorted = [...gids].sort();
-    assert.deepEqual(sorted, [...seen.keys(), afterId].sort(), 'each gateway id exactly once');
+    assert.deepEqual(sorted, [...seen.keys(), inflightId, afterId].sort(), 'each gateway id exactly once');
     assert.equal(new Set(gids).size, gids.length);
     const bad = lines.filter((l) => {
       try {

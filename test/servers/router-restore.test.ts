@@ -7,6 +7,8 @@ import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-regi
 import { recordId } from '../../src/schema/record-id.js';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
 import { LineBudget } from '../../src/servers/router/relay-support.js';
+import { InflightJournal } from '../../src/servers/router/inflight.js';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { gid, rec } from '../support/terminal-records.js';
 
 const HOUR = 3_600_000;
@@ -101,4 +103,42 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(b.take(t + 2000), true);
     assert.deepEqual(skipped, [2], 'nothing left out in the second before: no count line');
   });
+
+  it('the in-flight journal: rewritten when requests come and go; what a dead process left is recorded once, as errors', () => {
+    const now = Date.now();
+    const a = setup(10);
+    const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined);
+    const one = active(1, now - 5000);
+    const two = { ...active(2, now - 4000), phase: 'streaming' as const, sessionId: 'sess-9' };
+    a.reg.begin(one);
+    a.reg.begin(two);
+    journal.write();
+    const lines = readFileSync(journal.path, 'utf8').trim().split('\n');
+    assert.equal(lines.length, 2);
+    assert.ok(!lines.join('').includes('content'), 'identifiers and timing only');
+    // Request 1 finishes normally; the process then dies before the journal is rewritten.
+    a.reg.finish(one, rec({ request_id: gid(1), started_at: new Date(now - 5000).toISOString(), finished_at: new Date(now - 100).toISOString() }), now - 100);
+    a.log.flush();
+    appendFileSync(journal.path, '{"gateway_request_id":"req_bad","model":"m"}\nnot json\n');
+    a.log.close();
+
+    const b = setup(10, a.path);
+    b.reg.restore(now);
+    const left = InflightJournal.read(journal.path);
+    assert.equal(left.entries.length, 2, 'malformed lines are skipped');
+    assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 1, 'request 1 already has its record');
+    const r = b.reg.lookup(gid(2))!;
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id], ['error', 0, 'error', null, 'sess-9']);
+    assert.equal(r.finished_at, new Date(now - 50).toISOString());
+    assert.equal(b.reg.lookup(gid(1))!.outcome, 'success');
+    // Recorded once: a second pass over the same journal adds nothing.
+    assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 0);
+    b.log.flush();
+    assert.equal(readFileSync(a.path, 'utf8').trim().split('\n').filter((l) => l.includes(gid(2))).length, 1);
+    // A graceful stop with nothing in flight removes the file.
+    new InflightJournal(journal.path, b.reg, undefined).stop();
+    assert.equal(existsSync(journal.path), false);
+    b.log.close();
+  });
 });
+
