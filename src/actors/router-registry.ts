@@ -36,7 +36,7 @@ export interface ActiveRequest {
   /** When it began waiting in its alias's admission queue (null: it never queued). */
   queuedAt: number | null;
   /** Cuts the request short (the router is stopping); set by the relay. */
-  stop?: { abort(): void };
+  stop: { abort(): void } | undefined;
 }
 
 /** The `?active=1` view of one request (docs/api.md). */

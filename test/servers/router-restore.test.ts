@@ -17,7 +17,7 @@ function active(n: number, startedAt: number): ActiveRequest {
   return {
     gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt, phase: 'checking', phaseAt: startedAt,
     lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
-    upstreamCompletionTokens: null, sessionId: undefined, queuedAt: null,
+    upstreamCompletionTokens: null, sessionId: undefined, queuedAt: null, stop: undefined,
   };
 }
 

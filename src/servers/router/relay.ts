@@ -172,6 +172,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     upstreamCompletionTokens: null,
     sessionId: sessionOf(req.headers),
     queuedAt: null,
+    stop: undefined,
   };
   const x: Exchange = {
     a, route, t0, obs: new StreamObserver(monotonicNow), readinessMs: null, admissionWaitMs: null, dispatchAt: null,
