@@ -195,6 +195,7 @@ export class RouterRegistry {
    * was sent), finish reason `error` when the engine had been reached, every measurement
    * null and usage unknown, `finished_at` the last moment it was known in flight; no routing
    * hash or package version (the process that ran it is gone). Returns how many it recorded.
+   * Thrown when: the decision log cannot be written (the journal must then be kept).
    */
   recordInterrupted(entries: readonly InflightEntry[], lastSeenMs: number): number {
     const pending = new Map(entries.filter((e) => !this.byGid.has(e.gateway_request_id)).map((e) => [e.gateway_request_id, e]));
@@ -221,7 +222,8 @@ export class RouterRegistry {
       this.opts.log?.append(e.gateway_request_id, record);
       this.hold(e.gateway_request_id, record, finishedMs);
     }
-    this.persist();
+    // Written now, or the start fails: the journal is the only other trace of these requests.
+    this.opts.log?.flush();
     this.changes.next();
     return pending.size;
   }

@@ -22,7 +22,7 @@ import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
 import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
-import { InflightJournal } from './router/inflight.js';
+import { InflightJournal, lockDecisionLog } from './router/inflight.js';
 import { LineBudget, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import type { ServerDeps } from './server-deps.js';
 import type { Logger } from 'pino';
@@ -74,11 +74,14 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
   let decisionLog: DecisionLog | undefined;
+  let unlock: (() => void) | undefined;
   if (cfg.decisionLog) {
+    unlock = lockDecisionLog(cfg.decisionLog.path);
     decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
     try {
       decisionLog.open();
     } catch {
+      unlock();
       throw new ConfigError('router configuration: decision_log_path cannot be opened for writing');
     }
   }
@@ -95,7 +98,14 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   if (decisionLog) {
     journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log);
     const left = InflightJournal.read(journal.path);
-    const interrupted = registry.recordInterrupted(left.entries, left.writtenAt);
+    let interrupted: number;
+    try {
+      interrupted = registry.recordInterrupted(left.entries, left.writtenAt);
+    } catch {
+      decisionLog?.close();
+      unlock?.();
+      throw new ConfigError('router configuration: decision_log_path cannot be written');
+    }
     if (interrupted > 0) log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
     journal.write();
     journal.start();
@@ -160,6 +170,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
     if (ownsBus) await bus.close();
     decisionLog?.close();
+    unlock?.();
   };
   let url: string;
   try {
@@ -191,6 +202,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       clearInterval(idle);
       clearTimeout(t);
       clearTimeout(last);
+      // Connections are closed; a relay may still be writing its record (bounded wait).
+      for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
       await closeAll();
     },
   };

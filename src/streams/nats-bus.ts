@@ -281,6 +281,9 @@ export class NatsBus implements Bus {
     return err instanceof Error ? err : new SvcError(ErrorCode.INTERNAL, undefined, { cause: err });
   }
 
+  #lastErrorLogAt = Number.NEGATIVE_INFINITY;
+  #errorsSkipped = 0;
+
   async #watchStatus(): Promise<void> {
     // Server addresses are not logged: a URL may carry user:pass.
     for await (const s of this.#nc.status()) {
@@ -293,9 +296,17 @@ export class NatsBus implements Bus {
           this.#log?.info('nats reconnected');
           this.#state.next('connected');
           break;
-        case 'error':
-          this.#log?.warn({ errName: s.error.name }, 'nats server error');
+        case 'error': {
+          // Refused credentials repeat on every reconnect attempt (4 a second): one line per
+          // 10 s, with how many were left out.
+          const now = Date.now();
+          if (now - this.#lastErrorLogAt >= 10_000) {
+            this.#log?.warn({ errName: s.error.name, ...(this.#errorsSkipped > 0 ? { skipped: this.#errorsSkipped } : {}) }, 'nats server error');
+            this.#lastErrorLogAt = now;
+            this.#errorsSkipped = 0;
+          } else this.#errorsSkipped++;
           break;
+        }
         case 'slowConsumer':
           this.#log?.warn('nats slow consumer');
           break;

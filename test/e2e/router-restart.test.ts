@@ -1,7 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { appendFileSync, readFileSync } from 'node:fs';
+import { CLI } from '../support/processes.js';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
 import { recordId } from '../../src/schema/record-id.js';
@@ -175,6 +177,21 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal(r.outcome, 'error');
     assert.equal(r.finish_reason, 'error');
     assert.equal(r.usage.completion_source, 'estimated', 'what was relayed before the cut is counted');
+  });
+
+  it('a second router started on the same configuration is refused before it touches the first one\'s records', async () => {
+    const res = await chat('sim:tokens=60 sim:token_delay_ms=20', { stream: true });
+    const id = res.headers.get('x-svc-request-id')!;
+    await new Promise((r) => setTimeout(r, 1_200)); // the journal now lists the stream
+    const second = spawnSync(process.execPath, [CLI, 'router', 'serve', '--config', h.configPath], {
+      env: { PATH: process.env['PATH'] ?? '', ...h.routerEnv }, encoding: 'utf8', timeout: 30_000,
+    });
+    assert.equal(second.status, 2, second.stderr);
+    assert.match(second.stderr, /decision_log_path is in use by another running router process/);
+    await res.text();
+    const r = await h.lookup(id);
+    assert.equal(r.body.request.outcome, 'success');
+    assert.equal(logged().gids.filter((g) => g === id).length, 1, 'one record, not an extra "interrupted" one');
   });
 });
 

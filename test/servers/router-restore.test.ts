@@ -7,7 +7,9 @@ import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-regi
 import { recordId } from '../../src/schema/record-id.js';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
 import { LineBudget } from '../../src/servers/router/relay-support.js';
-import { InflightJournal } from '../../src/servers/router/inflight.js';
+import { InflightJournal, lockDecisionLog } from '../../src/servers/router/inflight.js';
+import { ConfigError } from '../../src/errors.js';
+import { writeFileSync } from 'node:fs';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { gid, rec } from '../support/terminal-records.js';
 
@@ -139,6 +141,31 @@ describe('router registry: the window across evictions and restarts', () => {
     new InflightJournal(journal.path, b.reg, undefined).stop();
     assert.equal(existsSync(journal.path), false);
     b.log.close();
+  });
+
+  it('one router per decision log: a second live holder is refused; a lock left by a dead process is taken over', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'svc-lock-')), 'state', 'd.jsonl');
+    const release = lockDecisionLog(path);
+    assert.throws(() => {
+      // Another live process holds it (this test's parent stands in for one).
+      release();
+      writeFileSync(`${path}.lock`, String(process.ppid));
+      lockDecisionLog(path);
+    }, (err: unknown) => err instanceof ConfigError && /in use by another running router process/.test(err.message) && !err.message.includes(path));
+    // A pid that is not running: taken over.
+    writeFileSync(`${path}.lock`, '999999999');
+    const again = lockDecisionLog(path);
+    assert.equal(readFileSync(`${path}.lock`, 'utf8'), String(process.pid));
+    again();
+    assert.equal(existsSync(`${path}.lock`), false);
+  });
+
+  it('a journal line with a timestamp outside the contract grammar is skipped, never fatal', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-journal-'));
+    const path = join(dir, 'd.jsonl.inflight');
+    const ok = { gateway_request_id: gid(7), request_id: gid(7), model: 'm', route: 'chat.completions', started_at: '2026-11-26T06:08:00.000Z', phase: 'streaming' };
+    writeFileSync(path, [JSON.stringify({ ...ok, started_at: '2026-11-26T06:08:00Z' }), JSON.stringify({ ...ok, model: '-bad' }), JSON.stringify(ok)].join('\n'));
+    assert.deepEqual(InflightJournal.read(path).entries.map((e) => e.gateway_request_id), [gid(7)]);
   });
 });
 

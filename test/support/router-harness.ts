@@ -57,6 +57,8 @@ export interface RouterHarness {
   /** The router's origin (changes when the router is restarted). */
   readonly routerUrl: string;
   readonly router: RunningProcess;
+  /** The environment router processes of this harness get (keys, policy credentials). */
+  readonly routerEnv: Readonly<Record<string, string>>;
   /** Everything every router process of this harness wrote so far. */
   routerOutput(): string;
   /** An OpenAI SDK client on the router (no retries); `fetch` may be wrapped to observe responses. */
@@ -148,6 +150,7 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
       return router;
     },
     routerOutput: () => outputs.map((p) => p.output()).join(''),
+    routerEnv: env,
     client: (o = {}) => new OpenAI({ baseURL: `${router.url}/v1`, apiKey: key, maxRetries: 0, timeout: 20_000, ...(o.fetch ? { fetch: o.fetch } : {}) }),
     async lookup(id, token) {
       const res = await fetch(`${router.url}/v1/requests/${encodeURIComponent(id)}`, { headers: auth(token) });

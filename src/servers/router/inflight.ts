@@ -1,8 +1,10 @@
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { RouterRegistry } from '../../actors/router-registry.js';
+import { ConfigError } from '../../errors.js';
 import { REQUEST_PHASES } from '../../actors/router-mapping.js';
-import { formatTimestamp } from '../../schema/primitives.js';
+import { formatTimestamp, parseTimestamp } from '../../schema/primitives.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, ROUTES, type RouteName } from '../../schema/terminal-record.js';
 
 /** What the journal keeps of one request in flight: identifiers and timing, no content. */
@@ -44,10 +46,15 @@ export class InflightJournal {
     this.timer.unref();
   }
 
-  /** Writes the current set when it changed since the last write; a failure is logged once. */
+  /**
+   * Writes the current set when it changed since the last write, and every time while
+   * requests are in flight (the file's time is then the last moment they were known alive,
+   * their phases current within a second). A failure is logged once.
+   */
   write(): void {
     const version = this.registry.activeVersion;
-    if (version === this.written) return;
+    if (version === this.written && this.registry.active.size === 0) return;
+    const tmp = `${this.path}.tmp`;
     try {
       let text = '';
       for (const a of this.registry.active.values()) {
@@ -57,12 +64,12 @@ export class InflightJournal {
         };
         text += JSON.stringify(e) + '\n';
       }
-      const tmp = `${this.path}.tmp`;
       writeFileSync(tmp, text, { mode: 0o600 });
       renameSync(tmp, this.path);
       this.written = version;
       this.failed = false;
     } catch (err) {
+      rmSync(tmp, { force: true });
       if (!this.failed) this.logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code } }, 'in-flight journal write failed');
       this.failed = true;
     }
@@ -74,6 +81,7 @@ export class InflightJournal {
     this.timer = undefined;
     if (this.registry.active.size === 0) rmSync(this.path, { force: true });
     else this.write();
+    rmSync(`${this.path}.tmp`, { force: true });
   }
 
   /**
@@ -98,7 +106,8 @@ export class InflightJournal {
 
 const ROUTE_SET: ReadonlySet<string> = new Set(ROUTES);
 const PHASE_SET: ReadonlySet<string> = new Set(REQUEST_PHASES);
-const MODEL_RE = /^[A-Za-z0-9._:/-]{1,128}$/;
+// The alias grammar of the router configuration (and of the record's `model`).
+const MODEL_RE = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
 
 function parseEntry(line: string): InflightEntry | undefined {
   if (line.length < 2) return undefined;
@@ -113,7 +122,65 @@ function parseEntry(line: string): InflightEntry | undefined {
   if (typeof gid !== 'string' || !GENERATED_ID_RE.test(gid)) return undefined;
   if (typeof rid !== 'string' || !(rid === gid || LEGACY_ID_RE.test(rid))) return undefined;
   if (typeof model !== 'string' || !MODEL_RE.test(model) || typeof route !== 'string' || !ROUTE_SET.has(route)) return undefined;
-  if (typeof at !== 'string' || Number.isNaN(Date.parse(at)) || typeof phase !== 'string' || !PHASE_SET.has(phase)) return undefined;
+  if (typeof at !== 'string' || Number.isNaN(parseTimestamp(at)) || typeof phase !== 'string' || !PHASE_SET.has(phase)) return undefined;
   if (sid !== undefined && (typeof sid !== 'string' || !OPAQUE_ID_RE.test(sid))) return undefined;
   return { gateway_request_id: gid, request_id: rid, model, route: route as RouteName, started_at: at, phase, ...(typeof sid === 'string' ? { session_id: sid } : {}) };
+}
+
+/**
+ * One router process per decision log: `<decision_log_path>.lock` holds the owner's pid,
+ * created exclusively. A lock whose process is gone (a kill -9) is taken over. Without it a
+ * second `router serve` on the same configuration (a mistaken start, or one started while
+ * the old process is still in its graceful stop) would record the first one's live requests
+ * as interrupted and rewrite its journal. Thrown when: another live process holds it
+ * (ConfigError, naming the setting, not the path).
+ */
+export function lockDecisionLog(logPath: string): () => void {
+  const lock = `${logPath}.lock`;
+  try {
+    mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
+  } catch {
+    throw new ConfigError('router configuration: decision_log_path cannot be opened for writing');
+  }
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx', mode: 0o600 });
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        try {
+          if (readFileSync(lock, 'utf8') === String(process.pid)) rmSync(lock, { force: true });
+        } catch {
+          // already gone
+        }
+      };
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'EEXIST') throw new ConfigError('router configuration: decision_log_path cannot be locked for writing');
+      const holder = Number(readFileSafe(lock));
+      if (Number.isSafeInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
+        throw new ConfigError('router configuration: decision_log_path is in use by another running router process');
+      }
+      rmSync(lock, { force: true }); // its process is gone: take it over
+    }
+  }
+  throw new ConfigError('router configuration: decision_log_path cannot be locked for writing');
+}
+
+function readFileSafe(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as { code?: string }).code === 'EPERM';
+  }
 }

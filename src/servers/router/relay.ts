@@ -184,6 +184,8 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
 
   const abort = new RelayAbort();
   a.stop = abort;
+  // Arrived after a graceful stop cut the others: cut too, before any engine work.
+  if (ctx.stopping.value) abort.abort();
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) {
@@ -231,6 +233,12 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (clientGone) {
       x.outcome = 'disconnected';
       return;
+    }
+    if (ctx.stopping.value) {
+      // The router is stopping: nothing more goes to the engine.
+      x.outcome = 'error';
+      x.statusCode = 503;
+      return sendRawProblem(res, ErrorCode.UNAVAILABLE);
     }
     const headers: Record<string, string> = { 'content-type': ct, 'x-request-id': gid };
     if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
