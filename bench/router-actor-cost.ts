@@ -21,7 +21,7 @@ function request(registry: RouterRegistry): void {
   const a: ActiveRequest = {
     gid, requestId: gid, model: 'sim-model', route: 'chat.completions', startedAt: now, phase: 'checking', phaseAt: now,
     lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: 3, estimatedCompletionTokens: 0,
-    upstreamPromptTokens: null, upstreamCompletionTokens: null, sessionId: undefined, queuedAt: null, stop: undefined,
+    upstreamPromptTokens: null, upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined,
   };
   registry.begin(a);
   const ts = new Date(now).toISOString();

@@ -33,6 +33,9 @@ export interface ActiveRequest {
   upstreamPromptTokens: number | null;
   upstreamCompletionTokens: number | null;
   readonly sessionId: string | undefined;
+  /** Lineage ids (`X-Svc-Workbench-Run-Id`, `X-Svc-Task-Id`), bounded; never sent upstream. */
+  readonly workbenchRunId: string | undefined;
+  readonly taskId: string | undefined;
   /** When it began waiting in its alias's admission queue (null: it never queued). */
   queuedAt: number | null;
   /** Cuts the request short (the router is stopping); set by the relay. */
@@ -219,6 +222,8 @@ export class RouterRegistry {
         output_limit: null,
       };
       if (e.session_id) record.session_id = e.session_id;
+      if (e.workbench_run_id) record.workbench_run_id = e.workbench_run_id;
+      if (e.task_id) record.task_id = e.task_id;
       this.opts.log?.append(e.gateway_request_id, record);
       this.hold(e.gateway_request_id, record, finishedMs);
     }

@@ -170,7 +170,7 @@ describe('router registry with a decision log', () => {
   const active = (n: number, over: Partial<ActiveRequest> = {}): ActiveRequest => ({
     gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt: Date.now(), phase: 'checking', phaseAt: Date.now(),
     lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
-    upstreamCompletionTokens: null, sessionId: undefined, queuedAt: null, stop: undefined, ...over,
+    upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined, ...over,
   });
 
   it('finishes once per request; evicted records come back from the log; reserved ids never match caller ids', () => {

@@ -19,7 +19,7 @@ function active(n: number, startedAt: number): ActiveRequest {
   return {
     gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt, phase: 'checking', phaseAt: startedAt,
     lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
-    upstreamCompletionTokens: null, sessionId: undefined, queuedAt: null, stop: undefined,
+    upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined,
   };
 }
 
@@ -111,7 +111,7 @@ describe('router registry: the window across evictions and restarts', () => {
     const a = setup(10);
     const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined);
     const one = active(1, now - 5000);
-    const two = { ...active(2, now - 4000), phase: 'streaming' as const, sessionId: 'sess-9' };
+    const two = { ...active(2, now - 4000), phase: 'streaming' as const, sessionId: 'sess-9', workbenchRunId: 'run-3', taskId: 'task-4' };
     a.reg.begin(one);
     a.reg.begin(two);
     journal.write();
@@ -131,6 +131,7 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 1, 'request 1 already has its record');
     const r = b.reg.lookup(gid(2))!;
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id], ['error', 0, 'error', null, 'sess-9']);
+    assert.deepEqual([r.workbench_run_id, r.task_id], ['run-3', 'task-4'], 'lineage survives the crash');
     assert.equal(r.finished_at, new Date(now - 50).toISOString());
     assert.equal(b.reg.lookup(gid(1))!.outcome, 'success');
     // Recorded once: a second pass over the same journal adds nothing.

@@ -16,6 +16,8 @@ export interface InflightEntry {
   readonly started_at: string;
   readonly phase: string;
   readonly session_id?: string;
+  readonly workbench_run_id?: string;
+  readonly task_id?: string;
 }
 
 /** How often the journal is brought up to date while requests come and go. */
@@ -61,6 +63,8 @@ export class InflightJournal {
         const e: InflightEntry = {
           gateway_request_id: a.gid, request_id: a.requestId, model: a.model, route: a.route, started_at: formatTimestamp(a.startedAt), phase: a.phase,
           ...(a.sessionId ? { session_id: a.sessionId } : {}),
+          ...(a.workbenchRunId ? { workbench_run_id: a.workbenchRunId } : {}),
+          ...(a.taskId ? { task_id: a.taskId } : {}),
         };
         text += JSON.stringify(e) + '\n';
       }
@@ -118,13 +122,18 @@ function parseEntry(line: string): InflightEntry | undefined {
     return undefined;
   }
   if (!v || typeof v !== 'object') return undefined;
-  const { gateway_request_id: gid, request_id: rid, model, route, started_at: at, phase, session_id: sid } = v;
+  const { gateway_request_id: gid, request_id: rid, model, route, started_at: at, phase, session_id: sid, workbench_run_id: run, task_id: task } = v;
   if (typeof gid !== 'string' || !GENERATED_ID_RE.test(gid)) return undefined;
   if (typeof rid !== 'string' || !(rid === gid || LEGACY_ID_RE.test(rid))) return undefined;
   if (typeof model !== 'string' || !MODEL_RE.test(model) || typeof route !== 'string' || !ROUTE_SET.has(route)) return undefined;
   if (typeof at !== 'string' || Number.isNaN(parseTimestamp(at)) || typeof phase !== 'string' || !PHASE_SET.has(phase)) return undefined;
-  if (sid !== undefined && (typeof sid !== 'string' || !OPAQUE_ID_RE.test(sid))) return undefined;
-  return { gateway_request_id: gid, request_id: rid, model, route: route as RouteName, started_at: at, phase, ...(typeof sid === 'string' ? { session_id: sid } : {}) };
+  for (const opt of [sid, run, task]) if (opt !== undefined && (typeof opt !== 'string' || !OPAQUE_ID_RE.test(opt))) return undefined;
+  return {
+    gateway_request_id: gid, request_id: rid, model, route: route as RouteName, started_at: at, phase,
+    ...(typeof sid === 'string' ? { session_id: sid } : {}),
+    ...(typeof run === 'string' ? { workbench_run_id: run } : {}),
+    ...(typeof task === 'string' ? { task_id: task } : {}),
+  };
 }
 
 /**

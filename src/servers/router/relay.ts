@@ -171,6 +171,8 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
     sessionId: sessionOf(req.headers),
+    workbenchRunId: opaque(req.headers['x-svc-workbench-run-id']),
+    taskId: opaque(req.headers['x-svc-task-id']),
     queuedAt: null,
     stop: undefined,
   };
@@ -179,7 +181,6 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     upstreamEndAt: null, statusCode: 0, outcome: 'error', outputLimit, promptEstimate: a.estimatedPromptTokens,
     streaming: parsed?.['stream'] === true, finishOverride: null, answered: false,
   };
-  const lineage = { workbench_run_id: opaque(req.headers['x-svc-workbench-run-id']), task_id: opaque(req.headers['x-svc-task-id']) };
   ctx.registry.begin(a);
 
   const abort = new RelayAbort();
@@ -253,7 +254,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
     if (admitted) up.admission.release();
     const finishedMs = Math.max(Date.now(), a.startedAt);
-    ctx.registry.finish(a, terminalRecord(x, ctx, lineage, finishedMs), finishedMs);
+    ctx.registry.finish(a, terminalRecord(x, ctx, finishedMs), finishedMs);
     // Every request that did not succeed leaves one line an operator can search by id.
     if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
     else if (ctx.failureLines.take(finishedMs)) ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
@@ -296,7 +297,7 @@ function prepareBody(b: Record<string, unknown>, m: ModelRoute, isText: boolean)
 }
 
 /** Builds the one terminal record of an exchange. */
-function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run_id?: string | undefined; task_id?: string | undefined }, finishedMs: number): TerminalRecord {
+function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: number): TerminalRecord {
   const end = performance.now();
   const o = x.obs;
   const isText = x.route === 'chat.completions' || x.route === 'completions';
@@ -342,8 +343,8 @@ function terminalRecord(x: Exchange, ctx: RelayContext, lineage: { workbench_run
     output_limit: x.outputLimit,
   };
   if (x.a.sessionId) rec.session_id = x.a.sessionId;
-  if (lineage.workbench_run_id) rec.workbench_run_id = lineage.workbench_run_id;
-  if (lineage.task_id) rec.task_id = lineage.task_id;
+  if (x.a.workbenchRunId) rec.workbench_run_id = x.a.workbenchRunId;
+  if (x.a.taskId) rec.task_id = x.a.taskId;
   rec.routing_config_hash = ctx.cfg.routingConfigHash;
   rec.package_version = ctx.packageVersion;
   return rec;
