@@ -1,6 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
-import { checkNodeResult, type NodeResult } from '../schema/envelopes.js';
-import type { FilterArgs } from '../schema/filters.js';
+import type { NodeResult } from '../schema/envelopes.js';
+import { resolveFilters, type FilterArgs } from '../schema/filters.js';
+import { classifyAnswer } from '../streams/compose-fleet.js';
 import { PACKAGE_VERSION } from '../version.js';
 
 /**
@@ -71,16 +72,12 @@ export class ControllerReader {
     } catch (err) {
       return signal.aborted ? { kind: 'aborted' } : failure(err);
     }
-    let body: unknown;
-    try {
-      body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks)));
-    } catch {
-      return { kind: 'failure', failure: 'malformed' };
-    }
-    if (!checkNodeResult.Check(body)) return { kind: 'failure', failure: 'malformed' };
-    // The controller proves which node answered; a different one is never shown as ours.
-    if (body.expected_host !== this.expectedNode) return { kind: 'failure', failure: 'wrong-identity' };
-    return { kind: 'result', result: body };
+    // The fleet's checks of a node's answer: schema, identity (a different node is never
+    // shown as ours), all six sources in order, records of that host and owner, counts that
+    // add up, and a status no more hopeful than its sources support.
+    const c = classifyAnswer(this.expectedNode, { kind: 'reply', data: Buffer.concat(chunks) }, resolveFilters(args));
+    if (typeof c !== 'string') return { kind: 'result', result: c };
+    return { kind: 'failure', failure: c === 'wrong-identity' ? 'wrong-identity' : 'malformed' };
   }
 
   async close(): Promise<void> {

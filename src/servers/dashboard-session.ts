@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { formatTimestamp } from '../schema/primitives.js';
 import { parseFilterArgs, type FilterArgs } from '../schema/filters.js';
+import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { TOKEN_RE, type TelemetryGate, type WorkloadService } from './dashboard-config.js';
 import { unavailableNode, type ControllerReader } from './dashboard-reader.js';
 
@@ -65,8 +66,11 @@ export class DashboardSession {
     if (msg['type'] === 'telemetry-auth') return this.telemetryAuth(msg['credential']);
     const gen = msg['gen'];
     if (typeof gen !== 'number' || !Number.isSafeInteger(gen) || gen < 0) return;
-    if (msg['type'] === 'connect') return this.connect(gen, msg['credential'], msg['filters']);
-    if (msg['type'] === 'read') return this.read(gen, msg['filters']);
+    // A member named twice (`"limit":5,"limit":6`) is a repeated filter: refused, never the
+    // last value (the filters then read as null, which parseFilterArgs refuses).
+    const filters = hasDuplicateKey(raw) ? null : msg['filters'];
+    if (msg['type'] === 'connect') return this.connect(gen, msg['credential'], filters);
+    if (msg['type'] === 'read') return this.read(gen, filters);
     if (msg['type'] === 'disconnect') return this.disconnect(gen);
   }
 
@@ -124,7 +128,8 @@ export class DashboardSession {
     if (this.inflight) return;
     let args: FilterArgs;
     try {
-      args = parseFilterArgs(filters ?? {});
+      // Absent filters are no filters; null ones are refused like any other null filter.
+      args = parseFilterArgs(filters === undefined ? {} : filters);
     } catch {
       return this.deny(gen, 'invalid-filter');
     }

@@ -76,8 +76,9 @@ describe('dashboard controller reader', () => {
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   };
   after(() => server?.close());
-  const result = (host: string) => ({
-    schema: 'svc-workloads/v1', expected_host: host, status: 'complete', collected_at: '2026-11-25T12:00:00.000Z', sources: [], truncation: { returned: 0, omitted: 0 },
+  const OWNERS = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
+  const result = (host: string, sources: unknown[] = OWNERS.map((owner) => ({ owner, status: 'complete', records: [], truncation: { returned: 0, omitted: 0 } }))) => ({
+    schema: 'svc-workloads/v1', expected_host: host, status: 'complete', collected_at: '2026-11-25T12:00:00.000Z', sources, truncation: { returned: 0, omitted: 0 },
   });
 
   it('forwards the same credential as a bearer and verifies the answering node', async () => {
@@ -90,6 +91,15 @@ describe('dashboard controller reader', () => {
     assert.deepEqual(await reader.read('reader-token', {}, signal), { kind: 'failure', failure: 'wrong-identity' });
     reply = { status: 200, body: { schema: 'svc-workloads/v1' } };
     assert.deepEqual(await reader.read('t', {}, signal), { kind: 'failure', failure: 'malformed' });
+    // Held to the same checks as the fleet: no sources is not a controller's answer, and a
+    // "complete" node over an unavailable source is shown as partial, never as idle.
+    reply = { status: 200, body: result('node-a', []) };
+    assert.deepEqual(await reader.read('t', {}, signal), { kind: 'failure', failure: 'malformed' });
+    const dark = OWNERS.map((owner) => ({ owner, status: owner === 'media' ? 'unavailable' : 'complete', ...(owner === 'media' ? { reason: 'timeout' } : {}), records: [], truncation: { returned: 0, omitted: owner === 'media' ? null : 0 } }));
+    reply = { status: 200, body: result('node-a', dark) };
+    const held = await reader.read('t', {}, signal);
+    assert.equal(held.kind === 'result' && held.result.status, 'partial');
+    assert.deepEqual(held.kind === 'result' && held.result.truncation, { returned: 0, omitted: null });
     for (const [status, failure] of [[401, 'controller-unauthenticated'], [403, 'controller-forbidden'], [404, 'not-served'], [302, 'redirect'], [503, 'failed']] as const) {
       reply = { status, body: {} };
       assert.deepEqual(await reader.read('t', {}, signal), { kind: 'failure', failure }, String(status));

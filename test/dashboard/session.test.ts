@@ -108,6 +108,17 @@ describe('dashboard workload session', () => {
     });
   });
 
+  it('refuses repeated and null filters instead of reading with the last value or none', () => {
+    const t = session();
+    t.msg({ type: 'connect', gen: 1, credential: policy.tokens.reader, filters: {} });
+    const reads = t.calls.length;
+    t.s.handle('{"type":"read","gen":2,"filters":{"limit":5,"limit":6}}');
+    assert.equal(t.parsed().at(-1)!['code'], 'invalid-filter');
+    t.msg({ type: 'read', gen: 3, filters: null });
+    assert.equal(t.parsed().at(-1)!['code'], 'invalid-filter');
+    assert.equal(t.calls.length, reads, 'nothing was read for either');
+  });
+
   it('ignores malformed messages without answering', () => {
     const t = session();
     for (const raw of ['', 'null', '[]', '{"type":"connect"}', '{"type":"read","gen":-1}', '{"type":"x","gen":1}']) t.s.handle(raw);
