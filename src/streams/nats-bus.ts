@@ -35,6 +35,11 @@ export interface NatsBusOptions {
   readonly token?: string;
   /** Connection name shown by the server's monitoring. */
   readonly name?: string;
+  /**
+   * Where replies to this connection's requests arrive (default `_INBOX`). Per user
+   * (`_INBOX_<user>`), the server's permissions can let each user read only its own replies.
+   */
+  readonly inboxPrefix?: string;
   readonly logger?: Logger;
 }
 
@@ -65,6 +70,7 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
       pass: opts.pass,
       token: opts.token,
       name: opts.name,
+      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
       maxReconnectAttempts: -1,
       // Credentials refused during a reconnect (a server restarted with other ones) must not
       // end the connection for good: keep trying, so that fixed credentials heal it.

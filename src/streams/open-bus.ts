@@ -5,6 +5,9 @@ import type { Bus } from './bus.js';
 import { InProcessBus } from './in-process-bus.js';
 import { connectNatsBus } from './nats-bus.js';
 
+/** A user name that is one plain subject token (usable in an inbox prefix). */
+const USER_TOKEN_RE = /^[A-Za-z0-9_-]{1,64}$/;
+
 /**
  * The bus a process runs on: NATS when configured, else a fresh in-process bus. Secrets come
  * from the environment variables the configuration names, never from the file itself.
@@ -21,6 +24,9 @@ export async function openBus(nats: NatsConnection | undefined, env: NodeJS.Proc
   return connectNatsBus({
     servers: nats.url,
     ...(nats.user ? { user: nats.user } : {}),
+    // Replies to this user's requests arrive under its own prefix (deploy/nats.conf lets each
+    // user read only `_INBOX_<user>.>`, so no node can read the fleet's or another node's).
+    ...(nats.user && USER_TOKEN_RE.test(nats.user) ? { inboxPrefix: `_INBOX_${nats.user}` } : {}),
     ...(nats.passwordEnv ? { pass: secret(nats.passwordEnv)! } : {}),
     ...(nats.tokenEnv ? { token: secret(nats.tokenEnv)! } : {}),
     name,

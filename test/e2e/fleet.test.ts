@@ -118,6 +118,23 @@ describe('fleet over one nats-server with per-host permissions (real processes)'
     }
   });
 
+  it('a node\'s user cannot read the replies other users get (its own inbox only)', async () => {
+    const intruder = await connectNatsBus({ servers: nats.url, user: 'node-b', pass: users.passwords['node-b']!, name: 'inbox-reader', inboxPrefix: '_INBOX_node-b' });
+    try {
+      const seen: string[] = [];
+      const errors: string[] = [];
+      for (const pattern of ['_INBOX.>', '_INBOX_fleet.>', '_INBOX_node-a.>']) {
+        intruder.subscribe(pattern).subscribe({ next: (m) => seen.push(m.subject), error: (e: unknown) => errors.push(`${pattern} ${(e as Error).name}`) });
+      }
+      await intruder.flush().catch(() => undefined);
+      await fleetCall();
+      await eventually(() => errors.length === 3, 3000, 50);
+      assert.deepEqual(seen, [], 'no reply to the fleet reached node-b');
+    } finally {
+      await intruder.close();
+    }
+  });
+
   it('stopping a node turns its entry unreachable within the timeout and the fleet partial', async () => {
     await controllers.get('node-c')!.stop();
     const r = await fleetCall();

@@ -8,18 +8,19 @@ export interface NatsUsers {
 }
 
 /**
- * The documented permission model (docs/nats.md): each node's user may publish and
- * subscribe only under `svc.v1.<its host>.>` (plus inboxes for replies), so it can neither
- * publish observations for another host nor answer another host's `workloads` subject; the
- * fleet's user may only request `svc.v1.*.workloads`.
+ * The documented permission model (deploy/nats.conf, docs/nats.md): each node's user may
+ * publish and subscribe only under `svc.v1.<its host>.>`, answer requests it receives
+ * (allow_responses) and read only its own inbox `_INBOX_<user>.>`; so it can neither publish
+ * observations for another host, answer another host's `workloads` subject, nor read replies
+ * meant for others. The fleet's user may only request `svc.v1.*.workloads` and read its inbox.
  */
 export function natsUsers(hosts: readonly string[]): NatsUsers {
   const passwords: Record<string, string> = {};
   const users = hosts.map((h) => {
     passwords[h] = randomBytes(12).toString('hex');
-    return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>", "_INBOX.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX.>"] } } }`;
+    return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX_${h}.>"] }, allow_responses: true } }`;
   });
   passwords['fleet'] = randomBytes(12).toString('hex');
-  users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads"] }, subscribe: { allow: ["_INBOX.>"] } } }`);
+  users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads"] }, subscribe: { allow: ["_INBOX_fleet.>"] } } }`);
   return { configText: `authorization {\n  users = [\n${users.join(',\n')}\n  ]\n}\n`, passwords };
 }
