@@ -7,7 +7,9 @@ import { loadTomlConfig, parseListen } from './load-toml.js';
 import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
 
 const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
-const ALIAS = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' });
+/** A model alias: also the `model` of every terminal record. */
+export const ALIAS_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$';
+const ALIAS = Type.String({ pattern: ALIAS_PATTERN });
 
 export const ModelSchema = Type.Object(
   {

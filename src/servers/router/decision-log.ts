@@ -210,20 +210,26 @@ const REQUIRED_KEYS = [
   'admission_wait_ms', 'upstream_duration_ms', 'time_to_first_content_ms', 'finish_reason', 'output_limit',
 ] as const;
 
+/** One JSONL line as a plain object, or undefined for a torn, empty or non-object line. */
+export function jsonObjectLine(line: string): Record<string, unknown> | undefined {
+  if (line.length < 2) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+}
+
 /**
  * Reads one stored line into the current record shape, or undefined when it is torn or not a
  * decision. Only allowlisted members are copied; a record without usage provenance (an
  * older version) reads as `unknown` provenance.
  */
 export function parseDecision(line: string): Decision | undefined {
-  if (line.length < 2) return undefined;
-  let raw: Record<string, unknown>;
-  try {
-    raw = JSON.parse(line) as Record<string, unknown>;
-  } catch {
-    return undefined;
-  }
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const raw = jsonObjectLine(line);
+  if (!raw) return undefined;
   const rec: Record<string, unknown> = {};
   for (const k of REQUIRED_KEYS) rec[k] = k in raw ? raw[k] : null;
   const u = (raw['usage'] ?? {}) as Record<string, unknown>;

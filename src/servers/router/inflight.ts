@@ -2,7 +2,9 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writ
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { RouterRegistry } from '../../actors/router-registry.js';
+import { ALIAS_PATTERN } from '../../config/router-config.js';
 import { ConfigError } from '../../errors.js';
+import { jsonObjectLine } from './decision-log.js';
 import { REQUEST_PHASES } from '../../actors/router-mapping.js';
 import { formatTimestamp, parseTimestamp } from '../../schema/primitives.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, ROUTES, type RouteName } from '../../schema/terminal-record.js';
@@ -111,17 +113,11 @@ export class InflightJournal {
 const ROUTE_SET: ReadonlySet<string> = new Set(ROUTES);
 const PHASE_SET: ReadonlySet<string> = new Set(REQUEST_PHASES);
 // The alias grammar of the router configuration (and of the record's `model`).
-const MODEL_RE = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
+const MODEL_RE = new RegExp(ALIAS_PATTERN);
 
 function parseEntry(line: string): InflightEntry | undefined {
-  if (line.length < 2) return undefined;
-  let v: Record<string, unknown>;
-  try {
-    v = JSON.parse(line) as Record<string, unknown>;
-  } catch {
-    return undefined;
-  }
-  if (!v || typeof v !== 'object') return undefined;
+  const v = jsonObjectLine(line);
+  if (!v) return undefined;
   const { gateway_request_id: gid, request_id: rid, model, route, started_at: at, phase, session_id: sid, workbench_run_id: run, task_id: task } = v;
   if (typeof gid !== 'string' || !GENERATED_ID_RE.test(gid)) return undefined;
   if (typeof rid !== 'string' || !(rid === gid || LEGACY_ID_RE.test(rid))) return undefined;
