@@ -32,6 +32,14 @@ export interface OwnerActorOptions {
    * (`hasInterest`), batches go only here and are not encoded at all.
    */
   readonly local?: (batch: ObservationBatch) => void;
+  /**
+   * With `local`: while the bus says nobody else listens, the rounds that polls and change
+   * notifications start read nothing and publish nothing; a local reader calls `refresh()`
+   * before it reads the fold. A busy owner (the router, thousands of changes a second) then
+   * spends nothing on a window nobody looks at. Once someone listens, rounds run as usual,
+   * the first of them a full window.
+   */
+  readonly onDemand?: boolean;
 }
 
 /** The subject a node publishes on to ask its actors for full windows. */
@@ -61,6 +69,8 @@ export class OwnerActor {
   private published = new Map<string, WorkloadRecord>();
   private nudged = false;
   private forceFull = true;
+  /** Rounds were skipped while nobody listened: the next round that publishes on the bus is full. */
+  private owedRemoteFull = false;
   private readonly nudges = new Subject<void>();
   private sub: Subscription | undefined;
   private readonly now: () => number;
@@ -98,9 +108,29 @@ export class OwnerActor {
     this.sub = undefined;
   }
 
-  /** One read-and-publish round; never throws (a failed read is published as `unavailable`). */
-  async step(wantFull: boolean): Promise<void> {
+  /**
+   * Brings the local fold up to date now (a round that runs even when nobody else listens);
+   * resolves once the batch, if any, has been handed to `local`.
+   */
+  refresh(): Promise<void> {
+    return this.step(false, true);
+  }
+
+  /**
+   * One read-and-publish round; never throws (a failed read is published as `unavailable`).
+   * `demanded`: a local reader asked for it (`refresh()`); otherwise an `onDemand` actor skips
+   * the round while nobody else listens.
+   */
+  async step(wantFull: boolean, demanded = false): Promise<void> {
     this.nudged = false;
+    const subject = observationSubject(this.opts.host, this.opts.owner);
+    // Nobody on the bus (known only in process): a batch would be built for the local fold only.
+    const remote = this.opts.bus.hasInterest?.(subject) ?? true;
+    if (this.opts.onDemand && !demanded && !remote) {
+      // Whoever starts listening gets a whole window first.
+      this.owedRemoteFull = true;
+      return;
+    }
     const now = this.now();
     let reading: OwnerReading;
     try {
@@ -111,7 +141,7 @@ export class OwnerActor {
       this.forceFull = true;
     }
     const stale = this.opts.staleAfterMs ?? 30_000;
-    const full = wantFull || this.forceFull || now - this.lastFullAt >= stale / 2;
+    const full = wantFull || this.forceFull || (remote && this.owedRemoteFull) || now - this.lastFullAt >= stale / 2;
     const window = boundWindow(reading, now, this.opts.cap ?? DEFAULT_WINDOW_CAP);
     const base = {
       schema: SCHEMA_ID, host: this.opts.host, owner: this.opts.owner, source_timestamp: formatTimestamp(now),
@@ -119,14 +149,12 @@ export class OwnerActor {
     } as const;
     const next = new Map<string, WorkloadRecord>();
     for (const r of window.records) next.set(r.id, r);
-    const subject = observationSubject(this.opts.host, this.opts.owner);
-    // Nobody on the bus (known only in process): the batch is built for the local fold only.
-    const remote = this.opts.bus.hasInterest?.(subject) ?? true;
     try {
       if (full) {
         this.publishFull(base, window.records, remote);
         this.lastFullAt = now;
         this.forceFull = false;
+        if (remote) this.owedRemoteFull = false;
       } else {
         const upserts: WorkloadRecord[] = [];
         for (const r of window.records) {

@@ -59,8 +59,11 @@ export interface ActiveSummary {
 interface Buffered extends Decision {
   readonly gid: string;
   readonly finishedMs: number;
-  /** Its workload record, built once: a finished request never changes. */
-  readonly workload: WorkloadRecord;
+  /**
+   * Its workload record, built the first time a window needs it, then kept: a finished
+   * request never changes (and an unchanged object is not compared again).
+   */
+  workload: WorkloadRecord | undefined;
 }
 
 /**
@@ -129,7 +132,7 @@ export class RouterRegistry {
 
   /** Puts a terminal record in the ring; the one it replaces is counted as outside. */
   private hold(gid: string, record: TerminalRecord, finishedMs: number): void {
-    const entry: Buffered = { gid, record, finishedMs, workload: mapTerminalRequest(this.opts.host, gid, record) };
+    const entry: Buffered = { gid, record, finishedMs, workload: undefined };
     const evicted = this.ring[this.head];
     if (evicted) {
       this.byGid.delete(evicted.gid);
@@ -322,7 +325,7 @@ export class RouterRegistry {
     for (let i = 1; i <= n; i++) {
       const e = ring[(this.head - i + n) % n];
       if (!e || e.finishedMs < horizon) break;
-      if (records.length < cap) records.push(e.workload);
+      if (records.length < cap) records.push((e.workload ??= mapTerminalRequest(this.opts.host, e.gid, e.record)));
       else omitted++;
     }
     // Terminal records of the day that the ring no longer holds: their number is not kept.

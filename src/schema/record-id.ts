@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Kind, Owner } from './enums.js';
 
 /**
@@ -7,7 +7,6 @@ import type { Kind, Owner } from './enums.js';
  * prompts, labels, filenames, endpoints or credentials: `nativeId` is the owner's own key.
  */
 export function recordId(host: string, owner: Owner, kind: Kind, nativeId: string): string {
-  const h = createHash('sha256');
-  h.update(`${host}\0${owner}\0${kind}\0${nativeId}`, 'utf8');
-  return 'wl_' + h.digest('hex').slice(0, 32);
+  // One-shot hash (UTF-8 in, hex out): no Hash object per call.
+  return 'wl_' + hash('sha256', `${host}\0${owner}\0${kind}\0${nativeId}`, 'hex').slice(0, 32);
 }

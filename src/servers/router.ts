@@ -137,6 +137,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const actor = new OwnerActor({
     host: cfg.hostId, owner: 'router', bus, staleAfterMs: cfg.staleAfterMs, pollMs: 1000, minIntervalMs: 200, logger: log,
     local: (batch) => own.next(batch),
+    // A standalone router's window is read when someone asks for it, not thousands of times a
+    // second for nobody; a controller on the bus gets it published as usual.
+    onDemand: true,
     read: () => routerReading(registry, Date.now(), DEFAULT_WINDOW_CAP),
   });
   const changesSub = registry.changes.subscribe(() => actor.notify());
@@ -160,7 +163,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       }),
   });
   await app.register(routerRoutes, {
-    cfg, keys, policy, registry, metrics, startedAt, packageVersion: PACKAGE_VERSION, workloads: (f) => view.query(f),
+    cfg, keys, policy, registry, metrics, startedAt, packageVersion: PACKAGE_VERSION, workloads: async (f) => {
+      await actor.refresh();
+      return view.query(f);
+    },
   });
   const closeAll = async (): Promise<void> => {
     changesSub.unsubscribe();

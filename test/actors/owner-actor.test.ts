@@ -129,4 +129,36 @@ describe('owner actor', () => {
     assert.deepEqual(res.sources[0]!.records.map((r) => r.id).sort(), [terminal(1).id, terminal(2).id].sort());
     view.stop();
   });
+
+  it('on demand: with nobody on the bus a round reads nothing until a local reader asks; a late subscriber gets a whole window first', async () => {
+    const bus = new InProcessBus();
+    const local: ObservationBatch[] = [];
+    let reads = 0;
+    let reading: OwnerReading = { status: 'complete', records: [terminal(1), terminal(2)] };
+    const actor = new OwnerActor({
+      host: 'node-a', owner: 'router', bus, read: () => (reads++, reading), now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => local.push(b), onDemand: true,
+    });
+    await actor.step(false);
+    await actor.step(true);
+    assert.deepEqual([reads, local.length], [0, 0], 'nothing read or built while nobody looks');
+    await actor.refresh();
+    assert.equal(reads, 1);
+    assert.deepEqual(local.map((b) => [b.seq, b.full, b.upserts.length]), [[1, true, 2]]);
+    reading = { status: 'complete', records: [terminal(2), terminal(3)] };
+    await actor.refresh();
+    assert.deepEqual(local.map((b) => [b.seq, b.full]), [[1, true], [2, false]]);
+    assert.deepEqual([local[1]!.upserts.map((r) => r.id), local[1]!.removals], [[terminal(3).id], [terminal(1).id]]);
+
+    // A controller starts listening: the next round runs and is a whole window, on the bus too.
+    const onBus: ObservationBatch[] = [];
+    const sub = bus.subscribe('svc.v1.node-a.obs.*').subscribe((m) => onBus.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    await actor.step(false);
+    await new Promise<void>((r) => setImmediate(r));
+    assert.deepEqual(onBus.map((b) => [b.seq, b.full, b.upserts.length]), [[3, true, 2]]);
+    reading = { status: 'complete', records: [terminal(3)] };
+    await actor.step(false);
+    await new Promise<void>((r) => setImmediate(r));
+    assert.deepEqual(onBus.map((b) => [b.seq, b.full]), [[3, true], [4, false]], 'then changes only, as usual');
+    sub.unsubscribe();
+  });
 });

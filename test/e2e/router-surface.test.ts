@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
+import { recordId } from '../../src/schema/record-id.js';
 import { MAX_BODY, multipart, useRouterE2E, user } from '../support/router-e2e.js';
 import type { RouterHarness } from '../support/router-harness.js';
 
@@ -27,6 +28,12 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.ok(checkNodeResult.Check(body));
     assert.equal(body.expected_host, 'node-a');
     assert.deepEqual(body.sources.map((s) => s.owner), ['router']);
+    // Asked right after the request finished: the answer already holds it (the router's view is
+    // brought up to date when asked, not at its next round).
+    const fresh = await chat('asked at once');
+    const freshId = recordId('node-a', 'router', 'router-request', gidOf(fresh));
+    const now = (await (await h.get('/v1/workloads?owner=router&limit=1000', h.readerToken)).json()) as NodeResult;
+    assert.equal(now.sources[0]!.records.find((r) => r.id === freshId)?.state, 'terminal');
     await assertProblem(await h.get('/v1/workloads'), 403, 'forbidden');
     await assertProblem(await h.get('/v1/workloads', null), 401, 'unauthenticated');
     await assertProblem(await h.get('/v1/workloads', 'not-a-known-token'), 401, 'unauthenticated');

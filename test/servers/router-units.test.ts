@@ -311,6 +311,17 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     assert.deepEqual(r.record?.output_limit, { requested: 3, effective: 3, clamped: false });
   });
 
+  it('an absent limit is added to the client\'s own text (nothing else re-serialized), trailing blanks included', async () => {
+    const text = '{"model":"same", "messages":[{"role":"user","content":"caf\\u00e9 \u00e9"}], "n": 1.50}\r\n\t ';
+    const r = await send(text);
+    assert.equal(r.status, 200);
+    assert.equal(r.upstream!.toString('utf8'), `{"model":"same", "messages":[{"role":"user","content":"caf\\u00e9 \u00e9"}], "n": 1.50,"max_tokens":${CEIL}}`);
+    assert.deepEqual(r.record?.output_limit, { requested: null, effective: CEIL, clamped: false });
+    // max_completion_tokens given as null: max_tokens is the limit, added beside it.
+    const r2 = await send('{"model":"same","messages":[],"max_completion_tokens":null}');
+    assert.deepEqual(json(r2.upstream), { model: 'same', messages: [], max_completion_tokens: null, max_tokens: CEIL });
+  });
+
   it('an absent or null limit becomes the ceiling (not clamped); a larger one is clamped', async () => {
     let r = await send({ model: 'same', messages: [] });
     assert.equal(json(r.upstream)['max_tokens'], CEIL);

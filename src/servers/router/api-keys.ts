@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { ConfigError } from '../../errors.js';
 import { bearerToken } from '../../auth/policy.js';
 
@@ -25,5 +25,6 @@ export class DataPlaneKeys {
 }
 
 function digest(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
+  // One-shot (UTF-8 in): this runs for every inference request.
+  return hash('sha256', token, 'hex');
 }

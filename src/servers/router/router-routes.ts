@@ -15,7 +15,8 @@ export interface RouterRoutesOptions {
   readonly policy: AuthorizationPolicy | undefined;
   readonly registry: RouterRegistry;
   readonly metrics: RouterMetrics;
-  readonly workloads: (f: Filters) => NodeResult;
+  /** Brings the router's own view up to date, then answers from it. */
+  readonly workloads: (f: Filters) => Promise<NodeResult>;
   readonly startedAt: string;
   readonly packageVersion: string;
 }
@@ -43,7 +44,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     if (o.keys.accepts(req.headers.authorization)) throw new ForbiddenError();
     o.policy.authorize(req.headers.authorization, 'workloads:read');
     const f = resolveFilters(parseFilterQuery(rawQuery(req)));
-    return reply.type('application/json').send(o.workloads(f));
+    return reply.type('application/json').send(await o.workloads(f));
   });
 
   app.get('/v1/models', async (req, reply) => {
