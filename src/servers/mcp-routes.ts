@@ -25,6 +25,40 @@ export interface McpRoutesOptions {
 // The filters' JSON Schema straight from the TypeBox schema: absent options are omitted, never null.
 const INPUT_SCHEMA = JSON.parse(JSON.stringify(FilterArgs)) as { type: 'object' };
 
+/** The fixed text of each JSON-RPC error code: never the SDK's or a validator's own words. */
+const RPC_ERROR_TEXT: ReadonlyMap<number, string> = new Map([
+  [-32700, 'Parse error'],
+  [-32600, 'Invalid Request'],
+  [-32601, 'Method not found'],
+  [-32602, 'Invalid params'],
+  [-32603, 'Internal error'],
+]);
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const optionalObject = (v: unknown): boolean => v === undefined || isObject(v);
+
+/**
+ * The params each method this server answers must have. The SDK parses params inside its
+ * request handling and answers a mismatch as -32603 with the validator's message; checked
+ * here first, a mismatch is -32602 `Invalid params`, as JSON-RPC says.
+ */
+const PARAMS_FIT: Readonly<Record<string, (p: unknown) => boolean>> = {
+  'tools/call': (p) => isObject(p) && typeof p['name'] === 'string' && optionalObject(p['arguments']) && optionalObject(p['_meta']),
+  'tools/list': (p) => p === undefined || (isObject(p) && (p['cursor'] === undefined || typeof p['cursor'] === 'string') && optionalObject(p['_meta'])),
+  ping: (p) => p === undefined || (isObject(p) && optionalObject(p['_meta'])),
+  initialize: (p) =>
+    isObject(p) && typeof p['protocolVersion'] === 'string' && isObject(p['capabilities']) &&
+    isObject(p['clientInfo']) && typeof p['clientInfo']['name'] === 'string' && typeof p['clientInfo']['version'] === 'string',
+};
+
+/** A JSON-RPC error answer with its code's fixed text (the `data` member, if any, dropped). */
+function fixedError<T>(message: T): T {
+  if (!isObject(message) || !isObject(message['error'])) return message;
+  const code = message['error']['code'];
+  const text = typeof code === 'number' ? RPC_ERROR_TEXT.get(code) : undefined;
+  return { ...message, error: { code, message: text ?? 'Error' } } as T;
+}
+
 /**
  * MCP over Streamable HTTP (stateless: a fresh server and transport per POST). The caller's
  * credential decides which tools `tools/list` shows and which `tools/call` may run. The
@@ -57,8 +91,18 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
   app.post('/mcp', { onRequest }, async (req, reply) => {
     // Any known client may connect; the tools it sees depend on its grants.
     const client = o.policy.identify(req.headers.authorization);
+    const body: unknown = req.body;
+    if (isObject(body) && typeof body['method'] === 'string' && (typeof body['id'] === 'string' || typeof body['id'] === 'number')) {
+      const fits = Object.hasOwn(PARAMS_FIT, body['method']) ? PARAMS_FIT[body['method']] : undefined;
+      if (fits && !fits(body['params'])) {
+        return reply.type('application/json').send({ jsonrpc: '2.0', id: body['id'], error: { code: -32602, message: RPC_ERROR_TEXT.get(-32602) } });
+      }
+    }
     const server = buildServer(o.tools, client);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    // Every error answer the SDK sends carries its code's fixed text, nothing of the request.
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => send(fixedError(message), options);
     reply.hijack();
     reply.raw.on('close', () => {
       void transport.close();

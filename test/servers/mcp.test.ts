@@ -73,6 +73,41 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
     assert.ok(!lines.join('').includes(p.tokens.reader));
   });
 
+  it('malformed JSON-RPC params are -32602 "Invalid params"; no error answer carries a validator\'s words or the input', async () => {
+    const rpc = async (msg: Record<string, unknown>): Promise<{ status: number; text: string; body: { id?: unknown; error?: { code: number; message: string; data?: unknown } } }> => {
+      const res = await fetch(`${ctl.url}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', ...msg }),
+      });
+      const text = await res.text();
+      return { status: res.status, text, body: JSON.parse(text) as never };
+    };
+    const canary = 'params-canary-5521';
+    const bad: Record<string, unknown>[] = [
+      { id: 1, method: 'tools/call', params: { name: 'node_workloads', arguments: canary } },
+      { id: 2, method: 'tools/call', params: [canary] },
+      { id: 3, method: 'tools/call', params: { arguments: {} } },
+      { id: 4, method: 'tools/list', params: canary },
+      { id: 'x5', method: 'initialize', params: { protocolVersion: 7, capabilities: {}, clientInfo: { name: canary, version: '1' } } },
+      { id: 6, method: 'ping', params: 5 },
+    ];
+    for (const msg of bad) {
+      const r = await rpc(msg);
+      assert.equal(r.status, 200, JSON.stringify(msg));
+      assert.deepEqual(r.body, { jsonrpc: '2.0', id: msg['id'], error: { code: -32602, message: 'Invalid params' } }, JSON.stringify(msg));
+    }
+    // What reaches the SDK and fails there keeps the SDK's code with a fixed text.
+    const unknown = await rpc({ id: 7, method: `resources/${canary}` });
+    assert.deepEqual(unknown.body.error, { code: -32601, message: 'Method not found' });
+    const caps = await rpc({ id: 8, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: { sampling: canary }, clientInfo: { name: 'n', version: '1' } } });
+    assert.ok(caps.body.error === undefined || !caps.text.includes(canary), caps.text);
+    assert.ok(caps.body.error === undefined || [...'Invalid params|Internal error'.split('|')].includes(caps.body.error.message), caps.text);
+    // A well-formed call still works.
+    const ok = await rpc({ id: 9, method: 'tools/call', params: { name: 'node_workloads', arguments: { owner: 'media' } } });
+    assert.equal((ok.body as { result?: { isError?: boolean } }).result?.isError, undefined);
+  });
+
   it('other methods are 405 with Allow: POST; a caller without a credential gets 401 whatever body it sent', async () => {
     for (const method of ['GET', 'DELETE', 'PUT']) {
       const res = await fetch(`${ctl.url}/mcp`, { method, headers: { authorization: `Bearer ${p.tokens.reader}` } });
