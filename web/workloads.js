@@ -64,7 +64,12 @@ function connect(ev) {
 
 function startConnect() {
   const filters = readFilters();
-  if (!send({ type: 'connect', gen, credential, filters: filters ?? {} })) {
+  if (filters === null) {
+    // Never a read with other filters than those shown: the connection waits for valid ones.
+    showInvalidFilter('a filter value is invalid: not read');
+    return setSession('waiting for valid filters to connect', 'pending');
+  }
+  if (!send({ type: 'connect', gen, credential, filters })) {
     return setSession('waiting for the dashboard server…', 'pending');
   }
   setSession('connecting…', 'pending');
@@ -86,13 +91,30 @@ function forget() {
   $('credential').value = '';
 }
 
+/**
+ * Records read with other filters are not left on screen under filters that cannot be read:
+ * a new generation (late answers for the old filters are dropped), nothing drawn, and why.
+ */
+function showInvalidFilter(why) {
+  gen += 1;
+  $('filter-status').textContent = why;
+  clearInventory();
+  showMessage(`Nothing is shown: ${why}. Fix the filter to read again.`, 'unavailable');
+}
+
 /** Any filter change starts a new generation: a new bounded read with the new filters. */
 function filtersChanged() {
   const filters = readFilters();
-  $('filter-status').textContent = filters === null ? 'a filter value is invalid: not read' : '';
-  if (filters === null || credential === null) return;
+  $('filter-status').textContent = '';
+  if (filters === null) {
+    if (credential !== null) showInvalidFilter('a filter value is invalid: not read');
+    else $('filter-status').textContent = 'a filter value is invalid: not read';
+    return;
+  }
+  if (credential === null) return;
   gen += 1;
   clearInventory();
+  if (!connected) return startConnect();
   showMessage('Reading with the new filters…', 'pending');
   send({ type: 'read', gen, filters });
 }
@@ -116,7 +138,7 @@ export function onFrame(frame) {
       break;
     case 'workloads-denied':
       if (frame.code === 'invalid-filter') {
-        $('filter-status').textContent = 'the server refused a filter value: not read';
+        showInvalidFilter('the server refused a filter value: not read');
         break;
       }
       forget();

@@ -81,6 +81,28 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await scan('filter');
   });
 
+  const setLimit = async (v: string) => {
+    await b.page.fill('#f-limit', v);
+    await b.page.locator('#f-limit').dispatchEvent('change');
+  };
+
+  it('an invalid filter value clears what other filters read, and nothing is read until it is fixed', async () => {
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
+    const t = Date.now();
+    await setLimit('0');
+    await b.page.locator('#node-status', { hasText: 'Nothing is shown: a filter value is invalid' }).waitFor({ timeout: 3_000 });
+    assert.equal(await b.page.locator('#records tbody tr').count(), 0);
+    await sleep(2_600);
+    assert.equal(reads(t), 0, 'no read with filters other than those shown');
+    assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'and no late answer drawn');
+    await setLimit('5');
+    await eventually(() => b.frames.find((f) => f.dir === 'sent' && f.at >= t && f.payload.includes('"limit":5')), 3_000);
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
+    assert.ok((await b.page.locator('#records tbody tr').count()) <= 5);
+    await setLimit('');
+    await scan('invalid filter');
+  });
+
   it('shows a slow streaming request move from active to terminal (screenshot while it streams)', async () => {
     const slow = chat('slow sim:ttft_ms=200 sim:tokens=50 sim:token_delay_ms=100');
     const active = b.page.locator('#records tbody tr:is([data-state="checking"],[data-state="admitted"],[data-state="dispatched"],[data-state="streaming"])').first();
@@ -119,6 +141,24 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     assert.equal(reads(t), 0, 'nothing more is read');
     assert.ok(!b.frames.some((f) => f.at >= t && f.payload.includes(CANARY)), 'the credential is not sent again');
     await scan('disconnect');
+  });
+
+  it('Connect with an invalid filter value waits for valid filters: nothing is read with others', async () => {
+    await setLimit('0');
+    const t = Date.now();
+    await b.page.fill('#credential', CANARY);
+    await b.page.click('#connect');
+    await b.page.locator('#session-status', { hasText: 'waiting for valid filters to connect' }).waitFor({ timeout: 3_000 });
+    await sleep(1_000);
+    const sentSince = (re: RegExp) => b.frames.filter((f) => f.dir === 'sent' && f.at >= t && re.test(f.payload));
+    assert.equal(sentSince(/"type":"(connect|read)"/).length, 0, 'no connect or read with filters other than those shown');
+    await setLimit('3');
+    await b.page.locator('#session-status', { hasText: 'connected as local-reader' }).waitFor({ timeout: 5_000 });
+    assert.match(sentSince(/"type":"connect"/)[0]!.payload, /"limit":3/);
+    await setLimit('');
+    await b.page.click('#disconnect');
+    await b.page.locator('#node-status', { hasText: 'Disconnected.' }).waitFor();
+    await scan('connect with an invalid filter');
   });
 
   it('shows `unavailable` (not an empty inventory) when the controller stops', async () => {
