@@ -130,6 +130,38 @@ function renderRouter(router) {
   table.hidden = rows.length === 0;
 }
 
+/** When the last telemetry frame arrived (this page's clock), and the sampling interval it gave. */
+let lastFrameAt = null;
+let lastIntervalMs = 3000;
+let current = false;
+
+/**
+ * Figures that are no longer current are not left on screen as if they were: the aggregate
+ * and router figures go, each card keeps only its history, and the status line says why.
+ */
+function clearCurrent(why) {
+  current = false;
+  $('gpu-status').textContent = why;
+  $('gpu-status').className = 'status-line status-unavailable';
+  $('gpu-aggregate').hidden = true;
+  for (const c of charts.values()) {
+    c.figures.textContent = '';
+    c.note.textContent = 'not current: figures below are history only';
+  }
+  $('router-figures').hidden = true;
+  $('router-status').textContent = 'router figures are not current';
+  $('router-status').className = 'status-line status-unavailable';
+}
+
+/** Called every second: a frame overdue (a sampler or scrape that stopped) makes the figures not current. */
+function checkAge() {
+  if (!current || lastFrameAt === null) return;
+  // One interval, plus a run that used its whole 5 s timeout, plus a scrape, plus slack.
+  if (Date.now() - lastFrameAt > 2 * lastIntervalMs + 10_000) {
+    clearCurrent(`GPU telemetry unavailable: no sample since ${new Date(lastFrameAt).toLocaleTimeString()}`);
+  }
+}
+
 export function onHello(frame) {
   required = frame.telemetry === 'credential-required';
   $('telemetry-auth').hidden = !required;
@@ -140,10 +172,13 @@ export function onFrame(frame) {
   if (frame.type === 'telemetry-denied') {
     credential = null;
     $('telemetry-auth-status').textContent = `telemetry credential refused (HTTP ${frame.status})`;
-    $('gpu-status').textContent = 'GPU telemetry: locked — enter the telemetry credential';
+    clearCurrent('GPU telemetry: locked — enter the telemetry credential');
     return;
   }
   if (required) $('telemetry-auth').hidden = true;
+  lastFrameAt = Date.now();
+  lastIntervalMs = frame.gpu.interval_ms;
+  current = true;
   const [text, kind] = statusLine(frame.gpu);
   $('gpu-status').textContent = text;
   $('gpu-status').className = `status-line status-${kind}`;
@@ -153,11 +188,11 @@ export function onFrame(frame) {
 }
 
 export function onLinkLost() {
-  $('gpu-status').textContent = 'GPU telemetry: the dashboard server is unreachable';
-  $('gpu-status').className = 'status-line status-unavailable';
+  clearCurrent('GPU telemetry: the dashboard server is unreachable');
 }
 
 export function init() {
+  setInterval(checkAge, 1000);
   $('telemetry-auth').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const input = $('telemetry-credential');

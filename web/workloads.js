@@ -102,8 +102,28 @@ function showInvalidFilter(why) {
   showMessage(`Nothing is shown: ${why}. Fix the filter to read again.`, 'unavailable');
 }
 
+/** Pending read after typing in a filter (reads start when typing pauses, or on change). */
+let typing = null;
+const TYPING_PAUSE_MS = 500;
+
+/**
+ * Typing in a filter: what is drawn is no longer the answer for the filters shown, so it goes
+ * at once, a read in flight is dropped (new generation), polls wait, and the new filters are
+ * read when typing pauses.
+ */
+function filtersTyped() {
+  clearTimeout(typing);
+  typing = setTimeout(filtersChanged, TYPING_PAUSE_MS);
+  if (credential === null) return;
+  gen += 1;
+  clearInventory();
+  showMessage('Filters changed: reading when you stop typing…', 'pending');
+}
+
 /** Any filter change starts a new generation: a new bounded read with the new filters. */
 function filtersChanged() {
+  clearTimeout(typing);
+  typing = null;
   const filters = readFilters();
   $('filter-status').textContent = '';
   if (filters === null) {
@@ -120,7 +140,7 @@ function filtersChanged() {
 }
 
 function poll() {
-  if (credential === null || !connected || !workloadsVisible()) return;
+  if (credential === null || !connected || !workloadsVisible() || typing !== null) return;
   const filters = readFilters();
   if (filters !== null) send({ type: 'read', gen, filters });
 }
@@ -193,6 +213,7 @@ export function init() {
   $('disconnect').addEventListener('click', disconnect);
   $('filters').addEventListener('submit', (ev) => ev.preventDefault());
   $('filters').addEventListener('change', filtersChanged);
+  $('filters').addEventListener('input', filtersTyped);
   const tick = () => {
     poll();
     timer = setTimeout(tick, pollInterval());

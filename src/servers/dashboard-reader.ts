@@ -20,11 +20,13 @@ export type ControllerRead =
 /** A node result holds at most 1000 records; 2 MiB leaves room without trusting a peer. */
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
 const TIMEOUT_MS = 5_000;
+/** Longest one whole read may take: a controller that drips its answer byte by byte is a timeout. */
+export const READ_DEADLINE_MS = 10_000;
 
 /**
  * The dashboard's one client of the declared controller. Like the CLI's reader: a Pool bound
  * to that single origin (the credential can go nowhere else), no proxy environment, no
- * redirects, per-wait timeouts and a bounded body. Each read carries the caller's credential
+ * redirects, per-wait timeouts, a deadline for the whole read and a bounded body. Each read carries the caller's credential
  * in its own Authorization header and can be aborted (Disconnect, a newer generation).
  */
 export class ControllerReader {
@@ -35,12 +37,16 @@ export class ControllerReader {
   }
 
   async read(credential: string, args: FilterArgs, signal: AbortSignal): Promise<ControllerRead> {
+    const deadline = AbortSignal.timeout(READ_DEADLINE_MS);
+    const either = AbortSignal.any([signal, deadline]);
+    // Cut by the caller (Disconnect, a newer generation): aborted; by the deadline: a timeout.
+    const cut = (err: unknown): ControllerRead => (signal.aborted ? { kind: 'aborted' } : deadline.aborted ? { kind: 'failure', failure: 'timeout' } : failure(err));
     let res: Dispatcher.ResponseData;
     try {
       res = await this.pool.request({
         path: '/tools/call',
         method: 'POST',
-        signal,
+        signal: either,
         headers: {
           authorization: `Bearer ${credential}`,
           'content-type': 'application/json',
@@ -50,7 +56,7 @@ export class ControllerReader {
         body: JSON.stringify({ name: 'node_workloads', arguments: args }),
       });
     } catch (err) {
-      return signal.aborted ? { kind: 'aborted' } : failure(err);
+      return cut(err);
     }
     const status = res.statusCode;
     if (status < 200 || status > 299) {
@@ -70,7 +76,7 @@ export class ControllerReader {
         chunks.push(chunk);
       }
     } catch (err) {
-      return signal.aborted ? { kind: 'aborted' } : failure(err);
+      return cut(err);
     }
     // The fleet's checks of a node's answer: schema, identity (a different node is never
     // shown as ours), all six sources in order, records of that host and owner, counts that

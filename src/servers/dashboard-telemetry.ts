@@ -21,6 +21,9 @@ export class TelemetryHub {
   private router: RouterFigures | null = null;
   private readonly sinks = new Set<FrameSink>();
   private frame: string;
+  /** Samples taken, and the number of the newest one sent: frames never go out older than one already sent. */
+  private samples = 0;
+  private sent = 0;
 
   constructor(private readonly opts: TelemetryHubOptions) {
     this.sampler = new GpuSampler({ binary: opts.nvidiaSmi, intervalMs: opts.intervalMs });
@@ -45,7 +48,14 @@ export class TelemetryHub {
   }
 
   private async onSample(gpu: GpuTelemetry): Promise<void> {
-    if (this.opts.routerMetricsUrl) this.router = await scrapeRouterMetrics(this.opts.routerMetricsUrl, () => formatTimestamp(Date.now()));
+    const n = ++this.samples;
+    if (this.opts.routerMetricsUrl) {
+      const router = await scrapeRouterMetrics(this.opts.routerMetricsUrl, () => formatTimestamp(Date.now()));
+      // A newer sample went out while this scrape ran: this one is older, and is not sent after it.
+      if (n < this.sent) return;
+      this.router = router;
+    }
+    this.sent = n;
     this.frame = this.render(gpu);
     for (const s of this.sinks) s.send(this.frame);
   }

@@ -1,7 +1,8 @@
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { OriginRefusedError } from '../errors.js';
+import { InvalidInputError, OriginRefusedError } from '../errors.js';
+import { LineBudget } from './router/relay-support.js';
 import { createHttpApp, listen, loopbackHosts } from './http-app.js';
 import { isLoopbackHost, telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
 import { ControllerReader } from './dashboard-reader.js';
@@ -57,11 +58,23 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   app.addHook('onRequest', async (req) => {
     if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
-  await app.register(fastifyWebsocket, { options: { maxPayload: MAX_MESSAGE_BYTES } });
+  // A socket the ws library closes for a protocol error (oversized, invalid UTF-8, bad opcode,
+  // unmasked) leaves one warn line with the error's name and code, at most 10 a second; never
+  // its message or stack (they carry install paths and would let any page flood the log).
+  const protocolErrors = new LineBudget(10, (skipped) => log.warn({ skipped }, 'websocket protocol error lines left out (rate bound)'));
+  await app.register(fastifyWebsocket, {
+    options: { maxPayload: MAX_MESSAGE_BYTES },
+    errorHandler: (err, socket) => {
+      if (protocolErrors.take(Date.now())) log.warn({ err: { name: (err as Error)?.name, code: (err as { code?: unknown })?.code } }, 'websocket closed on a protocol error');
+      socket.terminate();
+    },
+  });
   // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
   const sameOrigin = async (req: FastifyRequest): Promise<void> => {
     const origin = req.headers.origin;
     if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new OriginRefusedError();
+    // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
   };
   // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
   // hold the process past SIGTERM.

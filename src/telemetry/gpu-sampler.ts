@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { formatTimestamp } from '../schema/primitives.js';
 import { NVIDIA_SMI_ARGS, aggregateMemory, parseNvidiaSmiCsv, type AggregateMemory, type GpuCard } from './nvidia-smi.js';
 
@@ -80,8 +80,19 @@ export class GpuSampler {
     return () => this.listeners.delete(fn);
   }
 
+  /** A run that outlived its timeout and has not exited yet (a wedged driver can hold it). */
+  private straggler: ChildProcess | undefined;
+
   private async tick(): Promise<void> {
-    const outcome = await runOnce(this.opts.binary);
+    let outcome: RunOutcome;
+    if (this.straggler && this.straggler.exitCode === null && this.straggler.signalCode === null) {
+      // The last run is still stuck even after SIGKILL: no second one is started beside it
+      // (runs never overlap), and this round is a failure, not the old cards again.
+      outcome = { kind: 'failed' };
+    } else {
+      this.straggler = undefined;
+      outcome = await runOnce(this.opts.binary, (child) => (this.straggler = child));
+    }
     if (this.stopped) return;
     this.apply(outcome, Date.now());
     for (const fn of this.listeners) fn(this.state);
@@ -123,13 +134,69 @@ export class GpuSampler {
 
 type RunOutcome = { kind: 'ok'; stdout: string } | { kind: 'absent' | 'failed' };
 
-/** One run of nvidia-smi; never throws, keeps no error text (it could name paths). */
-function runOnce(binary: string): Promise<RunOutcome> {
+/**
+ * One run of nvidia-smi; never throws, keeps no error text (it could name paths). It runs in
+ * a process group of its own. At the timeout the run is over for the sampler whether or not
+ * the process is gone: the group gets SIGKILL (whatever it started included), its pipes are
+ * closed, and `onStuck` is handed the process, which may still not exit (uninterruptible
+ * sleep in a wedged driver).
+ */
+function runOnce(binary: string, onStuck: (child: ChildProcess) => void): Promise<RunOutcome> {
   return new Promise((resolve) => {
-    execFile(binary, NVIDIA_SMI_ARGS, { timeout: RUN_TIMEOUT_MS, maxBuffer: MAX_OUTPUT_BYTES, encoding: 'utf8', windowsHide: true }, (err, stdout) => {
-      if (!err) return resolve({ kind: 'ok', stdout });
-      const code = (err as NodeJS.ErrnoException).code;
-      resolve({ kind: code === 'ENOENT' ? 'absent' : 'failed' });
+    let settled = false;
+    let timer: NodeJS.Timeout | undefined;
+    let child: ChildProcess;
+    const settle = (o: RunOutcome): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(o);
+    };
+    try {
+      child = spawn(binary, NVIDIA_SMI_ARGS, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+    } catch {
+      settle({ kind: 'failed' });
+      return;
+    }
+    const out: Buffer[] = [];
+    let size = 0;
+    const give = (o: RunOutcome): void => {
+      if (settled) return;
+      // Whatever the run left behind goes with it (its group outlives it only by its children).
+      killGroup(child);
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      settle(o);
+    };
+    child.stdout!.on('data', (c: Buffer) => {
+      size += c.byteLength;
+      if (size > MAX_OUTPUT_BYTES) give({ kind: 'failed' });
+      else out.push(c);
     });
+    child.stderr!.on('data', (c: Buffer) => {
+      size += c.byteLength;
+      if (size > MAX_OUTPUT_BYTES) give({ kind: 'failed' });
+    });
+    child.on('error', (err: NodeJS.ErrnoException) => give({ kind: err.code === 'ENOENT' ? 'absent' : 'failed' }));
+    child.on('close', (code) => give(code === 0 ? { kind: 'ok', stdout: Buffer.concat(out).toString('utf8') } : { kind: 'failed' }));
+    timer = setTimeout(() => {
+      onStuck(child);
+      child.unref();
+      give({ kind: 'failed' });
+    }, RUN_TIMEOUT_MS);
+    timer.unref();
   });
+}
+
+function killGroup(child: ChildProcess): void {
+  try {
+    if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // already gone: the process itself is tried next
+  }
+  try {
+    child.kill('SIGKILL');
+  } catch {
+    // already gone
+  }
 }

@@ -32,6 +32,8 @@ const WANTED: Readonly<Record<string, keyof Omit<RouterModelFigures, 'model'>>> 
 const LINE_RE = /^([a-z0-9_]+)\{model="((?:[^"\\]|\\.){1,128})"\} (\S+)$/;
 const MAX_MODELS = 64;
 const MAX_BYTES = 1024 * 1024;
+/** Longest one scrape may take, body included. */
+export const SCRAPE_DEADLINE_MS = 2_500;
 
 /** Parses the figures we show out of Prometheus text. Never throws; unknown lines are ignored. */
 export function parseRouterMetrics(text: string): RouterModelFigures[] {
@@ -66,7 +68,8 @@ export function parseRouterMetrics(text: string): RouterModelFigures[] {
 /** One bounded scrape; any failure is `unavailable` with no error text kept. */
 export async function scrapeRouterMetrics(metricsUrl: string, now: () => string): Promise<RouterFigures> {
   try {
-    const res = await request(metricsUrl, { method: 'GET', headersTimeout: 3_000, bodyTimeout: 3_000 });
+    // A whole-scrape deadline: a router that drips its body must not hold the telemetry frames.
+    const res = await request(metricsUrl, { method: 'GET', headersTimeout: 3_000, bodyTimeout: 3_000, signal: AbortSignal.timeout(SCRAPE_DEADLINE_MS) });
     if (res.statusCode !== 200) {
       res.body.on('error', () => undefined).destroy();
       return { status: 'unavailable', read_at: now() };

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GpuSampler, type GpuTelemetry } from '../../src/telemetry/gpu-sampler.js';
@@ -46,5 +46,31 @@ describe('GPU sampler over nvidia-smi', () => {
   it('a missing binary is "absent" (no GPU telemetry), not a failure', async () => {
     const t = await firstSample(join(mkdtempSync(join(tmpdir(), 'svc-no-smi-')), 'nvidia-smi'));
     assert.equal(t.status, 'absent');
+  });
+
+  it('a run that ignores SIGTERM is over at the 5 s timeout: failed, and it and what it started are killed', { timeout: 20_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-hung-smi-'));
+    const path = join(dir, 'nvidia-smi');
+    const pidFile = join(dir, 'child.pid');
+    // Ignores SIGTERM and leaves a child of its own running, as a wedged tool can.
+    writeFileSync(path, `#!/bin/sh\ntrap '' TERM\nsleep 1000 &\necho $! > ${pidFile}\nwait\n`);
+    chmodSync(path, 0o755);
+    const started = Date.now();
+    const t = await firstSample(path);
+    const took = Date.now() - started;
+    assert.equal(t.status, 'failed');
+    assert.deepEqual(t.cards, []);
+    assert.ok(took >= 4_500 && took < 9_000, `over at the timeout (${took} ms)`);
+    const childPid = Number(readFileSync(pidFile, 'utf8'));
+    // Gone: no such process, or a zombie waiting for init to reap it (killed all the same).
+    const alive = (pid: number): boolean => {
+      try {
+        return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 50 && alive(childPid); i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(alive(childPid), false, 'the child it started is gone too');
   });
 });

@@ -1,9 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { WebSocket } from 'undici';
 import { DISABLED_FRAME } from '../../src/servers/dashboard-session.js';
 import { writeTestPolicy } from '../support/policy.js';
-import type { RunningProcess } from '../support/processes.js';
+import { eventually, type RunningProcess } from '../support/processes.js';
 import { assertNoCanary, fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
 
 const policy = writeTestPolicy();
@@ -126,5 +127,29 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     assert.equal(await status(d.url, { ...upgrade, host, origin: 'http://evil.example' }), 403);
     assert.equal(await status(d.url, { ...upgrade, host }), 403, 'no Origin at all');
     assert.equal(await status(d.url, { ...upgrade, host: 'evil.example', origin: 'http://evil.example' }), 403);
+    // `/ws` without an upgrade: the fixed 400 problem, for GET and HEAD alike.
+    for (const method of ['GET', 'HEAD']) {
+      const res = await fetch(`${d.url}/ws`, { method, headers: { origin: `http://${host}` } });
+      assert.equal(res.status, 400, method);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/, method);
+    }
+    // A frame over the size bound closes the socket (1009) and leaves one warn line: name and
+    // code, no message or stack.
+    const ws = new WebSocket(`${d.url.replace('http', 'ws')}/ws`, { headers: { origin: `http://${host}` } });
+    await new Promise((r, j) => {
+      ws.onopen = r;
+      ws.onerror = j;
+    });
+    const closed = new Promise<number>((r) => (ws.onclose = (ev) => r(ev.code)));
+    ws.send('x'.repeat(17 * 1024));
+    assert.equal(await closed, 1009);
+    const lines = await eventually(() => {
+      const l = d.output().split('\n').filter((x) => x.includes('websocket closed on a protocol error'));
+      return l.length > 0 ? l : undefined;
+    }, 3_000);
+    const line = JSON.parse(lines[0]!) as { level: number; err: Record<string, unknown> };
+    assert.equal(line.level, 40);
+    assert.deepEqual(Object.keys(line.err).sort(), ['code', 'name']);
+    assert.doesNotMatch(d.output(), /node_modules|receiver\.js|"stack"/);
   });
 });

@@ -100,6 +100,18 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     assert.ok((await b.page.locator('#records tbody tr').count()) <= 5);
     await setLimit('');
+    // Typing (no change event yet): the records read with the old filters go at once, and the
+    // new filters are read when typing pauses.
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
+    const typed = Date.now();
+    await b.page.locator('#f-host').pressSequentially('othernode');
+    assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'nothing drawn under filters it was not read with');
+    await eventually(() => b.frames.find((f) => f.dir === 'sent' && f.at >= typed && f.payload.includes('"host":"othernode"')), 3_000);
+    assert.ok(!b.frames.some((f) => f.dir === 'sent' && f.at >= typed && f.payload.includes('"type":"read"') && /"host":"o[a-z]{0,7}"/.test(f.payload) && !f.payload.includes('"host":"othernode"')), 'no read with half-typed filters');
+    await b.page.locator('#node-status', { hasText: 'Node local:' }).waitFor({ timeout: 5_000 });
+    assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'no record of host local under host=othernode');
+    await b.page.fill('#f-host', '');
+    await b.page.locator('#f-host').dispatchEvent('change');
     await scan('invalid filter');
   });
 
