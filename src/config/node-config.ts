@@ -32,6 +32,8 @@ export const NodeConfigSchema = Type.Object(
         /** The node's router, for benchmark and media jobs (lifecycle commands). */
         router_url: Type.Optional(Type.String({ pattern: '^https?://[^\\s@/]+$', maxLength: 512 })),
         router_key_env: Type.Optional(ENV_NAME),
+        /** The only directory media jobs read audio files from; unset: media jobs are 503. */
+        media_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
       },
       { additionalProperties: false },
     ),
@@ -53,6 +55,8 @@ export interface NodeConfig {
   readonly containerSocket?: string | undefined;
   /** Where benchmark and media jobs send their requests; the key's variable name, never its value. */
   readonly router?: { readonly url: string; readonly keyEnv: string } | undefined;
+  /** Media jobs read files only under this directory (absolute). */
+  readonly mediaDir?: string | undefined;
 }
 
 export interface NatsConnection {
@@ -77,6 +81,7 @@ export function loadNodeConfig(path: string): NodeConfig {
     manifestsDir: n.manifests_dir === undefined ? undefined : resolve(dir, n.manifests_dir),
     containerSocket: resolve(dir, n.container_socket),
     router: n.router_url && n.router_key_env ? { url: n.router_url, keyEnv: n.router_key_env } : undefined,
+    mediaDir: n.media_dir === undefined ? undefined : resolve(dir, n.media_dir),
   };
 }
 

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.js';
+import { isMediaPath } from './media-runner.js';
 import { NATIVE, type JobOwner } from '../actors/job-mapping.js';
 import { JobStore, type JobRow } from '../stores/job-store.js';
 import { runBenchmark, type RouterTarget } from './benchmark-runner.js';
@@ -34,6 +35,8 @@ export interface JobServiceOptions {
   readonly now?: () => number;
   /** The node's recipe lifecycle (`[node] recipes_dir`); without it recipe commands are 503. */
   readonly recipes?: RecipeLifecycle;
+  /** `[node] media_dir`: the only directory media jobs read from; without it media jobs are 503. */
+  readonly mediaDir?: string;
 }
 
 /** Steps of a recipe operation: approved, prepared (read), submitted (written), verified. */
@@ -58,6 +61,7 @@ export class JobService {
   private closing = false;
   private readonly now: () => number;
   private readonly recipes: RecipeLifecycle | undefined;
+  private readonly mediaDir: string | undefined;
   /** Settles when the last recipe operation applied so far has ended (see runRecipe). */
   private recipeTurn: Promise<void> = Promise.resolve();
 
@@ -69,6 +73,7 @@ export class JobService {
   ) {
     this.now = opts.now ?? Date.now;
     this.recipes = opts.recipes;
+    this.mediaDir = opts.mediaDir;
     this.paths = { controller: join(stateDir, 'controller.db'), benchmark: join(stateDir, 'benchmark.db'), media: join(stateDir, 'media.db') };
     this.stores = {
       controller: JobStore.openForOwner(this.paths.controller),
@@ -98,6 +103,11 @@ export class JobService {
    */
   plan(command: Command): PlanResult {
     if ((command.name === 'benchmark.start' || command.name === 'media.submit') && !this.router) throw new UnavailableError();
+    if (command.name === 'media.submit') {
+      if (this.mediaDir === undefined) throw new UnavailableError();
+      // Paths inside the media directory only: relative, no `..` segment, no NUL or backslash.
+      if (!command.params.files.every(isMediaPath)) throw new InvalidInputError();
+    }
     const recipe = isRecipeCommand(command) ? this.requireRecipes().resolve(command.params.name) : undefined;
     const t = this.now();
     const opId = newId('op');
@@ -161,7 +171,7 @@ export class JobService {
       case 'benchmark.start':
         return this.startJob('benchmark', c.params.requests, (progress, signal) => runBenchmark(c.params, this.requireRouter(), progress, signal));
       case 'media.submit':
-        return this.startJob('media', c.params.files.length, (progress, signal) => runMedia(c.params, this.requireRouter(), progress, signal));
+        return this.startJob('media', c.params.files.length, (progress, signal) => runMedia(c.params, this.mediaDir!, this.requireRouter(), progress, signal));
       case 'benchmark.cancel':
       case 'media.cancel': {
         const owner: JobOwner = c.name === 'benchmark.cancel' ? 'benchmark' : 'media';

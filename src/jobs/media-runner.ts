@@ -1,5 +1,6 @@
-import { open } from 'node:fs/promises';
-import { extname } from 'node:path';
+import { constants } from 'node:fs';
+import { open, realpath } from 'node:fs/promises';
+import { extname, isAbsolute, join, sep } from 'node:path';
 import { FormData, request } from 'undici';
 import type { RouterTarget } from './benchmark-runner.js';
 import type { MediaSubmit } from './commands.js';
@@ -14,11 +15,37 @@ export interface MediaSummary {
 /** Largest audio file sent (the router's default body limit is larger; this bounds memory). */
 const MAX_FILE_BYTES = 25 * 1024 * 1024;
 
+/** A media file as a job names it: a path relative to the media directory, with no `..` segment, NUL or backslash. */
+export function isMediaPath(p: string): boolean {
+  return !isAbsolute(p) && !p.includes('\0') && !p.includes('\\') && !p.split('/').includes('..');
+}
+
 /**
- * Batch transcription through the router's audio route, one file at a time. Keeps only
- * counts and outcomes: file names, paths and transcripts never leave this function.
+ * Opens one media file: it must resolve (symbolic links followed) inside the media directory
+ * and be a regular file of at most MAX_FILE_BYTES. Opened without blocking, so a FIFO or a
+ * device cannot hold the job (or the controller's stop). Thrown when: any of that fails.
  */
-export async function runMedia(p: MediaSubmit, router: RouterTarget, onProgress: (completed: number) => void, signal: AbortSignal): Promise<MediaSummary> {
+async function readMediaFile(root: string, rel: string): Promise<Buffer> {
+  if (!isMediaPath(rel)) throw new Error('outside the media directory');
+  const realRoot = await realpath(root);
+  const real = await realpath(join(realRoot, rel));
+  if (!real.startsWith(realRoot + sep)) throw new Error('outside the media directory');
+  const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  try {
+    const st = await fh.stat();
+    if (!st.isFile() || st.size > MAX_FILE_BYTES) throw new Error('not a bounded regular file');
+    return await fh.readFile();
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * Batch transcription through the router's audio route, one file at a time, each read from
+ * `mediaDir` only. Keeps only counts and outcomes: file names, paths and transcripts never
+ * leave this function.
+ */
+export async function runMedia(p: MediaSubmit, mediaDir: string, router: RouterTarget, onProgress: (completed: number) => void, signal: AbortSignal): Promise<MediaSummary> {
   const outcomes: Record<string, number> = {};
   const t0 = Date.now();
   let completed = 0;
@@ -26,15 +53,7 @@ export async function runMedia(p: MediaSubmit, router: RouterTarget, onProgress:
     if (signal.aborted) break;
     let outcome = 'error';
     try {
-      const fh = await open(path, 'r');
-      let data: Buffer;
-      try {
-        const st = await fh.stat();
-        if (!st.isFile() || st.size > MAX_FILE_BYTES) throw new Error('not a bounded regular file');
-        data = await fh.readFile();
-      } finally {
-        await fh.close();
-      }
+      const data = await readMediaFile(mediaDir, path);
       const form = new FormData();
       form.set('model', p.alias);
       if (p.language) form.set('language', p.language);

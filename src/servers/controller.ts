@@ -79,7 +79,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   }
   // Recipe commands read env values from this environment at apply time, never earlier.
   const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
-  const jobs = new JobService(cfg.stateDir, routerTarget, log, recipes ? { recipes } : {});
+  const jobs = new JobService(cfg.stateDir, routerTarget, log, { ...(recipes ? { recipes } : {}), ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}) });
   const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
     createJobActor({ host: cfg.hostId, owner, storePath: jobs.paths[owner], bus, staleAfterMs: cfg.staleAfterMs, logger: log }),
   );

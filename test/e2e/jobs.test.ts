@@ -1,9 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import type { NodeResult, SourceResult } from '../../src/schema/envelopes.js';
 import type { WorkloadRecord } from '../../src/schema/record.js';
 import { writeTestPolicy } from '../support/policy.js';
@@ -49,8 +49,9 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     router = await spawnNode(CLI, ['router', 'serve', '--config', join(dir, 'router.toml')], { env });
     writeFileSync(cfg, [
       '[node]', 'host_id = "node-j"', 'listen = "127.0.0.1:0"', 'authorization_policy = "policy.toml"', 'stale_after_seconds = 5',
-      'state_dir = "state"', `router_url = "${router.url}"`, 'router_key_env = "NODE_ROUTER_KEY"',
+      'state_dir = "state"', `router_url = "${router.url}"`, 'router_key_env = "NODE_ROUTER_KEY"', 'media_dir = "media"',
     ].join('\n'));
+    mkdirSync(join(dir, 'media'));
     await startController();
   });
   after(async () => {
@@ -115,9 +116,8 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
 
   it('a media job transcribes files through the router; its records hold no file path', async () => {
     const files = [0, 1, 2].map((i) => {
-      const p = join(dir, `secret-name-${i}.wav`);
-      writeFileSync(p, Buffer.alloc(2048, i));
-      return p;
+      writeFileSync(join(dir, 'media', `secret-name-${i}.wav`), Buffer.alloc(2048, i));
+      return `secret-name-${i}.wav`;
     });
     const { job_id } = await start('media.submit', { alias: 'm', files });
     const fin = await eventually(async () => {
@@ -130,6 +130,24 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     assert.deepEqual(fin.progress, { completed: 3, total: 3, unit: 'items' });
     const status = await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).text();
     assert.ok(!status.includes('secret-name') && !status.includes(dir));
+  });
+
+  it('media files come only from the media directory; a FIFO, a link out or a device cannot hold or leak anything', async () => {
+    // Named outside it: refused at plan time, no operation made.
+    for (const files of [['/etc/passwd'], ['../node.toml'], ['a/../../node.toml'], ['x\\y.wav']]) {
+      const plan = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'media.submit', params: { alias: 'm', files } });
+      assert.equal(plan.status, 400, JSON.stringify(files));
+    }
+    // Inside it by name, but not a readable regular file of its own: each is an error, at once.
+    execFileSync('mkfifo', [join(dir, 'media', 'fifo.wav')]);
+    symlinkSync('/etc/passwd', join(dir, 'media', 'out.wav'));
+    symlinkSync('/dev/zero', join(dir, 'media', 'dev.wav'));
+    const { job_id } = await start('media.submit', { alias: 'm', files: ['fifo.wav', 'out.wav', 'dev.wav', 'missing.wav'] });
+    const status = await eventually(async () => {
+      const s = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string; summary?: { outcomes: Record<string, number> } };
+      return s.state === 'failed' || s.state === 'succeeded' ? s : undefined;
+    }, 10_000, 100);
+    assert.deepEqual(status.summary?.outcomes, { error: 4 });
   });
 
   it('svc-serving bench run plans, needs confirmation, applies and follows the job to its summary', async () => {
