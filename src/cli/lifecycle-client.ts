@@ -18,6 +18,24 @@ export interface LifecycleFlags {
 export type StatusFailures = Readonly<Partial<Record<number, string>>>;
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired', 'interrupted']);
+/** Every state the status route can report; anything else is a malformed answer (exit 4), not a reason to wait. */
+const KNOWN = new Set([...TERMINAL, 'queued', 'awaiting_approval', 'preparing', 'submitting', 'running']);
+/** Plan lines shown, and characters per line: the text comes from the server. */
+const MAX_PLAN_LINES = 50;
+const MAX_PLAN_CHARS = 300;
+
+/** Lifecycle failures in the lifecycle's own words (the read commands' ones speak of workload reads). */
+const LIFECYCLE = {
+  forbidden: 'the credential lacks the node-admin:lifecycle grant (HTTP 403)',
+  notServed: 'this controller does not serve lifecycle commands (a documented command does not prove the installed server has it)',
+} as const;
+
+/** A plan line from the server as the terminal shows it: printable characters only (no escape sequences), bounded. */
+function printable(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  const clean = s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, '?');
+  return clean.length > MAX_PLAN_CHARS ? `${clean.slice(0, MAX_PLAN_CHARS)}…` : clean;
+}
 const POLL_MS = 500;
 
 /** Adds the connection and confirmation options of a lifecycle command. */
@@ -34,10 +52,15 @@ export function confirmOptions(cmd: Command): Command {
 
 /** The JSON body of an answer with `okStatus`; any other answer is a fixed failure (exit 4). */
 export function expectJson(o: ReadOutcome, okStatus: number, failures: StatusFailures = {}): Record<string, unknown> {
-  if (o.kind === 'json' && o.status === okStatus && o.body && typeof o.body === 'object') return o.body as Record<string, unknown>;
+  if (o.kind === 'json' && o.status === okStatus) {
+    if (o.body && typeof o.body === 'object' && !Array.isArray(o.body)) return o.body as Record<string, unknown>;
+    throw snapshotFailure('malformed');
+  }
   const status = o.kind === 'json' || o.kind === 'status' ? o.status : undefined;
   const fixed = status === undefined ? undefined : failures[status];
   if (fixed) throw new SnapshotFailure(fixed);
+  if (status === 403) throw new SnapshotFailure(LIFECYCLE.forbidden);
+  if (status === 404 || status === 405) throw new SnapshotFailure(LIFECYCLE.notServed);
   if (o.kind === 'json') throw failureFor({ kind: 'status', status: o.status }, 'controllerNotServed');
   throw failureFor(o, 'controllerNotServed');
 }
@@ -70,8 +93,10 @@ export class LifecycleClient {
    */
   async planAndApply(command: string, params: object, usage: string, planFailures: StatusFailures = {}): Promise<Record<string, unknown> | undefined> {
     const plan = expectJson(await this.reader.post('/v1/lifecycle/plan', { command, params }), 201, planFailures);
-    const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x) => typeof x === 'string') : [];
-    process.stderr.write(`Plan (confirm within 2 minutes):\n${steps.map((s) => `  - ${s}`).join('\n')}\n`);
+    const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string') : [];
+    const shown = steps.slice(0, MAX_PLAN_LINES).map((s) => `  - ${printable(s)}`);
+    if (steps.length > MAX_PLAN_LINES) shown.push(`  (${steps.length - MAX_PLAN_LINES} more lines not shown)`);
+    process.stderr.write(`Plan (confirm within 2 minutes):\n${shown.join('\n')}\n`);
     if (!this.yes) {
       if (!process.stdin.isTTY) {
         process.stderr.write(`svc-serving: error: confirmation required: re-run with --yes (see svc-serving ${usage} --help)\n`);
@@ -93,8 +118,11 @@ export class LifecycleClient {
   async follow(id: string, onStatus: (s: Record<string, unknown>) => void = () => {}): Promise<Record<string, unknown>> {
     for (;;) {
       const status = expectJson(await this.reader.get(`/v1/lifecycle/status/${id}`), 200);
+      const state = status['state'];
+      // A state this client does not know could be anything, terminal included: never waited on.
+      if (typeof state !== 'string' || !KNOWN.has(state)) throw snapshotFailure('malformed');
       onStatus(status);
-      if (TERMINAL.has(String(status['state']))) return status;
+      if (TERMINAL.has(state)) return status;
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
   }
