@@ -175,9 +175,10 @@ export class JobService {
       case 'benchmark.cancel':
       case 'media.cancel': {
         const owner: JobOwner = c.name === 'benchmark.cancel' ? 'benchmark' : 'media';
-        const ctl = this.running.get(c.params.job_id);
-        if (!ctl || !this.stores[owner].get(c.params.job_id)) throw new NotFoundError();
-        ctl.abort();
+        if (!this.stores[owner].get(c.params.job_id)) throw new NotFoundError();
+        // A job that already ended (or is ending: a second cancel) is not running, which is what
+        // a cancel asks for: nothing to do, and its own status says how it ended.
+        this.running.get(c.params.job_id)?.abort();
         return undefined;
       }
     }

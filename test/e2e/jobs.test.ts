@@ -148,6 +148,11 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
       return s.state === 'failed' || s.state === 'succeeded' ? s : undefined;
     }, 10_000, 100);
     assert.deepEqual(status.summary?.outcomes, { error: 4 });
+    // Cancelling the job now that it has ended: nothing to do, not "unknown job".
+    const cancel = await start('media.cancel', { job_id });
+    assert.match(cancel.operation_id, /^op_/);
+    const after = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string };
+    assert.equal(after.state, status.state, 'the ended job is unchanged');
   });
 
   it('svc-serving bench run plans, needs confirmation, applies and follows the job to its summary', async () => {
