@@ -94,8 +94,14 @@ async function main(argv: string[]): Promise<void> {
   } catch (err) {
     if (err instanceof CommanderError) {
       // Set the code and let Node exit on its own, so piped stdout is never cut short.
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') {
         process.exitCode = EXIT.ok;
+        return;
+      }
+      if (err.code === 'commander.help') {
+        // A command group without its subcommand: the help is on stderr; that is invalid usage.
+        process.stderr.write('svc-serving: error: a command is missing (see the list above)\n');
+        process.exitCode = EXIT.usage;
         return;
       }
       const text = USAGE_MESSAGES[err.code] ?? 'invalid usage';

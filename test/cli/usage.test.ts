@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { looksLikeStackTrace, runCliBatch } from './run-cli.js';
+import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 
 describe('usage errors of every command (built CLI)', () => {
   it('a mistyped option is reported as unknown, also where a required option is missing too', async () => {
@@ -19,6 +19,19 @@ describe('usage errors of every command (built CLI)', () => {
       assert.ok(!r.stderr.includes('Zq1') && !looksLikeStackTrace(r.stderr), r.stderr);
       assert.deepEqual(r.uncaught, []);
     });
+  });
+
+  it('a command group without its subcommand is invalid usage (exit 2, help on stderr); --help is not', async () => {
+    for (const args of [[], ['router'], ['fleet'], ['bench'], ['recipe'], ['controller'], ['engine']]) {
+      const r = await runCli(args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, /Usage: svc-serving/);
+      assert.match(r.stderr, /a command is missing/);
+      assert.equal(r.stdout, '');
+    }
+    const help = await runCli(['router', '--help']);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /Usage: svc-serving router/);
   });
 
   it('required options given: the command goes on to check their values', async () => {
