@@ -1,4 +1,5 @@
 import { Pool, type Dispatcher } from 'undici';
+import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { PACKAGE_VERSION } from '../version.js';
 import type { SafeOrigin } from './origin-policy.js';
 
@@ -113,7 +114,10 @@ export class SafeReader {
     }
     try {
       const text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
-      return { kind: 'json', status: statusCode, body: JSON.parse(text) as unknown };
+      const body = JSON.parse(text) as unknown;
+      // A member named twice: which value is meant cannot be known (JSON.parse keeps the last).
+      if (hasDuplicateKey(text)) return { kind: 'malformed' };
+      return { kind: 'json', status: statusCode, body };
     } catch {
       return { kind: 'malformed' };
     }

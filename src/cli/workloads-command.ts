@@ -100,12 +100,32 @@ async function routerWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise
     if (res.status !== 200 || !checkNodeResult.Check(res.body)) throw snapshotFailure('malformed');
     const node: NodeResult = res.body;
     // CONTRACT.md: a router NodeResult has exactly one source, the router's.
-    if (node.sources.length !== 1 || node.sources[0]!.owner !== 'router') throw snapshotFailure('malformed');
+    if (node.sources.length !== 1 || node.sources[0]!.owner !== 'router' || node.condition !== undefined) throw snapshotFailure('malformed');
     if (node.expected_host !== expected) throw snapshotFailure('routerIdentity');
+    holdRouterAnswer(node, expected);
     print(o.json === true, node, () => formatNodeResult(node, detectStyle(process.stdout, process.env)));
   } finally {
     await reader.close();
   }
+}
+
+/**
+ * The fleet's checks of a node's answer, for the router's one source: its records are of
+ * this host and owner, the counts add up, and the status and count are no more hopeful than
+ * the source supports (lowered, never raised). Thrown when: a record of another host
+ * (routerIdentity) or counts that do not add up (malformed).
+ */
+function holdRouterAnswer(node: NodeResult, expected: string): void {
+  const src = node.sources[0]!;
+  for (const r of src.records) {
+    if (r.host !== expected) throw snapshotFailure('routerIdentity');
+    if (r.owner !== 'router') throw snapshotFailure('malformed');
+  }
+  if (src.truncation.returned !== src.records.length || node.truncation.returned !== src.records.length) throw snapshotFailure('malformed');
+  if (src.status === 'unavailable') node.status = 'unavailable';
+  else if ((src.status === 'partial' || src.truncation.omitted !== 0) && node.status === 'complete') node.status = 'partial';
+  if (src.truncation.omitted === null) node.truncation = { returned: node.truncation.returned, omitted: null };
+  if (node.status === 'complete' && node.truncation.omitted !== 0) node.status = 'partial';
 }
 
 /**

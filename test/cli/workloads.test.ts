@@ -7,7 +7,7 @@ import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js'
 import { writeTestPolicy, type TestPolicy } from '../support/policy.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
-import { fleetResult, sendJson, startFake } from './fake-servers.js';
+import { fleetResult, routerNodeResult, sendJson, startFake } from './fake-servers.js';
 import { looksLikeStackTrace, runCli, runCliBatch, type CliResult } from './run-cli.js';
 
 const READER = 'SVC_CLI_READER';
@@ -76,6 +76,42 @@ describe('router workloads and fleet workloads against a real router and control
       assert.deepEqual(r.uncaught, []);
       assert.ok(!r.stderr.includes(h.routerUrl) && !r.stderr.includes(READER) && !r.stderr.includes(h.key));
     });
+  });
+
+  it('a router answer is held to the fleet\'s checks: counts, hosts, repeated members, hopeful status', async () => {
+    const answers: (() => string)[] = [
+      () => JSON.stringify({ ...routerNodeResult('node-a'), truncation: { returned: 5, omitted: 0 } }),
+      () => {
+        const r = routerNodeResult('node-a');
+        r.sources[0]!.records[0] = { ...r.sources[0]!.records[0]!, host: 'node-b' };
+        return JSON.stringify(r);
+      },
+      () => JSON.stringify(routerNodeResult('node-a')).replace('"expected_host":"node-a"', '"expected_host":"other","expected_host":"node-a"'),
+    ];
+    let i = 0;
+    const fake = await startFake((_req, res) => sendJson(res, 200, answers[i++]!()));
+    try {
+      for (const want of [/not a valid envelope/, /answered for a different node/, /not a valid envelope/]) {
+        const r = await runCli(['router', 'workloads', '--router-url', fake.url, '--auth-env', READER, '--expected-node', 'node-a'], { [READER]: 'reader-token-0123' });
+        assert.equal(r.code, 4, r.stderr);
+        assert.match(r.stderr, want);
+      }
+    } finally {
+      await fake.close();
+    }
+    // A "complete" node over an unavailable source is shown as unavailable, never as idle.
+    const hopeful = routerNodeResult('node-a');
+    hopeful.sources[0] = { owner: 'router', status: 'unavailable', reason: 'timeout', records: [], truncation: { returned: 0, omitted: null } };
+    hopeful.truncation = { returned: 0, omitted: 0 };
+    const fake2 = await startFake((_req, res) => sendJson(res, 200, hopeful));
+    try {
+      const r = await runCli(['router', 'workloads', '--router-url', fake2.url, '--auth-env', READER, '--expected-node', 'node-a', '--json'], { [READER]: 'reader-token-0123' });
+      assert.equal(r.code, 0, r.stderr);
+      const body = JSON.parse(r.stdout) as NodeResult;
+      assert.deepEqual([body.status, body.truncation.omitted], ['unavailable', null]);
+    } finally {
+      await fake2.close();
+    }
   });
 
   it('a node controller does not serve fleet_workloads: exit 4 with the fixed message', async () => {
