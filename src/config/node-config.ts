@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
+import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
 import { loadTomlConfig, parseListen } from './load-toml.js';
 
@@ -70,6 +71,10 @@ export interface NatsConnection {
 export function loadNodeConfig(path: string): NodeConfig {
   const { value, dir } = loadTomlConfig(path, NodeConfigSchema, 'node');
   const n = value.node;
+  // One without the other would start a node whose jobs can never run, silently.
+  if ((n.router_url === undefined) !== (n.router_key_env === undefined)) {
+    throw new ConfigError('node configuration: router_url and router_key_env go together (benchmark and media jobs need both)');
+  }
   return {
     hostId: n.host_id,
     listen: parseListen(n.listen, 'node'),

@@ -1,5 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 
 describe('usage errors of every command (built CLI)', () => {
@@ -32,6 +35,15 @@ describe('usage errors of every command (built CLI)', () => {
     const help = await runCli(['router', '--help']);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /Usage: svc-serving router/);
+  });
+
+  it('a node configuration with router_url but no router_key_env is refused at start (jobs could never run)', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'svc-node-cfg-'));
+    writeFileSync(join(d, 'policy.toml'), '[[clients]]\nid = "r"\ngrants = ["workloads:read"]\ncredential_env = "X_TOK"\n');
+    writeFileSync(join(d, 'node.toml'), '[node]\nhost_id = "n"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\nrouter_url = "http://127.0.0.1:9"\n');
+    const r = await runCli(['controller', 'serve', '--config', join(d, 'node.toml')], { X_TOK: 'abcdefgh12345678' });
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /router_url and router_key_env go together/);
   });
 
   it('required options given: the command goes on to check their values', async () => {
