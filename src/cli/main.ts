@@ -34,7 +34,8 @@ export function buildProgram(): Command {
     .version(PACKAGE_VERSION)
     .showHelpAfterError(false)
     .exitOverride()
-    .configureOutput({ outputError: () => {} });
+    // Errors, and the help commander prints for a missing subcommand, become one fixed line (main).
+    .configureOutput({ outputError: () => {}, writeErr: () => {} });
   registerControllerCommands(program);
   registerEngineCommands(program);
   const routerCmd = registerRouterCommands(program);
@@ -46,7 +47,7 @@ export function buildProgram(): Command {
   registerRecipeLifecycleCommands(registerRecipeCommand(program));
   for (const cmd of program.commands) {
     for (const c of [cmd, ...cmd.commands]) {
-      c.exitOverride().configureOutput({ outputError: () => {} });
+      c.exitOverride().configureOutput({ outputError: () => {}, writeErr: () => {} });
       checkRequiredAfterUnknown(c);
       for (const o of c.options) refuseRepeats(c, o);
     }
@@ -99,8 +100,8 @@ async function main(argv: string[]): Promise<void> {
         return;
       }
       if (err.code === 'commander.help') {
-        // A command group without its subcommand: the help is on stderr; that is invalid usage.
-        process.stderr.write('svc-serving: error: a command is missing (see the list above)\n');
+        // A command group without its subcommand: invalid usage, one fixed line like the others.
+        process.stderr.write('svc-serving: error: a command is missing (see svc-serving --help)\n');
         process.exitCode = EXIT.usage;
         return;
       }
