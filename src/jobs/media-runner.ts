@@ -22,12 +22,12 @@ export function isMediaPath(p: string): boolean {
 
 /**
  * Opens one media file: it must resolve (symbolic links followed) inside the media directory
+ * (`realRoot`, itself already resolved)
  * and be a regular file of at most MAX_FILE_BYTES. Opened without blocking, so a FIFO or a
  * device cannot hold the job (or the controller's stop). Thrown when: any of that fails.
  */
-async function readMediaFile(root: string, rel: string): Promise<Buffer> {
+async function readMediaFile(realRoot: string, rel: string): Promise<Buffer> {
   if (!isMediaPath(rel)) throw new Error('outside the media directory');
-  const realRoot = await realpath(root);
   const real = await realpath(join(realRoot, rel));
   if (!real.startsWith(realRoot + sep)) throw new Error('outside the media directory');
   const fh = await open(real, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
@@ -49,11 +49,14 @@ export async function runMedia(p: MediaSubmit, mediaDir: string, router: RouterT
   const outcomes: Record<string, number> = {};
   const t0 = Date.now();
   let completed = 0;
+  // Resolved once per job; unresolvable, every file is an error item.
+  const realRoot = await realpath(mediaDir).catch(() => undefined);
   for (const path of p.files) {
     if (signal.aborted) break;
     let outcome = 'error';
     try {
-      const data = await readMediaFile(mediaDir, path);
+      if (realRoot === undefined) throw new Error('media directory unreadable');
+      const data = await readMediaFile(realRoot, path);
       const form = new FormData();
       form.set('model', p.alias);
       if (p.language) form.set('language', p.language);
