@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
-import { FILTER_NAMES, parseFilterArgs, type FilterArgs } from '../schema/filters.js';
+import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { isHostId } from '../schema/primitives.js';
+import { holdToSources } from '../streams/compose-fleet.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from './origin-policy.js';
@@ -102,7 +103,7 @@ async function routerWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise
     // CONTRACT.md: a router NodeResult has exactly one source, the router's.
     if (node.sources.length !== 1 || node.sources[0]!.owner !== 'router' || node.condition !== undefined) throw snapshotFailure('malformed');
     if (node.expected_host !== expected) throw snapshotFailure('routerIdentity');
-    holdRouterAnswer(node, expected);
+    holdRouterAnswer(node, expected, filters);
     print(o.json === true, node, () => formatNodeResult(node, detectStyle(process.stdout, process.env)));
   } finally {
     await reader.close();
@@ -115,17 +116,14 @@ async function routerWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise
  * the source supports (lowered, never raised). Thrown when: a record of another host
  * (routerIdentity) or counts that do not add up (malformed).
  */
-function holdRouterAnswer(node: NodeResult, expected: string): void {
+function holdRouterAnswer(node: NodeResult, expected: string, filters: FilterArgs): void {
   const src = node.sources[0]!;
   for (const r of src.records) {
     if (r.host !== expected) throw snapshotFailure('routerIdentity');
     if (r.owner !== 'router') throw snapshotFailure('malformed');
   }
   if (src.truncation.returned !== src.records.length || node.truncation.returned !== src.records.length) throw snapshotFailure('malformed');
-  if (src.status === 'unavailable') node.status = 'unavailable';
-  else if ((src.status === 'partial' || src.truncation.omitted !== 0) && node.status === 'complete') node.status = 'partial';
-  if (src.truncation.omitted === null) node.truncation = { returned: node.truncation.returned, omitted: null };
-  if (node.status === 'complete' && node.truncation.omitted !== 0) node.status = 'partial';
+  holdToSources(node, resolveFilters(filters));
 }
 
 /**

@@ -62,7 +62,7 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
 }
 
 /** Lowers a node's status and count to what its relevant sources support (never raises them). */
-function holdToSources(v: NodeResult, f: Filters): void {
+export function holdToSources(v: NodeResult, f: Filters): void {
   const rel = v.sources.filter((s) => relevant(s.owner, f));
   let derived: ResultStatus = 'complete';
   if (rel.length > 0 && rel.every((s) => s.status === 'unavailable')) derived = 'unavailable';
