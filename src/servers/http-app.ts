@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { repeatsSingleHeader } from './single-headers.js';
 
 export interface HttpAppOptions {
   readonly logger: Logger;
@@ -83,6 +84,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       else done(null, value);
     });
   });
+  // Before any route's own checks: a repeated credential or body type is refused, not guessed.
+  app.addHook('onRequest', (req, _reply, done) => {
+    done(repeatsSingleHeader(req.raw.rawHeaders) ? new InvalidInputError() : undefined);
+  });
   app.setNotFoundHandler((req, reply) => {
     const q = req.url.indexOf('?');
     const path = q < 0 ? req.url : req.url.slice(0, q);
@@ -127,10 +132,11 @@ const CLIENT_ERROR_RESPONSE =
  */
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  // Only when no earlier request on this connection is still being answered (pipelining):
-  // the client would read this 400 as that request's answer. Then the connection just closes.
-  const current = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-  if (socket.writable && !current) socket.end(CLIENT_ERROR_RESPONSE);
+  // Only while nothing of an answer has gone out on this connection: a request whose body
+  // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
+  // response has begun, a 400 would be read as part of it; then the connection just closes.
+  const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && (!current || !current.headersSent)) socket.end(CLIENT_ERROR_RESPONSE);
   socket.destroy();
 }
 

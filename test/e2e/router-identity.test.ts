@@ -176,6 +176,13 @@ describe('router end to end: one record per request, identifiers, headers, activ
     problem400(await raw(url, head(`X-Svc-Session-Id: ${'a'.repeat(20_000)}\r\n`)));
     problem400(await raw(url, head('X-Svc-Workbench-Run-Id: a\u0000b\r\n')));
     problem400(await raw(url, `GARBAGE\r\n\r\n`));
+    // A credential or body type named twice (even with the same value) is refused, not guessed.
+    problem400(await raw(url, head(`Authorization: Bearer ${h.key}\r\n`)));
+    problem400(await raw(url, head('Content-Type: text/plain\r\n')));
+    // A chunked body with a chunk size that is not hexadecimal: the same fixed 400, not a bare close.
+    problem400(
+      await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"mod\r\nzz\r\nel": 1}\r\n0\r\n\r\n`),
+    );
     assert.equal(rec.requests.length, n, 'nothing reached the upstream');
     // The same request without the bad header does reach it.
     const ok = await raw(url, head(''));

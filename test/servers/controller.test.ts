@@ -63,6 +63,22 @@ describe('controller POST /tools/call', () => {
     }
   });
 
+  it('a credential or content type named twice is the fixed 400, even when one copy is valid', async () => {
+    const body = { name: 'node_workloads' };
+    const cases: Record<string, string | string[]>[] = [
+      { ...reader, authorization: [reader.authorization, reader.authorization] },
+      { ...reader, authorization: [reader.authorization, 'Bearer nope-nope-nope'] },
+      { ...reader, 'content-type': ['application/json', 'text/plain'] },
+    ];
+    for (const headers of cases) {
+      const res = await app.inject({ method: 'POST', url: '/tools/call', headers, payload: JSON.stringify(body) });
+      assert.equal(res.statusCode, 400);
+      assert.deepEqual(res.json(), { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+    }
+    // One copy of each is the normal answer.
+    assert.equal((await call(body)).statusCode, 200);
+  });
+
   it('authenticates before reading the body', async () => {
     const res = await call('{not json', { 'content-type': 'application/json' });
     assert.equal(res.statusCode, 401);

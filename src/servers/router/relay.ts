@@ -16,6 +16,7 @@ import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
 import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, type LineBudget } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
+import { repeatsSingleHeader } from '../single-headers.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
 export interface Upstream {
@@ -101,6 +102,7 @@ function stringifyBounded(v: unknown): string | undefined {
  * terminal record, whatever happens. Never stores prompt or response text.
  */
 export async function relayInference(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): Promise<void> {
+  if (repeatsSingleHeader(req.rawHeaders)) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
   if (!ctx.keys.accepts(req.headers.authorization)) return refuseUpload(req, res, ErrorCode.UNAUTHENTICATED);
   const gid = newGatewayId();
   // Set once here: every answer to this request, errors and successes alike, carries it.

@@ -1,0 +1,21 @@
+/**
+ * Headers a request may carry once only. HTTP allows a field to repeat only when its value is
+ * a list; these are not, and node:http keeps the first copy of each silently, so a request
+ * that names its credential or body type twice would be judged on a value its sender (or a
+ * proxy in between) may not have meant. Such a request is refused as invalid input instead.
+ */
+export function repeatsSingleHeader(raw: readonly string[]): boolean {
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    let bit = 0;
+    // Length first: most names are ruled out without lower-casing them.
+    if (name.length === 13) bit = name.toLowerCase() === 'authorization' ? 1 : 0;
+    else if (name.length === 12) bit = name.toLowerCase() === 'content-type' ? 2 : 0;
+    else if (name.length === 4) bit = name.toLowerCase() === 'host' ? 4 : 0;
+    if (bit === 0) continue;
+    if ((seen & bit) !== 0) return true;
+    seen |= bit;
+  }
+  return false;
+}
