@@ -1,12 +1,12 @@
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { InvalidInputError, OriginRefusedError } from '../errors.js';
+import { ErrorCode, InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { LineBudget } from './router/relay-support.js';
 import { createHttpApp, listen, loopbackHosts } from './http-app.js';
 import { isLoopbackHost, telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
 import { ControllerReader } from './dashboard-reader.js';
-import { DashboardSession } from './dashboard-session.js';
+import { DashboardSession, type FrameSink } from './dashboard-session.js';
 import { registerPageRoutes } from './dashboard-static.js';
 import { TelemetryHub } from './dashboard-telemetry.js';
 
@@ -23,15 +23,38 @@ export interface DashboardHandle {
 export const POLL_MS = 2_000;
 const MAX_MESSAGE_BYTES = 16 * 1024;
 const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** Open WebSockets at most (tabs across every browser); the next upgrade is a 503 problem. */
+export const MAX_SOCKETS = 64;
 
 /** The subset of the `ws` socket used here (its types are not a dependency of this package). */
 interface WsSocket {
   readonly readyState: number;
   readonly bufferedAmount: number;
   send(data: string): void;
+  close(code: number): void;
   on(event: 'message', fn: (data: Buffer, isBinary: boolean) => void): void;
   on(event: 'close' | 'error', fn: () => void): void;
   terminate(): void;
+}
+
+/**
+ * Frames to one socket, never silently dropped: a client with `maxBuffered` bytes or more
+ * still unsent is cut (`onSlow` is told how far behind it was). A page shown with frames
+ * missing (a newer result, a denial) would be wrong without knowing it; a cut page sees its
+ * link lost, reconnects and reads afresh.
+ */
+export function boundedSink(socket: Pick<WsSocket, 'readyState' | 'bufferedAmount' | 'send' | 'terminate'>, maxBuffered: number, onSlow: (buffered: number) => void): FrameSink {
+  return {
+    send(frame) {
+      if (socket.readyState !== 1) return;
+      if (socket.bufferedAmount >= maxBuffered) {
+        onSlow(socket.bufferedAmount);
+        socket.terminate();
+        return;
+      }
+      socket.send(frame);
+    },
+  };
 }
 
 /**
@@ -75,19 +98,25 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new OriginRefusedError();
     // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
+    // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
+    if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
   };
   // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
   // hold the process past SIGTERM.
   const sockets = new Set<WsSocket>();
+  const slowReaders = new LineBudget(10, (skipped) => log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'));
   app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw) => {
     const socket = raw as unknown as WsSocket;
+    if (sockets.size >= MAX_SOCKETS) {
+      // Upgrades that raced past the check: refused as "try again later".
+      socket.close(1013);
+      return;
+    }
     sockets.add(socket);
     const session = new DashboardSession({
-      sink: {
-        send: (frame) => {
-          if (socket.readyState === 1 && socket.bufferedAmount < MAX_BUFFERED_BYTES) socket.send(frame);
-        },
-      },
+      sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
+        if (slowReaders.take(Date.now())) log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
+      }),
       gate, service, reader, logger: log,
       subscribeTelemetry: (sink) => hub.subscribe(sink),
     });

@@ -5,6 +5,7 @@ import { AuthorizationPolicy } from '../../src/auth/policy.js';
 import type { NodeResult } from '../../src/schema/envelopes.js';
 import { TelemetryGate, type WorkloadService } from '../../src/servers/dashboard-config.js';
 import type { ControllerRead, ControllerReader } from '../../src/servers/dashboard-reader.js';
+import { boundedSink } from '../../src/servers/dashboard.js';
 import { DISABLED_FRAME, DashboardSession } from '../../src/servers/dashboard-session.js';
 import { writeTestPolicy } from '../support/policy.js';
 
@@ -123,5 +124,31 @@ describe('dashboard workload session', () => {
     const t = session();
     for (const raw of ['', 'null', '[]', '{"type":"connect"}', '{"type":"read","gen":-1}', '{"type":"x","gen":1}']) t.s.handle(raw);
     assert.deepEqual(t.frames, []);
+  });
+});
+
+describe('dashboard socket sink', () => {
+  const fakeSocket = () => {
+    const sent: string[] = [];
+    const s = { readyState: 1, bufferedAmount: 0, terminated: 0, send: (f: string) => void sent.push(f), terminate: () => void (s.terminated++, (s.readyState = 2)) };
+    return { s, sent };
+  };
+
+  it('sends while the client keeps up, and cuts a client that fell a bound behind instead of dropping frames', () => {
+    const { s, sent } = fakeSocket();
+    const slow: number[] = [];
+    const sink = boundedSink(s, 1000, (b) => slow.push(b));
+    sink.send('a');
+    s.bufferedAmount = 999;
+    sink.send('b');
+    assert.deepEqual(sent, ['a', 'b']);
+    s.bufferedAmount = 1000;
+    sink.send('c');
+    assert.deepEqual(sent, ['a', 'b'], 'nothing is sent past the bound');
+    assert.equal(s.terminated, 1, 'the socket is cut, so the page knows its link is lost');
+    assert.deepEqual(slow, [1000]);
+    sink.send('d');
+    assert.equal(s.terminated, 1, 'a socket already closing is left alone');
+    assert.deepEqual(sent, ['a', 'b']);
   });
 });

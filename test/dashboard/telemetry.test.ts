@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { WebSocket } from 'undici';
+import { MAX_SOCKETS } from '../../src/servers/dashboard.js';
 import { DISABLED_FRAME } from '../../src/servers/dashboard-session.js';
 import { writeTestPolicy } from '../support/policy.js';
 import { eventually, type RunningProcess } from '../support/processes.js';
@@ -151,5 +152,29 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     assert.equal(line.level, 40);
     assert.deepEqual(Object.keys(line.err).sort(), ['code', 'name']);
     assert.doesNotMatch(d.output(), /node_modules|receiver\.js|"stack"/);
+  });
+
+  it(`holds at most ${MAX_SOCKETS} WebSockets open; the next upgrade is the fixed 503 until one closes`, async () => {
+    const d = await serve([]);
+    const host = new URL(d.url).host;
+    const open: WebSocket[] = [];
+    try {
+      for (let i = 0; i < MAX_SOCKETS; i++) {
+        const ws = new WebSocket(`${d.url.replace('http', 'ws')}/ws`, { headers: { origin: `http://${host}` } });
+        await new Promise((r, j) => {
+          ws.onopen = r;
+          ws.onerror = j;
+        });
+        open.push(ws);
+      }
+      const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', host, origin: `http://${host}` };
+      assert.equal(await status(d.url, upgrade), 503);
+      const closed = new Promise((r) => (open[0]!.onclose = r));
+      open[0]!.close();
+      await closed;
+      assert.equal(await eventually(async () => ((await status(d.url, upgrade)) === 101 ? true : undefined), 3_000), true);
+    } finally {
+      for (const ws of open) ws.close();
+    }
   });
 });
