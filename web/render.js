@@ -45,6 +45,9 @@ function el(tag, text, className) {
 function age(ts) {
   const ms = Date.now() - Date.parse(ts);
   if (!Number.isFinite(ms)) return 'unknown';
+  // A timestamp ahead of this browser's clock is not "0 s ago": the clocks disagree, and the
+  // age cannot be known. Two seconds of slack for a read that just arrived.
+  if (ms < -2000) return `${Math.round(-ms / 1000)} s in the future (the clocks disagree; age unknown)`;
   const s = Math.max(0, Math.round(ms / 1000));
   if (s < 120) return `${s} s ago`;
   if (s < 7200) return `${Math.round(s / 60)} min ago`;

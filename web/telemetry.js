@@ -166,6 +166,8 @@ export function onHello(frame) {
   required = frame.telemetry === 'credential-required';
   $('telemetry-auth').hidden = !required;
   if (required && credential !== null) send({ type: 'telemetry-auth', credential });
+  // Locked until a credential is accepted: no sample is on its way, so none is "awaited".
+  else if (required) clearCurrent('GPU telemetry: locked — enter the telemetry credential');
 }
 
 export function onFrame(frame) {

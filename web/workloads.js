@@ -18,6 +18,8 @@ const INT_RE = /^(?:0|[1-9][0-9]{0,8})$/;
 let credential = null;
 let gen = 0;
 let connected = false;
+/** The pill's text while the controller accepts the credential. */
+let signedIn = null;
 let timer = null;
 
 function setSession(text, kind) {
@@ -88,6 +90,7 @@ function disconnect() {
 function forget() {
   credential = null;
   connected = false;
+  signedIn = null;
   $('credential').value = '';
 }
 
@@ -151,10 +154,17 @@ export function onFrame(frame) {
   switch (frame.type) {
     case 'connected':
       connected = true;
-      setSession(`connected as ${frame.client} · node ${frame.expected_node}`, 'ok');
+      signedIn = `connected as ${frame.client} · node ${frame.expected_node}`;
+      setSession(signedIn, 'ok');
       break;
     case 'workloads':
-      if (credential !== null) renderNode(frame, readFilters() ?? {});
+      if (credential === null) break;
+      renderNode(frame, readFilters() ?? {});
+      // The local policy took the credential, but the controller is the one that decides: a
+      // refusal there is not "connected". A later read it accepts restores the pill.
+      if (frame.failure === 'controller-unauthenticated' || frame.failure === 'controller-forbidden') {
+        setSession(`the controller refused the credential (HTTP ${frame.failure === 'controller-forbidden' ? 403 : 401})`, 'bad');
+      } else if (signedIn !== null) setSession(signedIn, 'ok');
       break;
     case 'workloads-denied':
       if (frame.code === 'invalid-filter') {
@@ -186,6 +196,7 @@ export function onHello() {
 
 export function onLinkLost() {
   connected = false;
+  signedIn = null;
   if (credential !== null) {
     clearInventory();
     showMessage('The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.', 'unavailable');

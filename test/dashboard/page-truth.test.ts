@@ -1,0 +1,68 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { NodeResult } from '../../src/schema/envelopes.js';
+import { formatTimestamp } from '../../src/schema/primitives.js';
+import { routerNodeResult, sendJson, startFake, type FakeServer } from '../cli/fake-servers.js';
+import { writeTestPolicy } from '../support/policy.js';
+import type { RunningProcess } from '../support/processes.js';
+import { fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
+
+/** A controller's answer for node-a (all six sources, the router's with records), collected at `at`. */
+function sixSources(at: number): NodeResult {
+  const r = routerNodeResult('node-a');
+  const empty = (owner: string) => ({ owner, status: 'complete', records: [], truncation: { returned: 0, omitted: 0 } });
+  return { ...r, collected_at: formatTimestamp(at), sources: [r.sources[0]!, ...['controller', 'benchmark', 'media', 'recipe', 'manifest'].map(empty)] } as NodeResult;
+}
+
+// What the page says must be what it knows: a credential the controller refuses is not
+// "connected", a timestamp from a clock ahead of the browser's is not "0 s ago", and locked
+// telemetry is not "waiting for a sample".
+describe('the dashboard page does not claim what it does not know', { timeout: 120_000 }, () => {
+  const policy = writeTestPolicy();
+  let controller: FakeServer;
+  let answer: 'refuse' | 'future' = 'refuse';
+  let b: Browser;
+  const running: RunningProcess[] = [];
+
+  before(async () => {
+    // A controller whose own policy does not know the reader credential the dashboard's does.
+    controller = await startFake((_req, res) => {
+      if (answer === 'refuse') sendJson(res, 401, { type: 'urn:svc-serving:problem:unauthenticated', title: 'Unauthenticated', status: 401 });
+      else sendJson(res, 200, sixSources(Date.now() + 90_000));
+    });
+    b = await launchBrowser();
+  });
+  after(async () => {
+    for (const p of running) await p.stop();
+    await b?.close();
+    await controller?.close();
+  });
+
+  it('a credential the controller refuses turns the pill from connected to refused, and back once it is taken', async () => {
+    const d = await serveDashboard(['--workload-controller-url', controller.url, '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], policy.env);
+    running.push(d);
+    await b.page.goto(d.url);
+    await b.page.click('#tab-workloads');
+    await b.page.fill('#credential', policy.tokens.reader);
+    await b.page.click('#connect');
+    await b.page.locator('#session-status', { hasText: 'the controller refused the credential (HTTP 401)' }).waitFor({ timeout: 5_000 });
+    assert.match(await b.page.locator('#session-status').getAttribute('class') ?? '', /pill-bad/);
+    assert.match(await b.page.locator('#node-status').innerText(), /did not accept the credential \(HTTP 401\)/);
+
+    // The controller now answers, with a clock 90 s ahead of this browser's.
+    answer = 'future';
+    await b.page.locator('#session-status', { hasText: 'connected as' }).waitFor({ timeout: 6_000 });
+    const status = await b.page.locator('#node-status').innerText();
+    assert.match(status, /collected 9\d s in the future \(the clocks disagree; age unknown\)/);
+    assert.doesNotMatch(status, /0 s ago/);
+  });
+
+  it('locked telemetry says locked, not "waiting for the first sample"', async () => {
+    const d = await serveDashboard(['--auth-env', 'DASH_TELEMETRY'], { DASH_TELEMETRY: 'telemetry-credential-0123456789', SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') });
+    running.push(d);
+    await b.page.goto(d.url);
+    await b.page.locator('#telemetry-auth').waitFor();
+    await b.page.locator('#gpu-status', { hasText: 'GPU telemetry: locked — enter the telemetry credential' }).waitFor({ timeout: 5_000 });
+    assert.doesNotMatch(await b.page.locator('#gpu-status').innerText(), /waiting/);
+  });
+});
