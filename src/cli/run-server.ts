@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import type { Logger } from 'pino';
 import { ConfigError, SvcError } from '../errors.js';
 import { createLogger, flushLogger } from '../logger.js';
@@ -46,8 +47,17 @@ export async function runServer(name: string, start: (logger: Logger) => Promise
 function describeStartError(err: unknown): { line: string; code: number } {
   if (err instanceof ConfigError) return { line: `invalid configuration: ${err.message}`, code: EXIT.usage };
   const sysCode = (err as { code?: unknown })?.code;
-  if (sysCode === 'EADDRINUSE') return { line: 'cannot listen: the configured address is in use', code: EXIT.failure };
-  if (sysCode === 'EADDRNOTAVAIL' || sysCode === 'EACCES') return { line: 'cannot listen on the configured address', code: EXIT.failure };
+  // Which address, when the error says (`up` listens on three): the operator's own setting.
+  const where = listenAddress(err);
+  if (sysCode === 'EADDRINUSE') return { line: where ? `cannot listen: ${where} is in use` : 'cannot listen: the configured address is in use', code: EXIT.failure };
+  if (sysCode === 'EADDRNOTAVAIL' || sysCode === 'EACCES') return { line: where ? `cannot listen on ${where}` : 'cannot listen on the configured address', code: EXIT.failure };
   if (err instanceof SvcError) return { line: `cannot start: ${err.message}`, code: EXIT.failure };
   return { line: 'cannot start (see the log)', code: EXIT.failure };
+}
+
+/** `HOST:PORT` of a listen error (node sets `address` and `port`), or undefined. */
+function listenAddress(err: unknown): string | undefined {
+  const { address, port } = (err ?? {}) as { address?: unknown; port?: unknown };
+  if (typeof address !== 'string' || !isIP(address) || typeof port !== 'number' || !Number.isInteger(port)) return undefined;
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 }

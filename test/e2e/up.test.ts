@@ -2,9 +2,11 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
+import { runCli } from '../cli/run-cli.js';
 
 describe('svc-serving up: the whole node in one process', () => {
   const home = mkdtempSync(join(tmpdir(), 'svc-up-'));
@@ -73,3 +75,20 @@ describe('svc-serving up: the whole node in one process', () => {
     assert.match(res.headers.get('x-svc-request-id') ?? '', /^req_[0-9a-f]{32}$/);
   });
 });
+
+describe('svc-serving up on a busy port', () => {
+  it('exits 1 naming the address that is in use, once', async () => {
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const port = (busy.address() as AddressInfo).port;
+    try {
+      const home = mkdtempSync(join(tmpdir(), 'svc-up-busy-'));
+      const r = await runCli(['up', '--router-port', '0', '--controller-port', String(port), '--dashboard-port', '0'], { SVC_SERVING_HOME: home });
+      assert.equal(r.code, 1);
+      assert.equal(r.stderr.trim(), `svc-serving up: cannot listen: 127.0.0.1:${port} is in use`);
+    } finally {
+      busy.close();
+    }
+  });
+});
+
