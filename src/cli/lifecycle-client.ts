@@ -91,7 +91,9 @@ export class LifecycleClient {
    * Returns the apply answer, or undefined when nothing was applied (exit code set).
    * `usage` names the command for the "re-run with --yes" hint.
    */
-  async planAndApply(command: string, params: object, usage: string, planFailures: StatusFailures = {}): Promise<Record<string, unknown> | undefined> {
+  async planAndApply(
+    command: string, params: object, usage: string, planFailures: StatusFailures = {}, applyFailures: StatusFailures = {},
+  ): Promise<Record<string, unknown> | undefined> {
     const plan = expectJson(await this.reader.post('/v1/lifecycle/plan', { command, params }), 201, planFailures);
     const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string') : [];
     const shown = steps.slice(0, MAX_PLAN_LINES).map((s) => `  - ${printable(s)}`);
@@ -111,7 +113,7 @@ export class LifecycleClient {
         return undefined;
       }
     }
-    return expectJson(await this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] }), 200);
+    return expectJson(await this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] }), 200, applyFailures);
   }
 
   /** Polls `GET /v1/lifecycle/status/{id}` until a terminal state; `onStatus` sees every answer. */

@@ -103,6 +103,10 @@ export class JobService {
    */
   plan(command: Command): PlanResult {
     if ((command.name === 'benchmark.start' || command.name === 'media.submit') && !this.router) throw new UnavailableError();
+    // Cancelling a job this controller never had is refused before anyone confirms it.
+    if ((command.name === 'benchmark.cancel' || command.name === 'media.cancel') && !this.stores[command.name === 'benchmark.cancel' ? 'benchmark' : 'media'].get(command.params.job_id)) {
+      throw new NotFoundError();
+    }
     if (command.name === 'media.submit') {
       if (this.mediaDir === undefined) throw new UnavailableError();
       // Paths inside the media directory only: relative, no `..` segment, no NUL or backslash.
@@ -258,12 +262,14 @@ export class JobService {
     const ctl = new AbortController();
     this.running.set(id, ctl);
     let lastWrite = 0;
+    let lastN = 0;
     const stopBeat = this.heartbeat(owner, id);
     const task = (async () => {
       store.update(id, { native_state: NATIVE.running, progress_completed: 0 }, this.now());
       this.changes.next(owner);
       try {
         const summary = await run((n) => {
+          lastN = n;
           const t = this.now();
           if (n === total || t - lastWrite >= 200) {
             lastWrite = t;
@@ -277,7 +283,9 @@ export class JobService {
         const state = this.closing ? NATIVE.interrupted : ctl.signal.aborted ? NATIVE.cancelled : failed ? NATIVE.failed : NATIVE.succeeded;
         const outcomeOf: Record<string, string> = { [NATIVE.succeeded]: 'success', [NATIVE.cancelled]: 'cancelled', [NATIVE.interrupted]: 'unknown' };
         const outcome = outcomeOf[state] ?? 'error';
-        store.update(id, { native_state: state, outcome, summary: JSON.stringify(summary) }, this.now());
+        // Progress writes are spaced 200 ms apart: the last count is written with the end, so
+        // the record's progress and its summary agree (requests still in flight at a cancel end after it).
+        store.update(id, { native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
       } catch (err) {
         this.logger.error({ err: { name: (err as Error)?.name }, job: id }, 'job failed');
         store.update(id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());

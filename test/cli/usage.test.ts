@@ -8,7 +8,7 @@ import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 describe('usage errors of every command (built CLI)', () => {
   it('a mistyped option is reported as unknown, also where a required option is missing too', async () => {
     const commands = [
-      ['router', 'serve'], ['controller', 'serve'], ['fleet', 'serve'], ['bench', 'run'], ['recipe', 'apply', 'qwen'], ['recipe', 'stop', 'qwen'],
+      ['router', 'serve'], ['controller', 'serve'], ['fleet', 'serve'], ['bench', 'run'], ['bench', 'cancel'], ['recipe', 'apply', 'qwen'], ['recipe', 'stop', 'qwen'],
     ];
     const cases = commands.flatMap((c) => [
       { args: [...c, '--bogus-Zq1'], want: /unknown option/ },

@@ -81,9 +81,9 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     assert.equal(bad.status, 400);
     const malformed = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'benchmark.start', params: { alias: 'm', requests: 0 } });
     assert.equal(malformed.status, 400);
-    const plan = (await (await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'media.cancel', params: { job_id: 'media_' + '0'.repeat(24) } })).json()) as { confirmation_token: string };
-    assert.equal((await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: plan.confirmation_token })).status, 404);
-    assert.equal((await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: plan.confirmation_token })).status, 400, 'a token works once');
+    // Cancelling a job this controller never had is refused before anyone confirms it.
+    const unknown = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'media.cancel', params: { job_id: 'media_' + '0'.repeat(24) } });
+    assert.equal(unknown.status, 404);
   });
 
   it('a benchmark shows queued/running with progress, then its terminal outcome and summary', async () => {
@@ -112,6 +112,12 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     const ops = source(await read({ owner: 'controller' }), 'controller').records;
     const op = ops.find((r: WorkloadRecord) => r.state === 'terminal' && r.outcome === 'success');
     assert.ok(op, `the command is a controller operation record (${operation_id})`);
+    // Cancelling the finished job succeeds and changes nothing; its token works once.
+    const plan = (await (await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'benchmark.cancel', params: { job_id } })).json()) as { confirmation_token: string };
+    assert.equal((await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: plan.confirmation_token })).status, 200);
+    assert.equal((await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: plan.confirmation_token })).status, 400, 'a token works once');
+    const after = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string };
+    assert.equal(after.state, 'succeeded');
   });
 
   it('a media job transcribes files through the router; its records hold no file path', async () => {
@@ -197,5 +203,47 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     assert.ok((killed.progress?.completed ?? 0) > 0);
     const status = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string };
     assert.equal(status.state, 'interrupted');
+  });
+
+  it('bench run: Ctrl-C says the job goes on and how to stop it; bench cancel stops it; an unknown alias is not a success', async () => {
+    const cli = (args: string[]) => spawn(process.execPath, [CLI, 'bench', ...args, '--controller-url', controller.url, '--auth-env', 'BENCH_TOKEN'], {
+      env: { PATH: process.env['PATH'] ?? '', BENCH_TOKEN: policy.tokens.lifecycle }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const collect = (p: ReturnType<typeof cli>) => {
+      const out = { stdout: '', stderr: '', code: undefined as number | null | undefined };
+      p.stdout!.on('data', (d: Buffer) => (out.stdout += d.toString()));
+      p.stderr!.on('data', (d: Buffer) => (out.stderr += d.toString()));
+      const exited = new Promise<void>((r) => p.on('exit', (code) => ((out.code = code), r())));
+      return { out, exited };
+    };
+    const long = cli(['run', '--alias', 'm', '--requests', '100000', '--concurrency', '1', '--prompt-tokens', '4', '--max-tokens', '4', '--yes']);
+    const l = collect(long);
+    const jobId = await eventually(() => /started (bench_[0-9a-f]{24})/.exec(l.out.stderr)?.[1], 15_000);
+    await eventually(async () => ((await (await call(`/v1/lifecycle/status/${jobId}`, policy.tokens.lifecycle)).json()) as { progress: { completed: number } }).progress.completed > 3, 10_000, 50);
+    long.kill('SIGINT');
+    await l.exited;
+    assert.equal(l.out.code, 130);
+    assert.match(l.out.stderr, new RegExp(`interrupted: ${jobId} keeps running on the controller; stop it with svc-serving bench cancel --job ${jobId}`));
+    const running = (await (await call(`/v1/lifecycle/status/${jobId}`, policy.tokens.lifecycle)).json()) as { state: string };
+    assert.equal(running.state, 'running', 'following stopped, the job did not');
+
+    const c = collect(cli(['cancel', '--job', jobId, '--yes']));
+    await c.exited;
+    assert.equal(c.out.code, 0, c.out.stderr);
+    assert.match(c.out.stdout, new RegExp(`^benchmark ${jobId}: cancelled\n  finished +\\d+ of 100000 requests`));
+    const ended = (await (await call(`/v1/lifecycle/status/${jobId}`, policy.tokens.lifecycle)).json()) as { state: string; progress: { completed: number }; summary: { completed: number } };
+    assert.equal(ended.state, 'cancelled');
+    assert.equal(ended.progress.completed, ended.summary.completed, 'the progress shown and the summary agree');
+
+    const unknownJob = collect(cli(['cancel', '--job', `bench_${'0'.repeat(24)}`, '--yes']));
+    await unknownJob.exited;
+    assert.equal(unknownJob.out.code, 4);
+    assert.match(unknownJob.out.stderr, /no benchmark job with this id on this controller/);
+
+    const wrong = collect(cli(['run', '--alias', 'no-such-alias', '--requests', '3', '--concurrency', '1', '--yes']));
+    await wrong.exited;
+    assert.equal(wrong.out.code, 1);
+    assert.match(wrong.out.stdout, /: failed\n  finished +3 of 3 requests .*, 0 succeeded\n/);
+    assert.match(wrong.out.stdout, /no request succeeded: check that the router serves this alias/);
   });
 });
