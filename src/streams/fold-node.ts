@@ -53,6 +53,7 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
   const m = snap.sources[batch.owner];
   const observedMs = parseTimestamp(batch.source_timestamp);
   const latest = now === undefined ? Number.POSITIVE_INFINITY : now + MAX_FUTURE_SKEW_MS;
+  const heardAt = now ?? Number.POSITIVE_INFINITY;
   // An older observation never moves the source backwards; a repeated or late delta is
   // ignored; one from the future is not believed.
   if (observedMs < m.lastObservedMs || observedMs > latest || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
@@ -72,14 +73,15 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
   if (batch.full) {
     m.gap = false;
     // A record refused for its date leaves the window's count unknown until the next one.
-    m.overflow = replaceWindow(snap, m, batch.upserts, latest);
+    m.overflow = replaceWindow(snap, m, batch.upserts, latest, heardAt);
   } else {
     if (!m.heard) m.gap = true; // joined mid-stream: the window is unknown until a full batch
     for (const id of batch.removals) m.records.delete(id);
-    for (const r of batch.upserts) if (!upsert(snap, m, r, latest)) m.overflow = true;
+    for (const r of batch.upserts) if (!upsert(snap, m, r, latest, heardAt)) m.overflow = true;
   }
   m.heard = true;
   m.lastObservedMs = observedMs;
+  m.freshMs = Math.min(observedMs, heardAt);
   m.ownerStatus = batch.status;
   m.ownerReason = batch.reason;
   m.ownerOmitted = batch.omitted;
@@ -87,8 +89,9 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
   return snap;
 }
 
-function entryOf(rec: WorkloadRecord): MirrorEntry {
-  return { rec, updatedMs: parseTimestamp(rec.updated_at), sourceMs: parseTimestamp(rec.source_timestamp) };
+function entryOf(rec: WorkloadRecord, heardAt: number): MirrorEntry {
+  const sourceMs = parseTimestamp(rec.source_timestamp);
+  return { rec, updatedMs: parseTimestamp(rec.updated_at), sourceMs, freshMs: Math.min(sourceMs, heardAt) };
 }
 
 /**
@@ -96,8 +99,8 @@ function entryOf(rec: WorkloadRecord): MirrorEntry {
  * `latest` is refused and counted (false): the caller makes its source's count unknown
  * until a full window without one (a record the owner sent is missing from the answer).
  */
-function upsert(snap: NodeSnapshot, m: SourceMirror, rec: WorkloadRecord, latest: number): boolean {
-  const next = entryOf(rec);
+function upsert(snap: NodeSnapshot, m: SourceMirror, rec: WorkloadRecord, latest: number, heardAt: number): boolean {
+  const next = entryOf(rec, heardAt);
   if (next.updatedMs > latest || next.sourceMs > latest) {
     snap.dropped.out_of_order++;
     return false;
@@ -117,12 +120,12 @@ function mayReplace(prev: MirrorEntry, next: MirrorEntry): boolean {
 }
 
 /** Replaces the window with `upserts`; true when some record was refused for its date. */
-function replaceWindow(snap: NodeSnapshot, m: SourceMirror, upserts: readonly WorkloadRecord[], latest: number): boolean {
+function replaceWindow(snap: NodeSnapshot, m: SourceMirror, upserts: readonly WorkloadRecord[], latest: number, heardAt: number): boolean {
   const incoming = new Set<string>();
   let refused = false;
   for (const r of upserts) {
     incoming.add(r.id);
-    if (!upsert(snap, m, r, latest)) refused = true;
+    if (!upsert(snap, m, r, latest, heardAt)) refused = true;
   }
   for (const id of m.records.keys()) if (!incoming.has(id)) m.records.delete(id);
   return refused;

@@ -7,6 +7,12 @@ export interface MirrorEntry {
   readonly rec: WorkloadRecord;
   readonly updatedMs: number;
   readonly sourceMs: number;
+  /**
+   * What freshness is judged by: `sourceMs`, but never later than the moment the node folded
+   * it. A record dated ahead of the node's clock (within the allowed skew) is as fresh as a
+   * record dated now, not fresh until its date.
+   */
+  readonly freshMs: number;
 }
 
 /** What the node knows of one owner: its window as last reported, and how far to trust it. */
@@ -20,6 +26,8 @@ export interface SourceMirror {
   gap: boolean;
   /** `source_timestamp` (epoch ms) of the newest folded batch; NaN before any. */
   lastObservedMs: number;
+  /** The same, but never later than when the node folded it: what the source's age is judged by. */
+  freshMs: number;
   ownerStatus: ResultStatus;
   ownerReason: SourceReason | undefined;
   /** The owner's own count of window records its cap left out (null: unknown). */
@@ -56,7 +64,7 @@ export const DEFAULT_MIRROR_CAP = 20_000;
 
 function emptyMirror(owner: Owner): SourceMirror {
   return {
-    owner, heard: false, lastSeq: 0, gap: false, lastObservedMs: Number.NaN, ownerStatus: 'unavailable',
+    owner, heard: false, lastSeq: 0, gap: false, lastObservedMs: Number.NaN, freshMs: Number.NaN, ownerStatus: 'unavailable',
     ownerReason: undefined, ownerOmitted: null, overflow: false, records: new Map(), pending: undefined,
   };
 }

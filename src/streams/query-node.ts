@@ -33,7 +33,7 @@ export interface SourceHealth {
 /** Pure: the health of one mirror at `now`. */
 export function sourceHealth(m: SourceMirror, now: number, staleAfterMs: number): SourceHealth {
   if (!m.heard) return { status: 'unavailable', reason: 'no-observation', stale: false, countKnown: false };
-  const age = now - m.lastObservedMs;
+  const age = now - m.freshMs;
   if (age > staleAfterMs * UNAVAILABLE_AFTER_THRESHOLDS) return { status: 'unavailable', reason: 'timeout', stale: false, countKnown: false };
   if (m.ownerStatus === 'unavailable') return { status: 'unavailable', reason: m.ownerReason ?? 'inspection-error', stale: false, countKnown: false };
   const stale = age > staleAfterMs;
@@ -80,7 +80,7 @@ function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: num
     if (f.state !== undefined && r.state !== f.state) continue;
     if (f.host !== undefined && r.host !== f.host) continue;
     const active = ACTIVE_STATES.has(r.state);
-    const stale = health.stale || r.observation_quality === 'stale' || (active && now - e.sourceMs > staleAfterMs);
+    const stale = health.stale || r.observation_quality === 'stale' || (active && now - e.freshMs > staleAfterMs);
     if (active) {
       if (f.active_only && stale) continue;
     } else {

@@ -59,9 +59,23 @@ describe('node fold', () => {
     // Within a minute of the node's clock is ordinary skew between hosts.
     const soon = rec(H, 'media', 'soon', { at: T0 + 30_000 });
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 30_000, upserts: [real, soon] })), T0);
-    m = src(q(s, T0 + 31_000), 'media');
+    m = src(q(s, T0 + 1_000), 'media');
     assert.deepEqual(m.records.map((r) => r.id).sort(), [real.id, soon.id].sort());
     assert.equal(m.status, 'complete', 'a full window without a refused record makes the count known again');
+  });
+
+  it('an observation dated ahead of the node (within the allowed skew) is as fresh as one dated now, not fresh until its date', () => {
+    const ahead = T0 + 50_000;
+    const running = rec(H, 'media', 'run', { state: 'running', phase: 'running', at: ahead });
+    s = foldNode(s, msg(batch(H, 'media', { at: ahead, upserts: [running] })), T0);
+    assert.equal(src(q(s, T0 + 1000), 'media').status, 'complete');
+    // One stale threshold after it was heard, with nothing newer: stale, although its own
+    // date is still 19 s in the future of this read.
+    const m = src(q(s, T0 + STALE + 1000), 'media');
+    assert.equal(m.status, 'partial');
+    assert.equal(m.reason, 'timeout');
+    assert.equal(m.records[0]!.observation_quality, 'stale');
+    assert.equal(m.records[0]!.state, 'running', 'a stale record keeps its state');
   });
 
   it('a seq gap makes the source partial with unknown count until the next full batch', () => {
