@@ -92,6 +92,11 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
     // Any known client may connect; the tools it sees depend on its grants.
     const client = o.policy.identify(req.headers.authorization);
     const body: unknown = req.body;
+    // One message per POST. MCP (2025-06-18) has no JSON-RPC batches; an array is refused
+    // whole, never handed to the SDK element by element without the checks below.
+    if (Array.isArray(body)) {
+      return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: RPC_ERROR_TEXT.get(-32600) } });
+    }
     if (isObject(body) && typeof body['method'] === 'string' && (typeof body['id'] === 'string' || typeof body['id'] === 'number')) {
       const fits = Object.hasOwn(PARAMS_FIT, body['method']) ? PARAMS_FIT[body['method']] : undefined;
       if (fits && !fits(body['params'])) {

@@ -103,6 +103,14 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
     const caps = await rpc({ id: 8, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: { sampling: canary }, clientInfo: { name: 'n', version: '1' } } });
     assert.ok(caps.body.error === undefined || !caps.text.includes(canary), caps.text);
     assert.ok(caps.body.error === undefined || [...'Invalid params|Internal error'.split('|')].includes(caps.body.error.message), caps.text);
+    // A batch (a JSON array) is refused whole: one Invalid Request, nothing of it answered or echoed.
+    const batchRes = await fetch(`${ctl.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify([{ jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'node_workloads', arguments: canary } }, { jsonrpc: '2.0', id: 11, method: 'ping' }]),
+    });
+    assert.equal(batchRes.status, 400);
+    assert.deepEqual(await batchRes.json(), { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request' } });
     // A well-formed call still works.
     const ok = await rpc({ id: 9, method: 'tools/call', params: { name: 'node_workloads', arguments: { owner: 'media' } } });
     assert.equal((ok.body as { result?: { isError?: boolean } }).result?.isError, undefined);
