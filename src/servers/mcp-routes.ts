@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
 import { OriginRefusedError, SvcError } from '../errors.js';
@@ -51,12 +51,27 @@ const PARAMS_FIT: Readonly<Record<string, (p: unknown) => boolean>> = {
     isObject(p['clientInfo']) && typeof p['clientInfo']['name'] === 'string' && typeof p['clientInfo']['version'] === 'string',
 };
 
-/** A JSON-RPC error answer with its code's fixed text (the `data` member, if any, dropped). */
-function fixedError<T>(message: T): T {
+/**
+ * A JSON-RPC error answer with its code's fixed text (the `data` member, if any, dropped).
+ * The SDK says -32700 `Parse error` for a body that is JSON but not a JSON-RPC message; a
+ * body that is not JSON never reaches it (Fastify answers it), so that is -32600 here.
+ */
+function fixedError(message: unknown): unknown {
   if (!isObject(message) || !isObject(message['error'])) return message;
-  const code = message['error']['code'];
+  const raw = message['error']['code'];
+  const code = raw === -32700 ? -32600 : raw;
   const text = typeof code === 'number' ? RPC_ERROR_TEXT.get(code) : undefined;
-  return { ...message, error: { code, message: text ?? 'Error' } } as T;
+  return { ...message, error: { code, message: text ?? 'Error' } };
+}
+
+/** The request's headers as a Fetch `Headers` (repeated ones joined, as node:http does). */
+function webHeaders(h: FastifyRequest['headers']): Headers {
+  const out = new Headers();
+  for (const [k, v] of Object.entries(h)) {
+    if (typeof v === 'string') out.set(k, v);
+    else if (Array.isArray(v)) out.set(k, v.join(', '));
+  }
+  return out;
 }
 
 /**
@@ -104,17 +119,30 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
       }
     }
     const server = buildServer(o.tools, client);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    // Every error answer the SDK sends carries its code's fixed text, nothing of the request.
-    const send = transport.send.bind(transport);
-    transport.send = (message, options) => send(fixedError(message), options);
-    reply.hijack();
-    reply.raw.on('close', () => {
+    // The SDK's Fetch-API transport: its whole answer comes back as a Response that passes
+    // through here, so every error it writes (its transport-level ones included: a missing
+    // Accept, an unsupported protocol version with the header's text in it) leaves with its
+    // code's fixed text, nothing of the request.
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    try {
+      await server.connect(transport);
+      const web = new Request('http://mcp.invalid/mcp', { method: 'POST', headers: webHeaders(req.headers) });
+      const res = await transport.handleRequest(web, { parsedBody: req.body });
+      const text = await res.text();
+      reply.code(res.status);
+      if (text.length === 0) return reply.send();
+      let answer: unknown;
+      try {
+        answer = JSON.parse(text);
+      } catch {
+        // Not JSON (the SDK only streams events when asked to, which this server never is).
+        return reply.code(500).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32603, message: RPC_ERROR_TEXT.get(-32603) } });
+      }
+      return reply.type('application/json').send(Array.isArray(answer) ? answer.map(fixedError) : fixedError(answer));
+    } finally {
       void transport.close();
       void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req.raw, reply.raw, req.body);
+    }
   });
   // Stateless: no server-initiated stream (GET) and no sessions to delete (DELETE); those and
   // every other method are 405 with `Allow: POST` from the app's not-found handler.

@@ -111,6 +111,25 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
     });
     assert.equal(batchRes.status, 400);
     assert.deepEqual(await batchRes.json(), { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request' } });
+    // Errors the SDK's transport writes itself carry fixed text too: never a header's value.
+    const post = (headers: Record<string, string>, body: string) =>
+      fetch(`${ctl.url}/mcp`, { method: 'POST', headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', ...headers }, body });
+    const both = { accept: 'application/json, text/event-stream' };
+    const version = await post({ ...both, 'mcp-protocol-version': canary }, JSON.stringify({ jsonrpc: '2.0', id: 12, method: 'ping' }));
+    const versionText = await version.text();
+    assert.equal(version.status, 400);
+    assert.ok(!versionText.includes(canary), versionText);
+    assert.deepEqual(JSON.parse(versionText), { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Error' } });
+    const noAccept = await post({}, JSON.stringify({ jsonrpc: '2.0', id: 13, method: 'ping' }));
+    assert.equal(noAccept.status, 406);
+    assert.deepEqual(await noAccept.json(), { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Error' } });
+    // JSON that is not a JSON-RPC message is an Invalid Request, not a parse error.
+    for (const body of ['null', JSON.stringify({ jsonrpc: '1.0', id: 14, method: 'ping' }), JSON.stringify({ jsonrpc: '2.0', id: { canary }, method: 'ping' })]) {
+      const r = await post(both, body);
+      const t = await r.text();
+      assert.equal(r.status, 400, body);
+      assert.deepEqual(JSON.parse(t), { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request' } }, body);
+    }
     // A well-formed call still works.
     const ok = await rpc({ id: 9, method: 'tools/call', params: { name: 'node_workloads', arguments: { owner: 'media' } } });
     assert.equal((ok.body as { result?: { isError?: boolean } }).result?.isError, undefined);
