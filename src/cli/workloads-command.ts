@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { isHostId } from '../schema/primitives.js';
-import { holdToSources } from '../streams/compose-fleet.js';
+import { holdToSources, holdFleetAnswer } from '../streams/compose-fleet.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from './origin-policy.js';
@@ -141,6 +141,10 @@ async function fleetWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise<
     if (res.status !== 200 || !checkFleetResult.Check(res.body)) throw snapshotFailure('malformed');
     const fleet: FleetResult = res.body;
     if (!fleet.nodes.some((n) => n.expected_host === expected)) throw snapshotFailure('fleetIdentity');
+    // The fleet's own checks, applied to what its controller says: every node entry, and a
+    // status or count no more hopeful than the nodes support.
+    const held = holdFleetAnswer(fleet, resolveFilters(filters));
+    if (held !== undefined) throw snapshotFailure(held === 'wrong-identity' ? 'fleetRecordIdentity' : 'malformed');
     print(o.json === true, fleet, () => formatFleetResult(fleet, detectStyle(process.stdout, process.env)));
   } finally {
     await reader.close();

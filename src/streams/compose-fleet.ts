@@ -46,6 +46,15 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
   // Another schema, or a problem object from a node that cannot serve this read: not ours to interpret.
   if (o['schema'] !== SCHEMA_ID) return 'schema' in o || ('type' in o && 'status' in o) ? 'incompatible' : 'malformed';
   if (!checkNodeResult.Check(v)) return 'malformed';
+  return checkNodeClaims(hostId, v, f);
+}
+
+/**
+ * The claims of a schema-valid node answer: its identity, all six sources in order, records
+ * of that host and owner, no condition of its own, counts that add up; then its status and
+ * count are held to its sources (when `f` is given). Mutates `v` only to lower it.
+ */
+function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters): NodeResult | NodeCondition {
   if (v.expected_host !== hostId) return 'wrong-identity';
   if (v.condition !== undefined || v.sources.length !== OWNERS.length) return 'malformed';
   let total = 0;
@@ -70,6 +79,47 @@ export function holdToSources(v: NodeResult, f: Filters): void {
   if (STATUS_RANK[derived] > STATUS_RANK[v.status]) v.status = derived;
   if (rel.some((s) => s.truncation.omitted === null)) v.truncation = { returned: v.truncation.returned, omitted: null };
   if (v.status === 'complete' && v.truncation.omitted !== 0) v.status = 'partial';
+}
+
+/**
+ * Holds a fleet result read from a fleet controller to the checks the fleet itself makes
+ * (a reader trusts no server's summary over its own evidence). Each node entry is either a
+ * failed node (a condition, no sources or records, count unknown) or an answer that passes
+ * `classifyAnswer`'s claims; node host IDs are distinct; the fleet's counts are the sum of
+ * its nodes'. Statuses and counts more hopeful than that are lowered in place, never raised:
+ * a node over an unavailable source is not `complete`, a fleet with a failed node is not
+ * `complete`, and `omitted` is null whenever a node's is.
+ * Returns undefined when it holds, else the first condition found (`wrong-identity` for a
+ * record of another host, else `malformed`).
+ */
+export function holdFleetAnswer(fleet: FleetResult, f: Filters): NodeCondition | undefined {
+  const seen = new Set<string>();
+  let returned = 0;
+  let omitted: number | null = 0;
+  let unavailable = 0;
+  let complete = 0;
+  for (const n of fleet.nodes) {
+    if (seen.has(n.expected_host)) return 'malformed';
+    seen.add(n.expected_host);
+    if (n.condition !== undefined) {
+      if (n.status !== 'unavailable' || n.sources.length !== 0 || n.truncation.returned !== 0 || n.truncation.omitted !== null) return 'malformed';
+    } else {
+      const c = checkNodeClaims(n.expected_host, n, f);
+      if (typeof c === 'string') return c;
+    }
+    returned += n.truncation.returned;
+    omitted = omitted === null || n.truncation.omitted === null ? null : omitted + n.truncation.omitted;
+    if (n.status === 'unavailable') unavailable++;
+    if (n.status === 'complete') complete++;
+  }
+  if (fleet.truncation.returned !== returned) return 'malformed';
+  if (fleet.truncation.omitted !== null && omitted !== null && fleet.truncation.omitted !== omitted) return 'malformed';
+  if (omitted === null) fleet.truncation = { returned, omitted: null };
+  let derived: ResultStatus = 'partial';
+  if (fleet.nodes.length > 0 && unavailable === fleet.nodes.length) derived = 'unavailable';
+  else if (complete === fleet.nodes.length && fleet.truncation.omitted === 0) derived = 'complete';
+  if (STATUS_RANK[derived] > STATUS_RANK[fleet.status]) fleet.status = derived;
+  return undefined;
 }
 
 /** The entry for a node that could not answer trustworthily: no records, count unknown. */

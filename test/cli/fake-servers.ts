@@ -94,6 +94,15 @@ export function routerNodeResult(host: string): NodeResult {
   return r;
 }
 
+/** A valid controller NodeResult for `host`: all six sources, the router's with `routerNodeResult`'s records. */
+export function controllerNodeResult(host: string): NodeResult {
+  const r = routerNodeResult(host);
+  const empty = (owner: 'controller' | 'benchmark' | 'media' | 'recipe' | 'manifest') => ({ owner, status: 'complete' as const, records: [], truncation: { returned: 0, omitted: 0 } });
+  const n: NodeResult = { ...r, sources: [r.sources[0]!, empty('controller'), empty('benchmark'), empty('media'), empty('recipe'), empty('manifest')] };
+  if (!checkNodeResult.Check(n)) throw new Error('fixture is not a NodeResult');
+  return n;
+}
+
 /** A fleet of `nodes`, plus an unreachable node `node-z` with no records. */
 export function fleetResult(nodes: NodeResult[]): FleetResult {
   const unreachable: NodeResult = {

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { freePort } from '../support/free-port.js';
-import { fleetResult, ROUTER_STATUS, routerNodeResult, sendJson, startFake, terminalRecord, type FakeServer } from './fake-servers.js';
+import { fleetResult, ROUTER_STATUS, controllerNodeResult, routerNodeResult, sendJson, startFake, terminalRecord, type FakeServer } from './fake-servers.js';
 import { looksLikeStackTrace, runCli, runCliBatch, type CliResult } from './run-cli.js';
 
 // Each CLI process costs about a CPU-second of module loading, so most runs go through the
@@ -28,7 +28,7 @@ describe('argument fuzz of the read commands (built CLI)', () => {
     server = await startFake((req, res) => {
       const url = req.url ?? '';
       if (url.startsWith('/v1/workloads')) sendJson(res, 200, node);
-      else if (url === '/tools/call') sendJson(res, 200, fleetResult([node]));
+      else if (url === '/tools/call') sendJson(res, 200, fleetResult([controllerNodeResult('node-a')]));
       else if (url === '/v1/router/status') sendJson(res, 200, ROUTER_STATUS);
       else if (url.startsWith('/v1/requests/')) sendJson(res, 200, { request: terminalRecord() });
       else if (url.startsWith('/v1/requests?')) sendJson(res, 200, { requests: [], truncation: { returned: 0, omitted: 0 } });

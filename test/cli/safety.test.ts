@@ -5,7 +5,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../support/free-port.js';
-import { fleetResult, routerNodeResult, sendJson, startFake, startTrapProxy, type FakeServer, type TrapProxy } from './fake-servers.js';
+import { fleetResult, controllerNodeResult, routerNodeResult, sendJson, startFake, startTrapProxy, type FakeServer, type TrapProxy } from './fake-servers.js';
 import { cliHome, looksLikeStackTrace, runCli, runCliBatch, type CliResult } from './run-cli.js';
 
 // A canary credential: it must reach the fake server's Authorization header and nothing else.
@@ -13,7 +13,7 @@ const CANARY = `CANARY-${randomBytes(16).toString('hex')}`;
 const ENV_NAME = 'SVC_CANARY_CRED_VAR';
 const BODY_MARKER = 'BODY-MARKER-must-not-be-echoed';
 const NODE = routerNodeResult('node-a');
-const FLEET = fleetResult([NODE, routerNodeResult('node-b')]);
+const FLEET = fleetResult([controllerNodeResult('node-a'), controllerNodeResult('node-b')]);
 const outputs: { stdout: string; stderr: string }[] = [];
 const workdir = mkdtempSync(join(tmpdir(), 'svc-cli-cwd-'));
 
@@ -150,6 +150,45 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
     outputs.push(r);
     assertFixedFailure(r, s.url, /this controller does not serve workload reads/);
     await s.close();
+  });
+
+  it('fleet workloads holds the fleet controller to the fleet\'s own checks: lowered when hopeful, refused when reshaped', async () => {
+    const fleetArgs = (url: string) => ['fleet', 'workloads', '--controller-url', url, '--auth-env', ENV_NAME, '--expected-node', 'node-a'];
+    const serve = (body: unknown) => startFake((_req, res) => sendJson(res, 200, body));
+    // Hopeful: a `complete` fleet with an unreachable node, a `complete` node over an unavailable source.
+    const hopeful = fleetResult([controllerNodeResult('node-a')]);
+    hopeful.status = 'complete';
+    const node = hopeful.nodes[0]!;
+    node.sources[4] = { owner: 'recipe', status: 'unavailable', reason: 'no-observation', records: [], truncation: { returned: 0, omitted: null } };
+    const lowered = await serve(hopeful);
+    const r = await runCli(fleetArgs(lowered.url), { [ENV_NAME]: CANARY }, { cwd: workdir });
+    outputs.push(r);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /node node-a: partial/);
+    assert.match(r.stdout, /fleet: partial/);
+    assert.doesNotMatch(r.stdout, /: complete —/);
+    await lowered.close();
+    // Reshaped: each is a malformed answer, never shown.
+    const foreign = fleetResult([controllerNodeResult('node-a')]);
+    foreign.nodes[0]!.sources[0]!.records[0]!.host = 'node-b';
+    const twice = fleetResult([controllerNodeResult('node-a'), controllerNodeResult('node-a')]);
+    const counts = fleetResult([controllerNodeResult('node-a')]);
+    counts.truncation.returned = 999;
+    const conditioned = fleetResult([controllerNodeResult('node-a')]);
+    conditioned.nodes[0]!.condition = 'unreachable';
+    const cases: [unknown, RegExp][] = [
+      [foreign, /the fleet result shows a node with records of another host/],
+      [twice, /not a valid envelope/],
+      [counts, /not a valid envelope/],
+      [conditioned, /not a valid envelope/],
+    ];
+    for (const [body, message] of cases) {
+      const s = await serve(body);
+      const x = await runCli(fleetArgs(s.url), { [ENV_NAME]: CANARY }, { cwd: workdir });
+      outputs.push(x);
+      assertFixedFailure(x, s.url, message);
+      await s.close();
+    }
   });
 
   // Timings are taken on the server side (headers sent -> client gone), so the CLI's own

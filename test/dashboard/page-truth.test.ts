@@ -2,16 +2,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { NodeResult } from '../../src/schema/envelopes.js';
 import { formatTimestamp } from '../../src/schema/primitives.js';
-import { routerNodeResult, sendJson, startFake, type FakeServer } from '../cli/fake-servers.js';
+import { controllerNodeResult, sendJson, startFake, type FakeServer } from '../cli/fake-servers.js';
 import { writeTestPolicy } from '../support/policy.js';
 import type { RunningProcess } from '../support/processes.js';
 import { fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
 
 /** A controller's answer for node-a (all six sources, the router's with records), collected at `at`. */
 function sixSources(at: number): NodeResult {
-  const r = routerNodeResult('node-a');
-  const empty = (owner: string) => ({ owner, status: 'complete', records: [], truncation: { returned: 0, omitted: 0 } });
-  return { ...r, collected_at: formatTimestamp(at), sources: [r.sources[0]!, ...['controller', 'benchmark', 'media', 'recipe', 'manifest'].map(empty)] } as NodeResult;
+  return { ...controllerNodeResult('node-a'), collected_at: formatTimestamp(at) };
 }
 
 // What the page says must be what it knows: a credential the controller refuses is not
