@@ -15,14 +15,15 @@ export function hasDuplicateKey(text: string): boolean {
     else if (c === 0x5b /* [ */) stack.push(null);
     else if (c === 0x7d /* } */ || c === 0x5d /* ] */) stack.pop();
     else if (c === 0x22 /* " */) {
+      // The closing quote: the next quote not escaped by an odd run of backslashes. Found
+      // with indexOf, so long strings (prompts) cost a native scan, not a loop per character.
       const start = i;
-      let escaped = false;
-      for (i++; i < n; i++) {
-        const d = text.charCodeAt(i);
-        if (d === 0x5c /* \ */) {
-          escaped = true;
-          i++;
-        } else if (d === 0x22) break;
+      for (;;) {
+        i = text.indexOf('"', i + 1);
+        if (i < 0) return false; // not JSON text: no meaningful answer
+        let k = i - 1;
+        while (text.charCodeAt(k) === 0x5c /* \ */) k--;
+        if ((i - 1 - k) % 2 === 0) break;
       }
       const names = stack[stack.length - 1];
       if (!names) continue;
@@ -31,7 +32,7 @@ export function hasDuplicateKey(text: string): boolean {
       while (j < n && (text.charCodeAt(j) === 0x20 || text.charCodeAt(j) === 0x09 || text.charCodeAt(j) === 0x0a || text.charCodeAt(j) === 0x0d)) j++;
       if (text.charCodeAt(j) !== 0x3a /* : */) continue;
       const raw = text.slice(start, i + 1);
-      const name = escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+      const name = raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
       if (names.has(name)) return true;
       names.add(name);
     }

@@ -54,6 +54,17 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     },
     clientErrorHandler: answerClientError,
   });
+  // Requests node:http answers on its own, outside any route: an `Expect` other than
+  // 100-continue (node's bare 417) and CONNECT (node closes without a word). Both get the
+  // fixed 400 problem, as every request the server cannot take does.
+  app.server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    res.shouldKeepAlive = false;
+    res.writeHead(400, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(CLIENT_ERROR), connection: 'close' }).end(CLIENT_ERROR);
+  });
+  app.server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => undefined);
+    socket.end(CLIENT_ERROR_RESPONSE);
+  });
   // Which methods each route pattern has: a known path asked with another method is a 405.
   const routes: { readonly match: RegExp; readonly method: string }[] = [];
   app.addHook('onRoute', (r) => {

@@ -23,7 +23,7 @@ import { Readiness } from './router/readiness.js';
 import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
 import { InflightJournal, lockDecisionLog } from './router/inflight.js';
-import { LineBudget, refuseUpload, sendRawProblem } from './router/relay-support.js';
+import { LineBudget, newGatewayId, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import type { ServerDeps } from './server-deps.js';
 import type { Logger } from 'pino';
 
@@ -158,6 +158,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
         else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
         else {
           res.setHeader('allow', 'POST');
+          // An authenticated inference route answers with its identifier, errors included.
+          if (keys.accepts(req.headers.authorization)) res.setHeader('x-svc-request-id', newGatewayId());
           refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
         }
       }),

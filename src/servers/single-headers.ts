@@ -5,7 +5,16 @@
  * proxy in between) may not have meant. Such a request is refused as invalid input instead.
  */
 export function repeatsSingleHeader(raw: readonly string[]): boolean {
+  return repeatedSingleHeaders(raw) !== 0;
+}
+
+/** Bits of the single-value headers named more than once. */
+export const REPEATED = { authorization: 1, contentType: 2, host: 4 } as const;
+
+/** Which single-value headers a request names more than once (a mask of REPEATED bits; 0: none). */
+export function repeatedSingleHeaders(raw: readonly string[]): number {
   let seen = 0;
+  let repeated = 0;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     let bit = 0;
@@ -14,8 +23,8 @@ export function repeatsSingleHeader(raw: readonly string[]): boolean {
     else if (name.length === 12) bit = name.toLowerCase() === 'content-type' ? 2 : 0;
     else if (name.length === 4) bit = name.toLowerCase() === 'host' ? 4 : 0;
     if (bit === 0) continue;
-    if ((seen & bit) !== 0) return true;
+    if ((seen & bit) !== 0) repeated |= bit;
     seen |= bit;
   }
-  return false;
+  return repeated;
 }

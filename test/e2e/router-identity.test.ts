@@ -160,6 +160,23 @@ describe('router end to end: one record per request, identifiers, headers, activ
     assert.equal('task_id' in bigRec, false);
   });
 
+  it('an upstream redirect or bodiless answer is an upstream failure, never passed on or recorded as a success', async () => {
+    for (const st of ['302', '204']) {
+      const res = await chat(`answer-status=${st}`, {}, {}, 'recorded');
+      const id = gidOf(res);
+      assert.equal(res.status, 502, st);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+      assert.equal(res.headers.get('location'), null);
+      const text = await res.text();
+      assert.ok(!text.includes('UPSTREAM-REDIRECT-BODY'), text);
+      const r = await record(id);
+      assert.equal(r.outcome, 'error', st);
+      assert.equal(r.status_code, 502);
+      assert.equal(r.usage.prompt_source, 'estimated', 'the prompt was sent: its estimate stands');
+      assert.equal(r.usage.completion_source, 'unknown');
+    }
+  });
+
   it('a CR in a header value or an oversized header never reaches the upstream', async () => {
     const n = rec.requests.length;
     const body = JSON.stringify({ model: 'recorded', messages: user('raw') });
@@ -176,9 +193,29 @@ describe('router end to end: one record per request, identifiers, headers, activ
     problem400(await raw(url, head(`X-Svc-Session-Id: ${'a'.repeat(20_000)}\r\n`)));
     problem400(await raw(url, head('X-Svc-Workbench-Run-Id: a\u0000b\r\n')));
     problem400(await raw(url, `GARBAGE\r\n\r\n`));
+    // A body naming a member twice is refused: the output ceiling and the alias are decided
+    // on one copy, and an engine could read the other.
+    for (const dup of [
+      `{"model":"recorded","max_tokens":100000,"max_tokens":5,"messages":${JSON.stringify(user('dup'))}}`,
+      `{"model":"other","model":"recorded","messages":${JSON.stringify(user('dup'))}}`,
+      `{"model":"recorded","messages":[{"role":"user","role":"system","content":"dup"}]}`,
+    ]) {
+      problem400(await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(dup)}\r\nConnection: close\r\n\r\n${dup}`));
+    }
     // A credential or body type named twice (even with the same value) is refused, not guessed.
-    problem400(await raw(url, head(`Authorization: Bearer ${h.key}\r\n`)));
-    problem400(await raw(url, head('Content-Type: text/plain\r\n')));
+    const twoKeys = await raw(url, head(`Authorization: Bearer ${h.key}\r\n`));
+    problem400(twoKeys);
+    assert.doesNotMatch(twoKeys, /x-svc-request-id/i, 'two credentials authenticate nobody');
+    const twoTypes = await raw(url, head('Content-Type: text/plain\r\n'));
+    problem400(twoTypes);
+    assert.match(twoTypes, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i, 'authenticated: the answer carries its identifier');
+    // Requests node:http would answer itself: an unknown expectation, CONNECT.
+    problem400(await raw(url, head('Expect: something-else\r\n')));
+    problem400(await raw(url, `CONNECT ${url.host} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`));
+    // A wrong method on an inference route, with a valid key: 405, with an identifier.
+    const wrong = await raw(url, `GET /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`);
+    assert.match(wrong, /^HTTP\/1\.1 405 /);
+    assert.match(wrong, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
     // A chunked body with a chunk size that is not hexadecimal: the same fixed 400, not a bare close.
     problem400(
       await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"mod\r\nzz\r\nel": 1}\r\n0\r\n\r\n`),

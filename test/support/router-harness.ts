@@ -239,6 +239,16 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         // not JSON: answered like any other request
       }
       const extra = { 'x-request-id': 'engine-own-id-123', 'x-engine-detail': 'ENGINE-INTERNAL-HEADER' };
+      // `answer-status=302` or `=204` in the prompt: a redirect with a body of its own, or no body.
+      const asked = /answer-status=(302|204)/.exec(body.toString('utf8'))?.[1];
+      if (asked === '302') {
+        res.writeHead(302, { location: 'http://elsewhere.invalid/', 'content-type': 'text/html', ...extra }).end('UPSTREAM-REDIRECT-BODY');
+        return;
+      }
+      if (asked === '204') {
+        res.writeHead(204, extra).end();
+        return;
+      }
       const id = 'chatcmpl-rec';
       if (stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });

@@ -86,6 +86,16 @@ export async function pipeUpstream(
       }
       return;
     }
+    if (status < 200 || status > 299 || status === 204 || status === 205) {
+      // A redirect or a bodiless answer is not an answer to an inference request: never
+      // passed on (its Location and body are the upstream's), recorded as an upstream error.
+      await readBounded(upRes.body, ERROR_BODY_LIMIT).catch(() => undefined);
+      x.upstreamEndAt = performance.now();
+      x.outcome = 'error';
+      x.statusCode = 502;
+      sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+      return;
+    }
     const ctype = safeContentType(upRes.headers['content-type'], 'application/json');
     x.statusCode = status;
     if (/^text\/event-stream/i.test(ctype)) {

@@ -16,7 +16,8 @@ import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
 import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, type LineBudget } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
-import { repeatsSingleHeader } from '../single-headers.js';
+import { REPEATED, repeatedSingleHeaders } from '../single-headers.js';
+import { hasDuplicateKey } from '../../schema/json-duplicates.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
 export interface Upstream {
@@ -102,11 +103,14 @@ function stringifyBounded(v: unknown): string | undefined {
  * terminal record, whatever happens. Never stores prompt or response text.
  */
 export async function relayInference(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): Promise<void> {
-  if (repeatsSingleHeader(req.rawHeaders)) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
+  // Two credentials cannot authenticate anyone: refused before the key is looked at.
+  const repeated = repeatedSingleHeaders(req.rawHeaders);
+  if ((repeated & REPEATED.authorization) !== 0) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
   if (!ctx.keys.accepts(req.headers.authorization)) return refuseUpload(req, res, ErrorCode.UNAUTHENTICATED);
   const gid = newGatewayId();
   // Set once here: every answer to this request, errors and successes alike, carries it.
   res.setHeader('x-svc-request-id', gid);
+  if (repeated !== 0) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
   const isAudio = route === 'audio.transcriptions';
   const ct = header1(req.headers['content-type']) ?? '';
   if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
@@ -125,13 +129,17 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   let alias: unknown;
   if (isAudio) alias = multipartField(body, ct, 'model');
   else {
+    const text = body.toString('utf8');
     try {
-      const v: unknown = JSON.parse(body.toString('utf8'));
+      const v: unknown = JSON.parse(text);
       if (v && typeof v === 'object' && !Array.isArray(v)) parsed = v as Record<string, unknown>;
     } catch {
       // malformed JSON: answered below
     }
-    if (!parsed) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    // A member named twice (`"max_tokens":100000,"max_tokens":5`) is refused, as on every JSON
+    // route: JSON.parse keeps the last copy, an engine may keep the first, and the ceiling,
+    // the alias and the record would then be about a request the engine never saw.
+    if (!parsed || hasDuplicateKey(text)) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
     alias = parsed['model'];
   }
   if (typeof alias !== 'string' || alias.length === 0) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
