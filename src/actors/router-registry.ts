@@ -87,6 +87,8 @@ export class RouterRegistry {
    * window's count of left-out records is unknown.
    */
   private outsideNewestMs = Number.NEGATIVE_INFINITY;
+  /** A terminal record left the ring with no decision log behind it. */
+  private recordsLost = false;
 
   constructor(
     private readonly opts: {
@@ -135,6 +137,8 @@ export class RouterRegistry {
     const entry: Buffered = { gid, record, finishedMs, workload: undefined };
     const evicted = this.ring[this.head];
     if (evicted) {
+      // Without a decision log an evicted record is gone for good.
+      if (!this.opts.log) this.recordsLost = true;
       this.byGid.delete(evicted.gid);
       if (evicted.finishedMs > this.outsideNewestMs) this.outsideNewestMs = evicted.finishedMs;
     }
@@ -298,7 +302,10 @@ export class RouterRegistry {
     const { truncated } = this.opts.log?.scan((d) => void visit(d)) ?? { truncated: false };
     out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
-    return { requests, truncation: { returned: requests.length, omitted: truncated ? null : matched - requests.length } };
+    // Records that are gone (evicted without a log, rotated out of it) may have been this
+    // session's: then how many were left out is unknown, not the count of those still here.
+    const unknown = truncated || this.recordsLost || this.opts.log?.recordsDeleted === true;
+    return { requests, truncation: { returned: requests.length, omitted: unknown ? null : matched - requests.length } };
   }
 
   /** Requests in flight (oldest first), at most 50, with truncation. */

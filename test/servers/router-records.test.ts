@@ -8,6 +8,7 @@ import { PassThrough } from 'node:stream';
 import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
 import { DEFAULT_FLUSH_DELAY_MS, DecisionLog, parseDecision } from '../../src/servers/router/decision-log.js';
+import { RouterMetrics } from '../../src/servers/router/metrics.js';
 import { BodyAborted, BodyTooLarge, collect, newGatewayId } from '../../src/servers/router/relay-support.js';
 import { gid, hex, rec } from '../support/terminal-records.js';
 
@@ -198,6 +199,50 @@ describe('router registry with a decision log', () => {
     assert.deepEqual(s.requests.map((r) => r.output_limit?.requested), [4, 3, 2, 1], 'newest first, memory and log merged once');
     assert.deepEqual(s.truncation, { returned: 4, omitted: 0 });
     log.close();
+  });
+
+  it('session history says its left-out count is unknown once records are gone (evicted without a log, rotated out of it)', () => {
+    const end = (reg: RouterRegistry, n: number) => {
+      const a = active(n, { sessionId: 'S' });
+      reg.begin(a);
+      reg.finish(a, rec({ request_id: gid(n), session_id: 'S' }));
+    };
+    // No decision log: the third record evicts the first for good.
+    const bare = new RouterRegistry({ host: 'node-a', bufferSize: 2 });
+    end(bare, 1);
+    end(bare, 2);
+    assert.deepEqual(bare.session('S').truncation, { returned: 2, omitted: 0 }, 'nothing lost yet');
+    end(bare, 3);
+    assert.deepEqual(bare.session('S').truncation, { returned: 2, omitted: null });
+    // A log of two small files: rotation deletes the oldest, and the count is unknown from then on.
+    const dir = mkdtempSync(join(tmpdir(), 'svc-reg-'));
+    const lineBytes = JSON.stringify(rec({ session_id: 'S' })).length + 70;
+    const log = new DecisionLog(join(dir, 'd.jsonl'), lineBytes * 2, 2);
+    log.open();
+    const logged = new RouterRegistry({ host: 'node-a', bufferSize: 2, log });
+    for (let i = 1; i <= 4; i++) end(logged, i);
+    log.flush();
+    assert.deepEqual(logged.session('S').truncation, { returned: 4, omitted: 0 }, 'two files hold all four');
+    for (let i = 5; i <= 6; i++) end(logged, i);
+    log.flush();
+    const s = logged.session('S');
+    assert.equal(s.truncation.omitted, null, 'records were rotated away');
+    assert.ok(s.requests.length < 6);
+    log.close();
+    // A restart that finds every file slot in use cannot know what an earlier rotation deleted.
+    const again = new DecisionLog(join(dir, 'd.jsonl'), lineBytes * 2, 2);
+    again.open();
+    assert.equal(new RouterRegistry({ host: 'node-a', bufferSize: 2, log: again }).session('S').truncation.omitted, null);
+    again.close();
+  });
+
+  it('every configured alias has a request counter series from the start, 0 until it serves', async () => {
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 2 });
+    const metrics = new RouterMetrics(reg, ['a', 'b']);
+    metrics.finished('a');
+    const text = await metrics.registry.metrics();
+    assert.match(text, /^svc_router_requests_total\{model="a"\} 1$/m);
+    assert.match(text, /^svc_router_requests_total\{model="b"\} 0$/m);
   });
 
   it('finished records are written together, and always before a lookup, a session read or the actor can hand them out', async () => {

@@ -34,6 +34,12 @@ export class DecisionLog {
   private size = 0;
   private pending: string[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /**
+   * Records may have been deleted by rotation (this process rotated its oldest file away,
+   * or found the oldest slot taken at start, so an earlier process may have): a search of
+   * the retained files can no longer say that nothing else ever matched.
+   */
+  recordsDeleted = false;
 
   /**
    * @param onWriteError called when a deferred write fails with the number of records that
@@ -52,6 +58,9 @@ export class DecisionLog {
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
     this.fd = openSync(this.path, 'a+', 0o600);
     this.size = fstatSync(this.fd).size;
+    // Every file slot in use (with one file: any content): an earlier process's rotation may
+    // already have deleted records.
+    if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.recordsDeleted = true;
     if (this.size > 0) {
       const last = Buffer.alloc(1);
       readSync(this.fd, last, 0, 1, this.size - 1);
@@ -171,7 +180,10 @@ export class DecisionLog {
     this.close();
     const oldest = `${this.path}.${this.maxFiles - 1}`;
     if (this.maxFiles > 1) {
-      if (existsSync(oldest)) rmSync(oldest);
+      if (existsSync(oldest)) {
+        rmSync(oldest);
+        this.recordsDeleted = true;
+      }
       for (let i = this.maxFiles - 2; i >= 1; i--) {
         const from = `${this.path}.${i}`;
         if (existsSync(from)) renameSync(from, `${this.path}.${i + 1}`);
@@ -179,6 +191,7 @@ export class DecisionLog {
       renameSync(this.path, `${this.path}.1`);
     } else {
       rmSync(this.path);
+      this.recordsDeleted = true;
     }
     this.fd = openSync(this.path, 'a+', 0o600);
     this.size = 0;

@@ -25,6 +25,10 @@ export class RouterMetrics {
   /** `aliases`: the configured model aliases; each has an in-flight series, 0 when idle (a readable zero, not an absent figure). */
   constructor(reg: RouterRegistry, aliases: readonly string[] = []) {
     this.requests = new Counter({ name: 'svc_router_requests_total', help: 'Requests that reached a terminal record, by model alias', labelNames: ['model'], registers: [this.registry] });
+    // Every configured alias has its series from the start: 0 until it serves (a counter that
+    // appears only after its first request breaks rate() over a restart).
+    for (const model of aliases) this.byModel.set(model, this.requests.labels({ model }));
+    for (const model of aliases) this.requests.inc({ model }, 0);
     new Gauge({
       name: 'svc_router_active_requests', help: 'Requests in flight in router memory', labelNames: ['model'], registers: [this.registry],
       collect() {
