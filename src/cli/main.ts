@@ -99,6 +99,17 @@ async function main(argv: string[]): Promise<void> {
         process.exitCode = EXIT.ok;
         return;
       }
+      // `svc-serving help [command]` printed the help it was asked for.
+      if (err.code === 'commander.help' && err.exitCode === 0) {
+        process.exitCode = EXIT.ok;
+        return;
+      }
+      if (err.code === 'commander.help' && argv.slice(2)[0] === 'help') {
+        // `help` for a command that does not exist.
+        process.stderr.write('svc-serving: error: unknown command (see svc-serving --help)\n');
+        process.exitCode = EXIT.usage;
+        return;
+      }
       if (err.code === 'commander.help') {
         // A command group without its subcommand: invalid usage, one fixed line like the others.
         process.stderr.write('svc-serving: error: a command is missing (see svc-serving --help)\n');

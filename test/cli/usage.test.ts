@@ -34,6 +34,14 @@ describe('usage errors of every command (built CLI)', () => {
     const help = await runCli(['router', '--help']);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /Usage: svc-serving router/);
+    // The `help` command the help lists works as it says.
+    const [top, sub, unknown] = await Promise.all([runCli(['help']), runCli(['help', 'router']), runCli(['help', 'nosuch'])]);
+    assert.deepEqual([top.code, top.stderr], [0, '']);
+    assert.match(top.stdout, /Usage: svc-serving /);
+    assert.deepEqual([sub.code, sub.stderr], [0, '']);
+    assert.match(sub.stdout, /Usage: svc-serving router/);
+    assert.equal(unknown.code, 2);
+    assert.equal(unknown.stderr, 'svc-serving: error: unknown command (see svc-serving --help)\n');
   });
 
   it('a node configuration with router_url but no router_key_env is refused at start (jobs could never run)', async () => {
