@@ -20,7 +20,7 @@ interface RawDiagnoseOptions {
   timeout?: string;
 }
 
-type Target = { mode: 'request'; path: string } | { mode: 'active'; path: string } | { mode: 'session'; path: string; sessionId: string };
+type Target = { mode: 'request'; path: string; id: string } | { mode: 'active'; path: string } | { mode: 'session'; path: string; sessionId: string };
 
 /** Thrown when: not exactly one target, or its id is malformed (UsageFailure). */
 function target(id: string | undefined, o: RawDiagnoseOptions): Target {
@@ -28,7 +28,7 @@ function target(id: string | undefined, o: RawDiagnoseOptions): Target {
   if (id !== undefined) {
     if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new UsageFailure('requestId');
     // Dots are escaped too, so a legacy id like `..` cannot become a dot segment.
-    return { mode: 'request', path: `/v1/requests/${encodeURIComponent(id).replace(/\./g, '%2E')}` };
+    return { mode: 'request', id, path: `/v1/requests/${encodeURIComponent(id).replace(/\./g, '%2E')}` };
   }
   if (o.active === true) return { mode: 'active', path: '/v1/requests?active=1' };
   const sid = o.sessionId!;
@@ -65,6 +65,11 @@ export function buildEnvelope(t: Target, lookup: ReadOutcome, status: ReadOutcom
   if (lookup.status !== 200) throw snapshotFailure('malformed');
   if (t.mode === 'request') {
     if (!checkLookupBody.Check(lookup.body)) throw snapshotFailure('malformed');
+    // The record must be the one asked for: its own id, or, asked by generated id, a caller's
+    // legacy id (a generated id answers for the request that carried it). Another request's
+    // record is never diagnosed under this id.
+    const rid = lookup.body.request.request_id;
+    if (rid !== t.id && !(GENERATED_ID_RE.test(t.id) && !GENERATED_ID_RE.test(rid))) throw snapshotFailure('lookupIdentity');
     const request = terminalEvidence(lookup.body.request);
     return { ...base, request, current_router: current, interpretation: interpret(request) };
   }
@@ -74,6 +79,7 @@ export function buildEnvelope(t: Target, lookup: ReadOutcome, status: ReadOutcom
     return { ...base, request: null, requests, truncation, current_router: current, interpretation: [] };
   }
   if (!checkSessionBody.Check(lookup.body)) throw snapshotFailure('malformed');
+  if (lookup.body.requests.some((r) => r.session_id !== t.sessionId)) throw snapshotFailure('lookupIdentity');
   const entries: SessionEntry[] = lookup.body.requests
     .map((r) => terminalEvidence(r))
     .sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at))

@@ -42,6 +42,7 @@ export const SNAPSHOT = {
   malformed: 'the response is not a valid envelope of the expected schema',
   routerIdentity: 'the router answered for a different node than --expected-node',
   fleetIdentity: 'the fleet result has no entry for --expected-node',
+  lookupIdentity: 'the router answered with the record of a different request or session than asked',
   fleetRecordIdentity: 'the fleet result shows a node with records of another host',
 } as const;
 export type SnapshotKey = keyof typeof SNAPSHOT;

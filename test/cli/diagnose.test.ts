@@ -163,6 +163,32 @@ describe('router diagnose against in-test routers', () => {
     await s.close();
   });
 
+  it('a record of another request or session is never diagnosed as the one asked for (exit 4)', async () => {
+    const other = terminalRecord({ request_id: `req_${'f'.repeat(32)}` });
+    const legacy = terminalRecord({ request_id: 'caller-trace-7' });
+    const foreignSession = terminalRecord({ session_id: 'other-session' });
+    const s = await startFake((req, res) => {
+      if (req.url === '/v1/router/status') return sendJson(res, 200, ROUTER_STATUS);
+      if (req.url?.startsWith('/v1/requests?')) return sendJson(res, 200, { requests: [foreignSession], truncation: { returned: 1, omitted: 0 } });
+      sendJson(res, 200, { request: req.url === `/v1/requests/req_${'a'.repeat(32)}` ? legacy : other });
+    });
+    const [wrong, wrongLegacy, byGid, session] = await Promise.all([
+      runCli(['router', 'diagnose', `req_${'0'.repeat(32)}`, '--router-url', s.url], { SVC_ROUTER_TOKEN: 'tok' }),
+      runCli(['router', 'diagnose', 'caller-trace-8', '--router-url', s.url], { SVC_ROUTER_TOKEN: 'tok' }),
+      runCli(['router', 'diagnose', `req_${'a'.repeat(32)}`, '--router-url', s.url], { SVC_ROUTER_TOKEN: 'tok' }),
+      runCli(['router', 'diagnose', '--session-id', 'my-session', '--router-url', s.url], { SVC_ROUTER_TOKEN: 'tok' }),
+    ]);
+    for (const r of [wrong, wrongLegacy, session]) {
+      assert.equal(r.code, 4, r.stdout);
+      assert.equal(r.stdout, '');
+      assert.equal(r.stderr, 'svc-serving: error: the router answered with the record of a different request or session than asked\n');
+    }
+    // A generated id answers for the request that carried it, whose record keeps the caller's id.
+    assert.equal(byGid.code, 0, byGid.stderr);
+    assert.match(byGid.stdout, /caller-trace-7/);
+    await s.close();
+  });
+
   it('404 on both routes means no diagnosis is served (exit 4); 404 on the lookup alone is not-found', async () => {
     const both = await startFake((_req, res) => sendJson(res, 404, {}));
     const lookupOnly = await startFake((req, res) => (req.url === '/v1/router/status' ? sendJson(res, 200, ROUTER_STATUS) : sendJson(res, 404, {})));
