@@ -71,6 +71,8 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
         hostId: o.hostId, listen: { host: o.bindHost, port: o.controllerPort }, nats: undefined, policyPath: o.creds.policyFile,
         staleAfterMs: 30_000, stateDir: join(o.creds.home, 'state'),
         router: { url: router.url, keyEnv: 'SVC_LOCAL_ROUTER_KEYS' },
+        // The demo's media jobs read their generated clips from here (media files come from a media directory only).
+        ...(o.demoTraffic ? { mediaDir: demoMediaDir(o.creds.home) } : {}),
       },
       { logger: o.logger, env, bus },
     );
@@ -95,6 +97,13 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
     await closeAll();
     throw err;
   }
+}
+
+/** The demo's media directory (`<home>/demo`), made if missing. */
+function demoMediaDir(home: string): string {
+  const dir = join(home, 'demo');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
 }
 
 /** A gentle stream of requests (about one every two seconds) so the inventory shows live work. */
@@ -128,12 +137,12 @@ function startDemoTraffic(routerUrl: string, key: string, logger: Logger): () =>
  * a small benchmark now and every 90 s, a media job of three generated clips every 120 s.
  */
 function startDemoJobs(jobs: JobService, home: string, logger: Logger): () => Promise<void> {
-  const dir = join(home, 'demo');
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const dir = demoMediaDir(home);
+  // Paths relative to the media directory, as every media job names its files.
   const files = [0, 1, 2].map((i) => {
-    const path = join(dir, `clip-${i}.wav`);
-    writeFileSync(path, Buffer.alloc(4096 + i * 1024, i + 1));
-    return path;
+    const name = `clip-${i}.wav`;
+    writeFileSync(join(dir, name), Buffer.alloc(4096 + i * 1024, i + 1));
+    return name;
   });
   const run = (command: Command): void => {
     try {

@@ -64,6 +64,22 @@ describe('svc-serving up: the whole node in one process', () => {
     assert.equal(rec.progress?.total, 30);
   });
 
+  it('--demo-traffic runs a media job too (5 s after start), with its clips in the demo media directory', async () => {
+    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
+    const media = await eventually(async () => {
+      const res = await fetch(`${controllerUrl}/tools/call`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'node_workloads', arguments: { owner: 'media' } }),
+      });
+      const body = (await res.json()) as NodeResult;
+      return body.sources.find((s) => s.owner === 'media')!.records.find((r) => r.state === 'terminal');
+    }, 20_000, 250);
+    assert.equal(media.outcome, 'success', JSON.stringify(media));
+    assert.equal(media.progress?.total, 3);
+    assert.doesNotMatch(node.output(), /demo job not started/);
+  });
+
   it('relays a chat completion with the generated data-plane key', async () => {
     const key = readFileSync(join(home, 'router.key'), 'utf8').trim();
     const res = await fetch(`${routerUrl}/v1/chat/completions`, {
