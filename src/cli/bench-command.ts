@@ -12,7 +12,8 @@ interface BenchFlags extends LifecycleFlags {
 
 function int(min: number, max: number): (v: string) => number {
   return (v) => {
-    const n = /^[0-9]{1,9}$/.test(v) ? Number(v) : Number.NaN;
+    // Canonical integers only (`01` is refused, as by the read commands).
+    const n = /^(0|[1-9][0-9]{0,8})$/.test(v) ? Number(v) : Number.NaN;
     if (!(n >= min && n <= max)) throw new InvalidArgumentError('out of range');
     return n;
   };

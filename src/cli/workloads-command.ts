@@ -72,7 +72,7 @@ function addOptions(cmd: Command, urlFlag: string, urlHelp: string, t: OptionTra
     .option('--active-only', 'only active work, excluding stale active observations', t.flag())
     .option('--recent-seconds <n>', 'terminal work updated within n seconds (1-86400, default 3600)', t.value())
     .option('--limit <n>', 'at most n records (1-1000, default 200)', t.value())
-    .option('--json', 'print the envelope exactly as received, nothing else', t.flag());
+    .option('--json', 'print the envelope as JSON after the checks (a status no more hopeful than its sources), nothing else', t.flag());
 }
 
 /** Checks the connection options shared by both commands; returns origin and credential. */

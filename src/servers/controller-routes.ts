@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AuthorizationPolicy } from '../auth/policy.js';
-import { NotFoundError } from '../errors.js';
+import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { FleetResult, NodeResult } from '../schema/envelopes.js';
 import { resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { parseToolCall, type ToolName } from './tools-call.js';
@@ -20,6 +20,9 @@ export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (app:
     opts.policy.authorize(req.headers.authorization, 'workloads:read');
   });
   app.post('/tools/call', async (req, reply) => {
+    // Filters travel in the body only: a query (`?owner=router`) would otherwise be ignored
+    // silently and the unfiltered answer read as the filtered one.
+    if (req.url.includes('?')) throw new InvalidInputError();
     const { name, args } = parseToolCall(req.body);
     const tool = opts.tools[name];
     if (!tool) throw new NotFoundError();

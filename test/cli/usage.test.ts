@@ -31,6 +31,8 @@ describe('usage errors of every command (built CLI)', () => {
       assert.equal(r.stderr, 'svc-serving: error: a command is missing (see svc-serving --help)\n');
       assert.equal(r.stdout, '');
     }
+    const leadingZero = await runCli(['bench', 'run', '--controller-url', 'http://127.0.0.1:1', '--auth-env', 'X', '--alias', 'm', '--requests', '01']);
+    assert.equal(leadingZero.code, 2, 'a non-canonical integer is refused as by the read commands');
     const help = await runCli(['router', '--help']);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /Usage: svc-serving router/);

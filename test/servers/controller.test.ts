@@ -79,6 +79,12 @@ describe('controller POST /tools/call', () => {
     assert.equal((await call(body)).statusCode, 200);
   });
 
+  it('a query string on /tools/call is refused, not ignored (filters travel in the body)', async () => {
+    const res = await app.inject({ method: 'POST', url: '/tools/call?owner=router', headers: reader, payload: JSON.stringify({ name: 'node_workloads' }) });
+    assert.equal(res.statusCode, 400);
+    assert.deepEqual(res.json(), { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+  });
+
   it('authenticates before reading the body', async () => {
     const res = await call('{not json', { 'content-type': 'application/json' });
     assert.equal(res.statusCode, 401);
