@@ -20,6 +20,16 @@ describe('svc-serving up: the whole node in one process', () => {
     routerUrl = /router +(http:\/\/\S+)/.exec(node.output())![1]!;
     controllerUrl = /controller +(http:\/\/\S+)/.exec(node.output())![1]!;
   });
+  /** node_workloads for one owner, read with the reader token from its file. */
+  const readOwner = async (owner: string): Promise<NodeResult> => {
+    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
+    const res = await fetch(`${controllerUrl}/tools/call`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'node_workloads', arguments: { owner } }),
+    });
+    return (await res.json()) as NodeResult;
+  };
   after(async () => {
     assert.equal(await node.stop(), 0, 'exits 0 on SIGTERM');
     const out = node.output();
@@ -35,14 +45,8 @@ describe('svc-serving up: the whole node in one process', () => {
   });
 
   it('shows the demo traffic as router records, read with the token from the file', async () => {
-    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
     const result = await eventually(async () => {
-      const res = await fetch(`${controllerUrl}/tools/call`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'node_workloads', arguments: { owner: 'router' } }),
-      });
-      const body = (await res.json()) as NodeResult;
+      const body = await readOwner('router');
       return body.sources[0]!.records.length > 0 ? body : undefined;
     }, 10_000, 200);
     assert.ok(checkNodeResult.Check(result));
@@ -50,14 +54,8 @@ describe('svc-serving up: the whole node in one process', () => {
   });
 
   it('--demo-traffic also keeps a benchmark job going, shown with progress', async () => {
-    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
     const rec = await eventually(async () => {
-      const res = await fetch(`${controllerUrl}/tools/call`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'node_workloads', arguments: { owner: 'benchmark' } }),
-      });
-      const body = (await res.json()) as NodeResult;
+      const body = await readOwner('benchmark');
       return body.sources.find((s) => s.owner === 'benchmark')!.records.find((r) => r.progress && r.progress.completed > 0);
     }, 15_000, 200);
     assert.equal(rec.progress?.unit, 'requests');
@@ -65,14 +63,8 @@ describe('svc-serving up: the whole node in one process', () => {
   });
 
   it('--demo-traffic runs a media job too (5 s after start), with its clips in the demo media directory', async () => {
-    const token = readFileSync(join(home, 'reader.token'), 'utf8').trim();
     const media = await eventually(async () => {
-      const res = await fetch(`${controllerUrl}/tools/call`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'node_workloads', arguments: { owner: 'media' } }),
-      });
-      const body = (await res.json()) as NodeResult;
+      const body = await readOwner('media');
       return body.sources.find((s) => s.owner === 'media')!.records.find((r) => r.state === 'terminal');
     }, 20_000, 250);
     assert.equal(media.outcome, 'success', JSON.stringify(media));
