@@ -94,10 +94,6 @@ export function holdToSources(v: NodeResult, f: Filters): void {
  */
 export function holdFleetAnswer(fleet: FleetResult, f: Filters): NodeCondition | undefined {
   const seen = new Set<string>();
-  let returned = 0;
-  let omitted: number | null = 0;
-  let unavailable = 0;
-  let complete = 0;
   for (const n of fleet.nodes) {
     if (seen.has(n.expected_host)) return 'malformed';
     seen.add(n.expected_host);
@@ -107,18 +103,13 @@ export function holdFleetAnswer(fleet: FleetResult, f: Filters): NodeCondition |
       const c = checkNodeClaims(n.expected_host, n, f);
       if (typeof c === 'string') return c;
     }
-    returned += n.truncation.returned;
-    omitted = omitted === null || n.truncation.omitted === null ? null : omitted + n.truncation.omitted;
-    if (n.status === 'unavailable') unavailable++;
-    if (n.status === 'complete') complete++;
   }
+  const { status, returned, omitted } = fleetTotals(fleet.nodes);
   if (fleet.truncation.returned !== returned) return 'malformed';
   if (fleet.truncation.omitted !== null && omitted !== null && fleet.truncation.omitted !== omitted) return 'malformed';
   if (omitted === null) fleet.truncation = { returned, omitted: null };
-  let derived: ResultStatus = 'partial';
-  if (fleet.nodes.length > 0 && unavailable === fleet.nodes.length) derived = 'unavailable';
-  else if (complete === fleet.nodes.length && fleet.truncation.omitted === 0) derived = 'complete';
-  if (STATUS_RANK[derived] > STATUS_RANK[fleet.status]) fleet.status = derived;
+  if (STATUS_RANK[status] > STATUS_RANK[fleet.status]) fleet.status = status;
+  if (fleet.status === 'complete' && fleet.truncation.omitted !== 0) fleet.status = 'partial';
   return undefined;
 }
 
@@ -169,6 +160,16 @@ export function composeFleet(declared: readonly DeclaredNode[], answers: readonl
       }
     }
   }
+  const { status, returned, omitted } = fleetTotals(nodes);
+  return { schema: SCHEMA_ID, status, collected_at: formatTimestamp(now), nodes, truncation: { returned, omitted } };
+}
+
+/**
+ * A fleet's status and counts from its nodes: `omitted` is null whenever a node's is; the
+ * fleet is `complete` only when every node is and nothing was left out, `unavailable` only
+ * when every node is.
+ */
+function fleetTotals(nodes: readonly NodeResult[]): { status: ResultStatus; returned: number; omitted: number | null } {
   let returned = 0;
   let omitted: number | null = 0;
   let unavailable = 0;
@@ -182,5 +183,5 @@ export function composeFleet(declared: readonly DeclaredNode[], answers: readonl
   let status: ResultStatus = 'partial';
   if (nodes.length > 0 && unavailable === nodes.length) status = 'unavailable';
   else if (complete === nodes.length && omitted === 0) status = 'complete';
-  return { schema: SCHEMA_ID, status, collected_at: formatTimestamp(now), nodes, truncation: { returned, omitted } };
+  return { status, returned, omitted };
 }
