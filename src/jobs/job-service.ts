@@ -104,9 +104,7 @@ export class JobService {
   plan(command: Command): PlanResult {
     if ((command.name === 'benchmark.start' || command.name === 'media.submit') && !this.router) throw new UnavailableError();
     // Cancelling a job this controller never had is refused before anyone confirms it.
-    if ((command.name === 'benchmark.cancel' || command.name === 'media.cancel') && !this.stores[command.name === 'benchmark.cancel' ? 'benchmark' : 'media'].get(command.params.job_id)) {
-      throw new NotFoundError();
-    }
+    if (command.name === 'benchmark.cancel' || command.name === 'media.cancel') this.requireJob(command);
     if (command.name === 'media.submit') {
       if (this.mediaDir === undefined) throw new UnavailableError();
       // Paths inside the media directory only: relative, no `..` segment, no NUL or backslash.
@@ -178,14 +176,19 @@ export class JobService {
         return this.startJob('media', c.params.files.length, (progress, signal) => runMedia(c.params, this.mediaDir!, this.requireRouter(), progress, signal));
       case 'benchmark.cancel':
       case 'media.cancel': {
-        const owner: JobOwner = c.name === 'benchmark.cancel' ? 'benchmark' : 'media';
-        if (!this.stores[owner].get(c.params.job_id)) throw new NotFoundError();
+        this.requireJob(c);
         // A job that already ended (or is ending: a second cancel) is not running, which is what
         // a cancel asks for: nothing to do, and its own status says how it ended.
         this.running.get(c.params.job_id)?.abort();
         return undefined;
       }
     }
+  }
+
+  /** The job a cancel command names must be one of this controller's. Thrown when: it is not (NotFoundError). */
+  private requireJob(c: { name: 'benchmark.cancel' | 'media.cancel'; params: { job_id: string } }): void {
+    const owner: JobOwner = c.name === 'benchmark.cancel' ? 'benchmark' : 'media';
+    if (!this.stores[owner].get(c.params.job_id)) throw new NotFoundError();
   }
 
   private requireRecipes(): RecipeLifecycle {

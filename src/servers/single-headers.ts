@@ -19,9 +19,9 @@ export function repeatedSingleHeaders(raw: readonly string[]): number {
     const name = raw[i]!;
     let bit = 0;
     // Length first: most names are ruled out without lower-casing them.
-    if (name.length === 13) bit = name.toLowerCase() === 'authorization' ? 1 : 0;
-    else if (name.length === 12) bit = name.toLowerCase() === 'content-type' ? 2 : 0;
-    else if (name.length === 4) bit = name.toLowerCase() === 'host' ? 4 : 0;
+    if (name.length === 13) bit = name.toLowerCase() === 'authorization' ? REPEATED.authorization : 0;
+    else if (name.length === 12) bit = name.toLowerCase() === 'content-type' ? REPEATED.contentType : 0;
+    else if (name.length === 4) bit = name.toLowerCase() === 'host' ? REPEATED.host : 0;
     if (bit === 0) continue;
     if ((seen & bit) !== 0) repeated |= bit;
     seen |= bit;
