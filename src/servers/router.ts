@@ -46,6 +46,14 @@ function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
   else res.destroy();
 }
 
+/** Percent-encoded unreserved characters (letters, digits, `-._~`) decoded; every other escape kept. */
+export function decodeUnreserved(path: string): string {
+  return path.replace(/%([0-9A-Fa-f]{2})/g, (m, hex: string) => {
+    const c = String.fromCharCode(parseInt(hex, 16));
+    return /[A-Za-z0-9\-._~]/.test(c) ? c : m;
+  });
+}
+
 /** How long a graceful stop lets requests in flight finish before it cuts them. */
 const STOP_GRACE_MS = 5_000;
 
@@ -152,7 +160,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     serverFactory: (handler) =>
       createServer({ keepAliveTimeout: 65_000 }, (req: IncomingMessage, res: ServerResponse) => {
         const q = req.url?.indexOf('?') ?? -1;
-        const path = q < 0 ? req.url : req.url!.slice(0, q);
+        let path = q < 0 ? req.url : req.url!.slice(0, q);
+        // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
+        // routes already treat it: unreserved characters are decoded before the match.
+        if (path !== undefined && path.includes('%')) path = decodeUnreserved(path);
         const route = path ? INFERENCE.get(path) : undefined;
         if (route === undefined) handler(req, res);
         else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));

@@ -50,6 +50,12 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.deepEqual(status['models'], ['chat', 'timeout-model', 'single', 'queued', 'recorded', 'recorded-keyed', 'inproc', 'whisper', 'embedder', 'down']);
     assert.equal((await h.get('/v1/router/status', h.readerToken)).status, 200);
     await assertProblem(await h.get('/v1/router/status', null), 401, 'unauthenticated');
+    // Routes without parameters refuse a query string rather than ignore it.
+    for (const path of ['/v1/router/status?x=1', '/v1/models?limit=5', '/metrics?name=svc_router_requests_total', '/v1/router/status?verbose']) {
+      await assertProblem(await h.get(path), 400, 'invalid-input');
+    }
+    await assertProblem(await h.get('/v1/models?x=1', null), 401, 'unauthenticated');
+    assert.equal((await h.get('/v1/router/status?')).status, 200);
 
     const m = await h.get('/metrics', null);
     assert.equal(m.status, 200);
@@ -114,6 +120,13 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       signal: AbortSignal.timeout(5000),
     } as RequestInit);
     await assertProblem(chunked, 413, 'body-too-large');
+    // A percent-encoded unreserved character names the same route (RFC 3986 6.2.2.2): relayed,
+    // with its id and record; an encoded slash is another path.
+    const encoded = await send('/v1/chat/completion%73', JSON.stringify({ model: 'chat', messages: user('encoded') }), { ...auth, 'content-type': 'application/json' });
+    assert.equal(encoded.status, 200);
+    await encoded.text();
+    assert.equal((await record(gidOf(encoded))).route, 'chat.completions');
+    await assertProblem(await send('/v1/chat%2Fcompletions', JSON.stringify({ model: 'chat', messages: user('x') }), { ...auth, 'content-type': 'application/json' }), 404, 'not-found');
     // The router still serves afterwards.
     const ok = await chat('still fine');
     assert.equal(ok.status, 200);

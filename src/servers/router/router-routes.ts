@@ -26,6 +26,11 @@ function rawQuery(req: FastifyRequest): string {
   return i < 0 ? '' : req.url.slice(i + 1);
 }
 
+/** A route that takes no parameters refuses a query string (400), never ignores it. */
+function noQuery(req: FastifyRequest): void {
+  if (rawQuery(req) !== '') throw new InvalidInputError();
+}
+
 /**
  * The router's read routes: workloads (needs `workloads:read`), request lookups and status
  * (a data-plane key or a `workloads:read` client), models, and Prometheus metrics.
@@ -49,13 +54,14 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
 
   app.get('/v1/models', async (req, reply) => {
     if (!o.keys.accepts(req.headers.authorization)) throw new UnauthenticatedError();
+    noQuery(req);
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
     return reply.send({ object: 'list', data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })) });
   });
 
   app.get('/v1/requests/:id', async (req, reply) => {
     lookupAuth(req);
-    if (rawQuery(req) !== '') throw new InvalidInputError();
+    noQuery(req);
     const id = (req.params as { id: string }).id;
     if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new InvalidInputError();
     const record = o.registry.lookup(id);
@@ -87,6 +93,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
 
   app.get('/v1/router/status', async (req, reply) => {
     lookupAuth(req);
+    noQuery(req);
     return reply.send({
       host: o.cfg.hostId,
       package_version: o.packageVersion,
@@ -98,6 +105,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
 
   app.get('/metrics', async (req, reply) => {
     if (o.cfg.metricsRequireAuth) lookupAuth(req);
+    noQuery(req);
     return reply.type(o.metrics.registry.contentType).send(await o.metrics.registry.metrics());
   });
 };
