@@ -87,10 +87,15 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
       },
       { logger: o.logger, env },
     );
-    closers.push(() => dashboard.close());
-    if (o.demoTraffic) {
-      closers.push(startDemoTraffic(router.url, o.creds.routerKey, o.logger));
-      closers.push(startDemoJobs(controller.jobs, o.creds.home, o.logger));
+    try {
+      if (o.demoTraffic) {
+        closers.push(startDemoTraffic(router.url, o.creds.routerKey, o.logger));
+        closers.push(startDemoJobs(controller.jobs, o.creds.home, o.logger));
+      }
+    } finally {
+      // Closed first: nothing reads the node (a dashboard scrape of the router's metrics)
+      // while the demo's last requests finish and the rest stops.
+      closers.push(() => dashboard.close());
     }
     return { routerUrl: router.url, controllerUrl: controller.url, engineUrl: engine.url, dashboardUrl: dashboard.url, close: closeAll };
   } catch (err) {
