@@ -25,6 +25,8 @@ const MAX_MESSAGE_BYTES = 16 * 1024;
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 /** Open WebSockets at most (tabs across every browser); the next upgrade is a 503 problem. */
 export const MAX_SOCKETS = 64;
+/** Open WebSockets from one remote address at most: one client cannot take every slot. */
+export const MAX_SOCKETS_PER_ADDRESS = 16;
 
 /** The subset of the `ws` socket used here (its types are not a dependency of this package). */
 interface WsSocket {
@@ -100,19 +102,24 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
     // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
     if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
+    if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS) throw new SvcError(ErrorCode.UNAVAILABLE);
   };
+  const perAddress = new Map<string, number>();
   // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
   // hold the process past SIGTERM.
   const sockets = new Set<WsSocket>();
   const slowReaders = new LineBudget(10, (skipped) => log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'));
-  app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw) => {
+  app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw, req) => {
     const socket = raw as unknown as WsSocket;
-    if (sockets.size >= MAX_SOCKETS) {
+    const address = req.socket.remoteAddress ?? '';
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (sockets.size >= MAX_SOCKETS || fromAddress >= MAX_SOCKETS_PER_ADDRESS) {
       // Upgrades that raced past the check: refused as "try again later".
       socket.close(1013);
       return;
     }
     sockets.add(socket);
+    perAddress.set(address, fromAddress + 1);
     const session = new DashboardSession({
       sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
         if (slowReaders.take(Date.now())) log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
@@ -127,7 +134,11 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
       if (!isBinary) session.handle(data.toString('utf8'));
     });
     socket.on('close', () => {
-      sockets.delete(socket);
+      if (sockets.delete(socket)) {
+        const left = (perAddress.get(address) ?? 1) - 1;
+        if (left > 0) perAddress.set(address, left);
+        else perAddress.delete(address);
+      }
       session.close();
     });
     socket.on('error', () => session.close());

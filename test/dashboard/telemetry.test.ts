@@ -1,8 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import type { Socket } from 'node:net';
 import { WebSocket } from 'undici';
-import { MAX_SOCKETS } from '../../src/servers/dashboard.js';
+import { MAX_SOCKETS, MAX_SOCKETS_PER_ADDRESS } from '../../src/servers/dashboard.js';
 import { DISABLED_FRAME } from '../../src/servers/dashboard-session.js';
 import { writeTestPolicy } from '../support/policy.js';
 import { eventually, type RunningProcess } from '../support/processes.js';
@@ -154,27 +155,42 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     assert.doesNotMatch(d.output(), /node_modules|receiver\.js|"stack"/);
   });
 
-  it(`holds at most ${MAX_SOCKETS} WebSockets open; the next upgrade is the fixed 503 until one closes`, async () => {
+  it(`holds at most ${MAX_SOCKETS} WebSockets open, ${MAX_SOCKETS_PER_ADDRESS} per remote address; the next upgrade is the fixed 503 until one closes`, async () => {
     const d = await serve([]);
     const host = new URL(d.url).host;
-    const open: WebSocket[] = [];
-    try {
-      for (let i = 0; i < MAX_SOCKETS; i++) {
-        const ws = new WebSocket(`${d.url.replace('http', 'ws')}/ws`, { headers: { origin: `http://${host}` } });
-        await new Promise((r, j) => {
-          ws.onopen = r;
-          ws.onerror = j;
+    const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', host, origin: `http://${host}` };
+    const open: Socket[] = [];
+    /** One upgrade from a chosen loopback source address (all of 127/8 reaches the server); an accepted socket stays open. */
+    const from = (localAddress: string): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const req = request(d.url + '/ws', { headers: upgrade, agent: false, localAddress }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
         });
-        open.push(ws);
+        req.on('upgrade', (res, socket) => {
+          open.push(socket);
+          resolve(res.statusCode ?? 0);
+        });
+        req.setTimeout(5_000, () => req.destroy(new Error('no answer within 5 s')));
+        req.on('error', reject).end();
+      });
+    try {
+      for (let i = 0; i < MAX_SOCKETS_PER_ADDRESS; i++) assert.equal(await from('127.0.0.1'), 101);
+      // One address has taken its share: it is refused, another address is not.
+      assert.equal(await from('127.0.0.1'), 503);
+      let n = MAX_SOCKETS_PER_ADDRESS;
+      for (let a = 2; n < MAX_SOCKETS; a++) {
+        for (let i = 0; i < MAX_SOCKETS_PER_ADDRESS && n < MAX_SOCKETS; i++, n++) assert.equal(await from(`127.0.0.${a}`), 101);
       }
-      const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', host, origin: `http://${host}` };
-      assert.equal(await status(d.url, upgrade), 503);
-      const closed = new Promise((r) => (open[0]!.onclose = r));
-      open[0]!.close();
-      await closed;
-      assert.equal(await eventually(async () => ((await status(d.url, upgrade)) === 101 ? true : undefined), 3_000), true);
+      // Every slot is taken: a fresh address is refused too, until a socket closes.
+      assert.equal(await from('127.0.0.200'), 503);
+      open[0]!.destroy();
+      assert.equal(await eventually(async () => ((await from('127.0.0.200')) === 101 ? true : undefined), 3_000), true);
+      // The address whose socket closed has a slot again as well.
+      open.at(-1)!.destroy();
+      assert.equal(await eventually(async () => ((await from('127.0.0.1')) === 101 ? true : undefined), 3_000), true);
     } finally {
-      for (const ws of open) ws.close();
+      for (const s of open) s.destroy();
     }
   });
 });
