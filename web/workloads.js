@@ -89,6 +89,7 @@ function disconnect() {
 /** Drops the credential from memory and from the input. */
 function forget() {
   credential = null;
+  refusedAt = null;
   connected = false;
   signedIn = null;
   $('credential').value = '';
@@ -108,6 +109,11 @@ function showInvalidFilter(why) {
 /** Pending read after typing in a filter (reads start when typing pauses, or on change). */
 let typing = null;
 const TYPING_PAUSE_MS = 500;
+// After the controller refused the credential, polls slow down to one per REFUSED_POLL_MS
+// (a 401 every two seconds helps nobody); one it accepts restores the normal pace, and
+// Connect or a filter change reads at once.
+const REFUSED_POLL_MS = 10_000;
+let refusedAt = null;
 
 /**
  * Typing in a filter: what is drawn is no longer the answer for the filters shown, so it goes
@@ -144,6 +150,7 @@ function filtersChanged() {
 
 function poll() {
   if (credential === null || !connected || !workloadsVisible() || typing !== null) return;
+  if (refusedAt !== null && Date.now() - refusedAt < REFUSED_POLL_MS) return;
   const filters = readFilters();
   if (filters !== null) send({ type: 'read', gen, filters });
 }
@@ -163,8 +170,12 @@ export function onFrame(frame) {
       // The local policy took the credential, but the controller is the one that decides: a
       // refusal there is not "connected". A later read it accepts restores the pill.
       if (frame.failure === 'controller-unauthenticated' || frame.failure === 'controller-forbidden') {
+        refusedAt = Date.now();
         setSession(`the controller refused the credential (HTTP ${frame.failure === 'controller-forbidden' ? 403 : 401})`, 'bad');
-      } else if (signedIn !== null) setSession(signedIn, 'ok');
+      } else {
+        refusedAt = null;
+        if (signedIn !== null) setSession(signedIn, 'ok');
+      }
       break;
     case 'workloads-denied':
       if (frame.code === 'invalid-filter') {

@@ -19,12 +19,14 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
   const policy = writeTestPolicy();
   let controller: FakeServer;
   let answer: 'refuse' | 'future' = 'refuse';
+  let asked = 0;
   let b: Browser;
   const running: RunningProcess[] = [];
 
   before(async () => {
     // A controller whose own policy does not know the reader credential the dashboard's does.
     controller = await startFake((_req, res) => {
+      asked++;
       if (answer === 'refuse') sendJson(res, 401, { type: 'urn:svc-serving:problem:unauthenticated', title: 'Unauthenticated', status: 401 });
       else sendJson(res, 200, sixSources(Date.now() + 90_000));
     });
@@ -46,10 +48,15 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
     await b.page.locator('#session-status', { hasText: 'the controller refused the credential (HTTP 401)' }).waitFor({ timeout: 5_000 });
     assert.match(await b.page.locator('#session-status').getAttribute('class') ?? '', /pill-bad/);
     assert.match(await b.page.locator('#node-status').innerText(), /did not accept the credential \(HTTP 401\)/);
+    // Refused: the page polls slowly (one read per 10 s), not every 2 s.
+    const before = asked;
+    await new Promise((r) => setTimeout(r, 5_000));
+    assert.ok(asked - before <= 1, `${asked - before} reads in 5 s after the refusal`);
 
-    // The controller now answers, with a clock 90 s ahead of this browser's.
+    // The controller now answers, with a clock 90 s ahead of this browser's: the next slow
+    // poll finds it and the pill comes back.
     answer = 'future';
-    await b.page.locator('#session-status', { hasText: 'connected as' }).waitFor({ timeout: 6_000 });
+    await b.page.locator('#session-status', { hasText: 'connected as' }).waitFor({ timeout: 15_000 });
     const status = await b.page.locator('#node-status').innerText();
     assert.match(status, /collected 9\d s in the future \(the clocks disagree; age unknown\)/);
     assert.doesNotMatch(status, /0 s ago/);
