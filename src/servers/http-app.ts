@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { repeatsSingleHeader } from './single-headers.js';
+import { GENERATED_ID_RE } from '../schema/terminal-record.js';
 
 export interface HttpAppOptions {
   readonly logger: Logger;
@@ -12,7 +13,18 @@ export interface HttpAppOptions {
   readonly bodyLimit?: number;
   /** Build the node:http server yourself (the router puts its relay in front of Fastify). */
   readonly serverFactory?: (handler: (req: IncomingMessage, res: ServerResponse) => void) => Server;
+  /**
+   * Longest time a request may take to arrive whole, headers and body (default 60 s): a body
+   * that never finishes gets the fixed 400 and its connection closes. Node checks every
+   * `connectionsCheckIntervalMs` (default 30 s), so the cut comes up to that much later.
+   * With `serverFactory` the factory's server sets its own.
+   */
+  readonly requestTimeoutMs?: number;
+  readonly connectionsCheckIntervalMs?: number;
 }
+
+/** Default time a request may take to arrive whole on a Fastify-built server (ms). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
 /** Sends a fixed RFC 9457 problem for a coded error. */
 export function sendProblem(reply: FastifyReply, code: ErrorCode): FastifyReply {
@@ -44,6 +56,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 64 * 1024,
     return503OnClosing: true,
+    // Fastify's default is no limit at all: an authenticated client could hold a request open
+    // forever by never finishing its body.
+    requestTimeout: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    ...(opts.connectionsCheckIntervalMs !== undefined ? { http: { connectionsCheckingInterval: opts.connectionsCheckIntervalMs } } : {}),
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
@@ -54,6 +70,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     },
     clientErrorHandler: answerClientError,
   });
+  // Node times a request's body only while its headers timeout is no longer than the
+  // request timeout (60 s each by default).
+  if (!opts.serverFactory) app.server.headersTimeout = Math.min(app.server.headersTimeout, opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
   // Requests node:http answers on its own, outside any route: an `Expect` other than
   // 100-continue (node's bare 417) and CONNECT (node closes without a word). Both get the
   // fixed 400 problem, as every request the server cannot take does.
@@ -147,7 +166,12 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
   // response has begun, a 400 would be read as part of it; then the connection just closes.
   const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && (!current || !current.headersSent)) socket.end(CLIENT_ERROR_RESPONSE);
+  if (socket.writable && (!current || !current.headersSent)) {
+    // A request already authenticated on an inference route (its body never finished
+    // arriving, say) keeps the identifier every such answer carries.
+    const id = current?.getHeader('x-svc-request-id');
+    socket.end(typeof id === 'string' && GENERATED_ID_RE.test(id) ? CLIENT_ERROR_RESPONSE.replace('\r\n', `\r\nx-svc-request-id: ${id}\r\n`) : CLIENT_ERROR_RESPONSE);
+  }
   socket.destroy();
 }
 

@@ -54,6 +54,12 @@ export function decodeUnreserved(path: string): string {
   });
 }
 
+/**
+ * Longest time a request may take to arrive whole at the router (node's own default, made
+ * explicit): an upload of up to `max_body_bytes` of audio on a slow link needs minutes.
+ */
+const ROUTER_REQUEST_TIMEOUT_MS = 300_000;
+
 /** How long a graceful stop lets requests in flight finish before it cuts them. */
 const STOP_GRACE_MS = 5_000;
 
@@ -158,7 +164,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const app = createHttpApp({
     logger: log,
     serverFactory: (handler) =>
-      createServer({ keepAliveTimeout: 65_000 }, (req: IncomingMessage, res: ServerResponse) => {
+      createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS }, (req: IncomingMessage, res: ServerResponse) => {
         const q = req.url?.indexOf('?') ?? -1;
         let path = q < 0 ? req.url : req.url!.slice(0, q);
         // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's

@@ -1,0 +1,87 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { connect } from 'node:net';
+import { pino } from 'pino';
+import { createHttpApp, listen, DEFAULT_REQUEST_TIMEOUT_MS } from '../../src/servers/http-app.js';
+
+/** Sends `head` and part of a body, then waits: what came back, and whether the server closed. */
+function unfinished(url: string, head: string, part: string, waitMs: number): Promise<{ answer: string; closed: boolean; ms: number }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const t0 = Date.now();
+    const s = connect(Number(port), hostname);
+    let answer = '';
+    const give = (closed: boolean): void => {
+      clearTimeout(t);
+      s.destroy();
+      resolve({ answer, closed, ms: Date.now() - t0 });
+    };
+    const t = setTimeout(() => give(false), waitMs);
+    s.on('data', (d) => (answer += d.toString('latin1')));
+    s.on('close', () => give(true));
+    s.on('error', reject);
+    s.write(head + part);
+  });
+}
+
+describe('Fastify servers: a request that never finishes arriving', () => {
+  it('is cut with the fixed 400 once the request timeout passes, not held open forever', async () => {
+    const app = createHttpApp({ logger: pino({ level: 'silent' }), requestTimeoutMs: 400, connectionsCheckIntervalMs: 100 });
+    app.post('/tools/call', async () => ({ ok: true }));
+    const url = await listen(app, '127.0.0.1', 0);
+    try {
+      const head = 'POST /tools/call HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n';
+      const r = await unfinished(url, head, '{"name":"node_', 5_000);
+      assert.equal(r.closed, true, 'the server closed the connection');
+      assert.match(r.answer, /^HTTP\/1\.1 400 /);
+      assert.match(r.answer, /application\/problem\+json/);
+      assert.match(r.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
+      assert.doesNotMatch(r.answer, /node_|tools\/call|timeout/i);
+      // A whole request still gets its answer.
+      const ok = await fetch(`${url}/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      assert.equal(ok.status, 200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an authenticated inference request whose body stalls keeps its X-Svc-Request-Id on the 400', async () => {
+    const id = `req_${'ab'.repeat(16)}`;
+    const app = createHttpApp({
+      logger: pino({ level: 'silent' }),
+      // As the router builds its server: its own timeouts, the relay in front of Fastify.
+      serverFactory: (handler) =>
+        createServer({ requestTimeout: 400, headersTimeout: 400, connectionsCheckingInterval: 100 }, (req, res) => {
+          if (req.url !== '/v1/chat/completions') return handler(req, res);
+          res.setHeader('x-svc-request-id', id);
+          req.resume();
+        }),
+    });
+    const url = await listen(app, '127.0.0.1', 0);
+    try {
+      const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
+      const r = await unfinished(url, head, '{"model":', 5_000);
+      assert.equal(r.closed, true);
+      assert.match(r.answer, /^HTTP\/1\.1 400 /);
+      assert.match(r.answer, new RegExp(`\r\nx-svc-request-id: ${id}\r\n`));
+      assert.match(r.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
+      // Elsewhere (no identifier set) the same answer has none.
+      const other = await unfinished(url, head.replace('/v1/chat/completions', '/x'), '{', 5_000);
+      assert.match(other.answer, /^HTTP\/1\.1 400 /);
+      assert.doesNotMatch(other.answer, /x-svc-request-id/i);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('has a bounded default (Fastify alone would wait forever)', async () => {
+    const app = createHttpApp({ logger: pino({ level: 'silent' }) });
+    try {
+      assert.equal(app.server.requestTimeout, DEFAULT_REQUEST_TIMEOUT_MS);
+      assert.ok(DEFAULT_REQUEST_TIMEOUT_MS > 0 && DEFAULT_REQUEST_TIMEOUT_MS <= 120_000);
+    } finally {
+      await app.close();
+    }
+  });
+});
