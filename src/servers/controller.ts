@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { AuthorizationPolicy } from '../auth/policy.js';
@@ -16,6 +17,7 @@ import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
 import { DEFAULT_CONTAINER_SOCKET, startRecipeActors } from '../actors/recipe-actor.js';
+import { takeProcessLock } from '../stores/process-lock.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
 import { RecipeLifecycle } from '../recipes/recipe-lifecycle.js';
 import type { ServerDeps } from './server-deps.js';
@@ -79,7 +81,21 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   }
   // Recipe commands read env values from this environment at apply time, never earlier.
   const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
-  const jobs = new JobService(cfg.stateDir, routerTarget, log, { ...(recipes ? { recipes } : {}), ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}) });
+  // One controller per state directory: a second one would mark the first one's running jobs
+  // interrupted at start while they go on, and both would write the same stores.
+  const unlock = takeProcessLock(join(cfg.stateDir, 'controller.lock'), {
+    busy: 'node configuration: state_dir is in use by another running controller process',
+    failed: 'node configuration: state_dir cannot be locked for writing',
+  });
+  let jobs: JobService;
+  try {
+    jobs = new JobService(cfg.stateDir, routerTarget, log, { ...(recipes ? { recipes } : {}), ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}) });
+  } catch (err) {
+    unlock();
+    if (ownsBus) await bus.close();
+    view.stop();
+    throw err;
+  }
   const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
     createJobActor({ host: cfg.hostId, owner, storePath: jobs.paths[owner], bus, staleAfterMs: cfg.staleAfterMs, logger: log }),
   );
@@ -103,6 +119,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     await recipeActors.stop();
     view.stop();
     await stopJobs();
+    unlock();
     if (ownsBus) await bus.close();
     throw err;
   }
@@ -116,6 +133,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
       responder.stop();
       await recipeActors.stop();
       await stopJobs();
+      unlock();
       view.stop();
       if (ownsBus) await bus.close();
     },

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import type { NodeResult, SourceResult } from '../../src/schema/envelopes.js';
 import type { WorkloadRecord } from '../../src/schema/record.js';
 import { writeTestPolicy } from '../support/policy.js';
@@ -186,6 +186,23 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     assert.ok(!denied.stderr.includes(policy.tokens.reader) && !denied.stderr.includes(controller.url));
   });
 
+  it('a second controller on the same state_dir is refused before it touches the first one\'s running job', async () => {
+    const { job_id } = await start('benchmark.start', { alias: 'm', requests: 60, concurrency: 1, prompt_tokens: 8, max_tokens: 8 });
+    await eventually(async () => (source(await read({ owner: 'benchmark' }), 'benchmark').records.find((r) => r.state === 'running')?.progress?.completed ?? 0) > 2, 15_000, 50);
+    const second = spawnSync(process.execPath, [CLI, 'controller', 'serve', '--config', cfg], { env: { PATH: process.env['PATH'] ?? '', ...env }, encoding: 'utf8', timeout: 30_000 });
+    assert.equal(second.status, 2, second.stderr);
+    assert.match(second.stderr, /state_dir is in use by another running controller process/);
+    assert.ok(!second.stderr.includes(dir), 'the message names the setting, not the path');
+    // The first controller's job runs on to its own end, never marked interrupted.
+    const fin = await eventually(async () => {
+      const rec = source(await read({ owner: 'benchmark' }), 'benchmark').records.find((r) => r.state === 'terminal' && r.progress?.total === 60);
+      return rec;
+    }, 30_000, 100);
+    assert.equal(fin.outcome, 'success');
+    const status = (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string };
+    assert.equal(status.state, 'succeeded');
+  });
+
   it('a controller killed mid-job keeps its store and reports the job honestly after restart', async () => {
     const { job_id } = await start('benchmark.start', { alias: 'm', requests: 500, concurrency: 1, prompt_tokens: 8, max_tokens: 8 });
     await eventually(async () => (source(await read({ owner: 'benchmark' }), 'benchmark').records.find((r) => r.state === 'running')?.progress?.completed ?? 0) > 2, 15_000, 50);
@@ -196,7 +213,7 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
       return source(x, 'benchmark').status === 'complete' ? x : undefined;
     }, 5000);
     const recs = source(r, 'benchmark').records;
-    assert.equal(recs.length, 3, 'every benchmark job survived the restart');
+    assert.equal(recs.length, 4, 'every benchmark job survived the restart');
     const killed = recs.find((x) => x.outcome !== 'success')!;
     assert.equal(killed.state, 'terminal');
     assert.equal(killed.outcome, 'unknown', 'interrupted: never shown as still running, never as a success');

@@ -8,6 +8,7 @@ import { recordId } from '../../src/schema/record-id.js';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
 import { LineBudget } from '../../src/servers/router/relay-support.js';
 import { InflightJournal, lockDecisionLog } from '../../src/servers/router/inflight.js';
+import { processStartTime } from '../../src/stores/process-lock.js';
 import { ConfigError } from '../../src/errors.js';
 import { writeFileSync } from 'node:fs';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
@@ -153,10 +154,19 @@ describe('router registry: the window across evictions and restarts', () => {
       writeFileSync(`${path}.lock`, String(process.ppid));
       lockDecisionLog(path);
     }, (err: unknown) => err instanceof ConfigError && /in use by another running router process/.test(err.message) && !err.message.includes(path));
+    // The same live pid with its real start time: still refused.
+    assert.throws(() => {
+      writeFileSync(`${path}.lock`, `${process.ppid} ${processStartTime(process.ppid)}`);
+      lockDecisionLog(path);
+    }, /in use by another running router process/);
+    // A live pid whose start time is not the recorded one (a reboot or a new container
+    // reused the pid): taken over, not a false "in use".
+    writeFileSync(`${path}.lock`, `${process.ppid} 1`);
+    lockDecisionLog(path)();
     // A pid that is not running: taken over.
     writeFileSync(`${path}.lock`, '999999999');
     const again = lockDecisionLog(path);
-    assert.equal(readFileSync(`${path}.lock`, 'utf8'), String(process.pid));
+    assert.equal(readFileSync(`${path}.lock`, 'utf8'), `${process.pid} ${processStartTime(process.pid)}`);
     again();
     assert.equal(existsSync(`${path}.lock`), false);
   });

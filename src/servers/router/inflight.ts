@@ -1,9 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import { ALIAS_PATTERN } from '../../config/router-config.js';
-import { ConfigError } from '../../errors.js';
+import { takeProcessLock } from '../../stores/process-lock.js';
 import { jsonObjectLine } from './decision-log.js';
 import { REQUEST_PHASES } from '../../actors/router-mapping.js';
 import { formatTimestamp, parseTimestamp } from '../../schema/primitives.js';
@@ -133,59 +132,17 @@ function parseEntry(line: string): InflightEntry | undefined {
 }
 
 /**
- * One router process per decision log: `<decision_log_path>.lock` holds the owner's pid,
- * created exclusively. A lock whose process is gone (a kill -9) is taken over. Without it a
+ * One router process per decision log: `<decision_log_path>.lock` holds the owner's pid and
+ * start time, created exclusively. A lock whose process is gone (a kill -9), or whose pid now
+ * names another process (after a reboot or in a new container), is taken over. Without it a
  * second `router serve` on the same configuration (a mistaken start, or one started while
  * the old process is still in its graceful stop) would record the first one's live requests
  * as interrupted and rewrite its journal. Thrown when: another live process holds it
  * (ConfigError, naming the setting, not the path).
  */
 export function lockDecisionLog(logPath: string): () => void {
-  const lock = `${logPath}.lock`;
-  try {
-    mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 });
-  } catch {
-    throw new ConfigError('router configuration: decision_log_path cannot be opened for writing');
-  }
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      writeFileSync(lock, String(process.pid), { flag: 'wx', mode: 0o600 });
-      let released = false;
-      return () => {
-        if (released) return;
-        released = true;
-        try {
-          if (readFileSync(lock, 'utf8') === String(process.pid)) rmSync(lock, { force: true });
-        } catch {
-          // already gone
-        }
-      };
-    } catch (err) {
-      if ((err as { code?: string }).code !== 'EEXIST') throw new ConfigError('router configuration: decision_log_path cannot be locked for writing');
-      const holder = Number(readFileSafe(lock));
-      if (Number.isSafeInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
-        throw new ConfigError('router configuration: decision_log_path is in use by another running router process');
-      }
-      rmSync(lock, { force: true }); // its process is gone: take it over
-    }
-  }
-  throw new ConfigError('router configuration: decision_log_path cannot be locked for writing');
-}
-
-function readFileSafe(path: string): string {
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch {
-    return '';
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    return (err as { code?: string }).code === 'EPERM';
-  }
+  return takeProcessLock(`${logPath}.lock`, {
+    busy: 'router configuration: decision_log_path is in use by another running router process',
+    failed: 'router configuration: decision_log_path cannot be locked for writing',
+  });
 }

@@ -1,0 +1,91 @@
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ConfigError } from '../errors.js';
+
+/**
+ * When a process started, as the kernel counts it (`/proc/<pid>/stat` field 22, clock ticks
+ * since boot), or undefined where that cannot be read. A pid and its start time name one
+ * process: after a reboot or in a new container the same pid is another process.
+ */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const start = fields[19];
+    return start !== undefined && /^[0-9]+$/.test(start) ? start : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return (err as { code?: string }).code === 'EPERM';
+  }
+}
+
+/** True when the lock text (`<pid> <start time>`, or an older `<pid>`) names a running process other than this one. */
+function heldByAnother(text: string): boolean {
+  const [pidText, start] = text.trim().split(/\s+/);
+  const pid = Number(pidText);
+  if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid || !alive(pid)) return false;
+  // A recorded start time that differs from the running process's: the pid was reused.
+  if (start !== undefined) {
+    const now = processStartTime(pid);
+    if (now !== undefined && now !== start) return false;
+  }
+  return true;
+}
+
+export interface LockMessages {
+  /** Another running process holds it. */
+  readonly busy: string;
+  /** The lock cannot be written at all. */
+  readonly failed: string;
+}
+
+/**
+ * Takes `lockPath` for this process (its folder is made if missing), or throws ConfigError
+ * with `busy` when another running process holds it. A lock whose process is gone, or whose
+ * pid now names another process (a reboot, a new container), is taken over. Returns the
+ * release function (idempotent; leaves a lock another process took meanwhile alone).
+ */
+export function takeProcessLock(lockPath: string, messages: LockMessages): () => void {
+  try {
+    mkdirSync(dirname(lockPath), { recursive: true, mode: 0o700 });
+  } catch {
+    throw new ConfigError(messages.failed);
+  }
+  const mine = `${process.pid} ${processStartTime(process.pid) ?? ''}`.trim();
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        try {
+          if (readFileSync(lockPath, 'utf8') === mine) rmSync(lockPath, { force: true });
+        } catch {
+          // already gone
+        }
+      };
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'EEXIST') throw new ConfigError(messages.failed);
+      let text = '';
+      try {
+        text = readFileSync(lockPath, 'utf8');
+      } catch {
+        // removed meanwhile: try again
+      }
+      if (heldByAnother(text)) throw new ConfigError(messages.busy);
+      rmSync(lockPath, { force: true }); // its process is gone: take it over
+    }
+  }
+  throw new ConfigError(messages.failed);
+}
