@@ -3,6 +3,7 @@ import { ErrorCode, SvcError, problemFor } from '../errors.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterArgs, resolveFilters, type Filters } from '../schema/filters.js';
 import type { Bus, BusService } from '../streams/bus.js';
+import { hasDuplicateKey } from '../schema/json-duplicates.js';
 
 /** The request/reply subject a node controller answers `node_workloads` on. */
 export function workloadsSubject(host: string): string {
@@ -24,11 +25,15 @@ export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) =
       if (data.byteLength > MAX_REQUEST_BYTES) throw new SvcError(ErrorCode.INVALID_INPUT);
       let args: unknown;
       if (data.byteLength > 0) {
+        let text: string;
         try {
-          args = JSON.parse(decoder.decode(data));
+          text = decoder.decode(data);
+          args = JSON.parse(text);
         } catch {
           throw new SvcError(ErrorCode.INVALID_INPUT);
         }
+        // A filter named twice is refused, as on HTTP: JSON.parse would keep the last one.
+        if (hasDuplicateKey(text)) throw new SvcError(ErrorCode.INVALID_INPUT);
       }
       return encoder.encode(JSON.stringify(query(resolveFilters(parseFilterArgs(args)))));
     } catch (err) {

@@ -100,6 +100,11 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     assert.equal(reply.expected_host, H);
     const bad = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode('{"owner":"MEDIA-CANARY"}'), { timeoutMs: 2000 })));
     assert.deepEqual(bad, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+    // A filter named twice (escaped or not) is refused, as on HTTP, whichever copy comes last.
+    for (const body of ['{"owner":"controller","owner":"router"}', '{"owner":"router","owner":"controller"}', '{"limit":5,"\\u006cimit":6}']) {
+      const twice = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode(body), { timeoutMs: 2000 })));
+      assert.deepEqual(twice, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 }, body);
+    }
   });
 
   it('stopping the actor turns the source stale, then unavailable', async () => {
