@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
-/** `$SVC_SERVING_HOME`, or `~/.svc-serving`. */
+/** `$SVC_SERVING_HOME` (a relative one taken from the working directory), or `~/.svc-serving`; always absolute. */
 export function serviceHome(env: NodeJS.ProcessEnv = process.env): string {
   const h = env['SVC_SERVING_HOME'];
-  return h && h.length > 0 ? h : join(homedir(), '.svc-serving');
+  return h && h.length > 0 ? resolve(h) : join(homedir(), '.svc-serving');
 }
 
 export interface LocalCredentials {

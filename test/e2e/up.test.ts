@@ -100,3 +100,21 @@ describe('svc-serving up on a busy port', () => {
   });
 });
 
+describe('svc-serving up with a relative SVC_SERVING_HOME', () => {
+  it('takes it from the working directory and serves (the policy is found, the key works)', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'svc-up-rel-'));
+    const node = await spawnNode(CLI, ['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { env: { SVC_SERVING_HOME: 'rel/home' }, cwd, waitForListening: false });
+    try {
+      await eventually(() => /controller +(http:\/\/\S+)/.test(node.output()), 10_000);
+      const routerUrl = /router +(http:\/\/\S+)/.exec(node.output())![1]!;
+      const key = readFileSync(join(cwd, 'rel', 'home', 'router.key'), 'utf8').trim();
+      const res = await fetch(`${routerUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(res.status, 200);
+      const token = readFileSync(join(cwd, 'rel', 'home', 'reader.token'), 'utf8').trim();
+      const wl = await fetch(`${routerUrl}/v1/workloads`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(wl.status, 200, 'the router found the policy under the relative home');
+    } finally {
+      assert.equal(await node.stop(), 0);
+    }
+  });
+});

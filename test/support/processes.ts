@@ -27,9 +27,10 @@ process.once('exit', () => {
 export async function spawnNode(
   script: string,
   args: string[],
-  opts: { env?: Record<string, string>; waitForListening?: boolean; timeoutMs?: number } = {},
+  opts: { env?: Record<string, string>; waitForListening?: boolean; timeoutMs?: number; cwd?: string } = {},
 ): Promise<RunningProcess> {
   const proc = spawn(process.execPath, [script, ...args], {
+    ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}),
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
