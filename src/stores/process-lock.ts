@@ -47,6 +47,8 @@ export interface LockMessages {
   readonly busy: string;
   /** The lock cannot be written at all. */
   readonly failed: string;
+  /** Its folder cannot be made (default: `failed`). */
+  readonly folder?: string;
 }
 
 /**
@@ -59,7 +61,7 @@ export function takeProcessLock(lockPath: string, messages: LockMessages): () =>
   try {
     mkdirSync(dirname(lockPath), { recursive: true, mode: 0o700 });
   } catch {
-    throw new ConfigError(messages.failed);
+    throw new ConfigError(messages.folder ?? messages.failed);
   }
   const mine = `${process.pid} ${processStartTime(process.pid) ?? ''}`.trim();
   for (let attempt = 0; attempt < 2; attempt++) {

@@ -120,6 +120,11 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       signal: AbortSignal.timeout(5000),
     } as RequestInit);
     await assertProblem(chunked, 413, 'body-too-large');
+    // A multipart `model` sent twice: the engine might read the copy the alias did not name.
+    const twice = '--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nother\r\n--XyZ--\r\n';
+    const tw = await send('/v1/audio/transcriptions', twice, { ...auth, 'content-type': 'multipart/form-data; boundary=XyZ' });
+    gidOf(tw);
+    await assertProblem(tw, 400, 'invalid-input');
     // A percent-encoded unreserved character names the same route (RFC 3986 6.2.2.2): relayed,
     // with its id and record; an encoded slash is another path.
     const encoded = await send('/v1/chat/completion%73', JSON.stringify({ model: 'chat', messages: user('encoded') }), { ...auth, 'content-type': 'application/json' });

@@ -244,6 +244,17 @@ describe('multipart field', () => {
     assert.equal(multipartField(onlyFile.body, onlyFile.ct, 'model'), undefined);
   });
 
+  it('undefined for a field sent twice (an engine may read the other copy), whichever part comes second', async () => {
+    const twice = await form([['model', 'alias'], ['file', wav, 'a.wav'], ['model', 'other-model']]);
+    assert.equal(multipartField(twice.body, twice.ct, 'model'), undefined);
+    assert.equal(replaceMultipartField(twice.body, twice.ct, 'model', 'engine'), undefined);
+    const fileToo = await form([['model', 'alias'], ['model', wav, 'model.wav']]);
+    assert.equal(multipartField(fileToo.body, fileToo.ct, 'model'), undefined);
+    // Other fields named twice do not matter to the alias.
+    const lang = await form([['model', 'alias'], ['language', 'en'], ['language', 'de']]);
+    assert.equal(multipartField(lang.body, lang.ct, 'model'), 'alias');
+  });
+
   it('undefined for a missing or malformed boundary, a truncated body, or a value over 1 KiB', async () => {
     const { body, ct } = await form([['model', 'm']]);
     assert.equal(multipartField(body, 'multipart/form-data', 'model'), undefined);

@@ -144,5 +144,6 @@ export function lockDecisionLog(logPath: string): () => void {
   return takeProcessLock(`${logPath}.lock`, {
     busy: 'router configuration: decision_log_path is in use by another running router process',
     failed: 'router configuration: decision_log_path cannot be locked for writing',
+    folder: 'router configuration: decision_log_path cannot be opened for writing',
   });
 }
