@@ -59,6 +59,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     // Fastify's default is no limit at all: an authenticated client could hold a request open
     // forever by never finishing its body.
     requestTimeout: opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    // A path parameter may be as long as the ids it carries: a legacy request id is up to 128
+    // characters, each up to 3 when percent-encoded (Fastify's default stops at 100).
+    routerOptions: { maxParamLength: 384 },
     ...(opts.connectionsCheckIntervalMs !== undefined ? { http: { connectionsCheckingInterval: opts.connectionsCheckIntervalMs } } : {}),
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },

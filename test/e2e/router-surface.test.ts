@@ -50,6 +50,17 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.deepEqual(status['models'], ['chat', 'timeout-model', 'single', 'queued', 'recorded', 'recorded-keyed', 'inproc', 'whisper', 'embedder', 'down']);
     assert.equal((await h.get('/v1/router/status', h.readerToken)).status, 200);
     await assertProblem(await h.get('/v1/router/status', null), 401, 'unauthenticated');
+    // A caller id of the longest legal length (128, with characters that are percent-encoded
+    // in a path) is found by lookup: the route takes every id the router keeps.
+    const longId = `legacy/${'x'.repeat(100)}:${'y'.repeat(20)}`;
+    assert.equal(longId.length, 128);
+    const sent = await chat('long id', {}, { 'x-request-id': longId });
+    assert.equal(sent.status, 200);
+    await sent.text();
+    const found = await h.get(`/v1/requests/${encodeURIComponent(longId)}`);
+    assert.equal(found.status, 200);
+    assert.equal(((await found.json()) as { request: { request_id: string } }).request.request_id, longId);
+    await assertProblem(await h.get(`/v1/requests/${'z'.repeat(129)}`), 400, 'invalid-input');
     // Routes without parameters refuse a query string rather than ignore it.
     for (const path of ['/v1/router/status?x=1', '/v1/models?limit=5', '/metrics?name=svc_router_requests_total', '/v1/router/status?verbose']) {
       await assertProblem(await h.get(path), 400, 'invalid-input');
