@@ -62,7 +62,8 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     // A path parameter may be as long as the ids it carries: a legacy request id is up to 128
     // characters, each up to 3 when percent-encoded (Fastify's default stops at 100).
     routerOptions: { maxParamLength: 384 },
-    ...(opts.connectionsCheckIntervalMs !== undefined ? { http: { connectionsCheckingInterval: opts.connectionsCheckIntervalMs } } : {}),
+    // A missing Host is refused by the hook below with the fixed problem, not by node's bare 400.
+    http: { requireHostHeader: false, ...(opts.connectionsCheckIntervalMs !== undefined ? { connectionsCheckingInterval: opts.connectionsCheckIntervalMs } : {}) },
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
@@ -119,7 +120,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(repeatsSingleHeader(req.raw.rawHeaders) ? new InvalidInputError() : undefined);
+    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) ? new InvalidInputError() : undefined);
   });
   app.setNotFoundHandler((req, reply) => {
     const q = req.url.indexOf('?');
@@ -136,6 +137,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     done();
   });
   return app;
+}
+
+/** An HTTP/1.1 request without a Host header (RFC 9112 3.2: answered with 400); HTTP/1.0 may omit it. */
+export function lacksHost(req: IncomingMessage): boolean {
+  return req.headers.host === undefined && !(req.httpVersionMajor === 1 && req.httpVersionMinor === 0);
 }
 
 /** A route pattern (`/v1/requests/:id`, `/static/*`) as a whole-path matcher. */

@@ -14,7 +14,7 @@ import { NodeView } from '../streams/node-view.js';
 import { openBus } from '../streams/open-bus.js';
 import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
-import { createHttpApp, listen } from './http-app.js';
+import { createHttpApp, lacksHost, listen } from './http-app.js';
 import { Admission } from './router/admission.js';
 import { DataPlaneKeys } from './router/api-keys.js';
 import { DecisionLog } from './router/decision-log.js';
@@ -164,7 +164,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const app = createHttpApp({
     logger: log,
     serverFactory: (handler) =>
-      createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS }, (req: IncomingMessage, res: ServerResponse) => {
+      createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
         const q = req.url?.indexOf('?') ?? -1;
         let path = q < 0 ? req.url : req.url!.slice(0, q);
         // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
@@ -174,10 +174,13 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
         if (route === undefined) handler(req, res);
         else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
         else {
-          res.setHeader('allow', 'POST');
           // An authenticated inference route answers with its identifier, errors included.
           if (keys.accepts(req.headers.authorization)) res.setHeader('x-svc-request-id', newGatewayId());
-          refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
+          if (lacksHost(req)) refuseUpload(req, res, ErrorCode.INVALID_INPUT);
+          else {
+            res.setHeader('allow', 'POST');
+            refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
+          }
         }
       }),
   });

@@ -209,6 +209,15 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const twoTypes = await raw(url, head('Content-Type: text/plain\r\n'));
     problem400(twoTypes);
     assert.match(twoTypes, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i, 'authenticated: the answer carries its identifier');
+    // HTTP/1.1 without Host: the fixed problem (node's own answer would be a bare 400), with the
+    // identifier on an inference route; the read routes too. HTTP/1.0 may omit it.
+    const noHost = (t: string): string => t.replace(`Host: ${url.host}\r\n`, '');
+    const hostless = await raw(url, noHost(head('')));
+    problem400(hostless);
+    assert.match(hostless, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
+    problem400(await raw(url, `GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n`));
+    problem400(await raw(url, `GET /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`));
+    assert.match(await raw(url, `GET /metrics HTTP/1.0\r\n\r\n`), /^HTTP\/1\.1 200 /);
     // Requests node:http would answer itself: an unknown expectation, CONNECT.
     problem400(await raw(url, head('Expect: something-else\r\n')));
     problem400(await raw(url, `CONNECT ${url.host} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`));
