@@ -4,7 +4,7 @@ import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
 import { RouterRegistry, logWriteError, routerReading } from '../actors/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
-import { AuthorizationPolicy } from '../auth/policy.js';
+import { AuthorizationPolicy, bearerToken } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
 import { ConfigError, ErrorCode } from '../errors.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
@@ -137,8 +137,12 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     upstreams.set(m.alias, { route: m, pool, admission: new Admission(m.maxConcurrency, m.maxQueue, m.queueTimeoutMs), apiKey });
   }
   const startedAt = new Date().toISOString();
+  const knownCredential = (authorization: string | string[] | undefined): boolean => {
+    const token = policy ? bearerToken(authorization) : undefined;
+    return token !== undefined && policy!.authenticate(token) !== undefined;
+  };
   const ctx: RelayContext = {
-    cfg, registry, keys, readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+    cfg, registry, keys, knownCredential, readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request finished lines left out (rate bound); every request has its terminal record')),
   };
@@ -185,7 +189,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       }),
   });
   await app.register(routerRoutes, {
-    cfg, keys, policy, registry, metrics, startedAt, packageVersion: PACKAGE_VERSION, workloads: async (f) => {
+    cfg, keys, knownCredential, policy, registry, metrics, startedAt, packageVersion: PACKAGE_VERSION, workloads: async (f) => {
       await actor.refresh();
       return view.query(f);
     },

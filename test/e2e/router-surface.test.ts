@@ -66,6 +66,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       await assertProblem(await h.get(path), 400, 'invalid-input');
     }
     await assertProblem(await h.get('/v1/models?x=1', null), 401, 'unauthenticated');
+    await assertProblem(await h.get('/v1/models', h.readerToken), 403, 'forbidden');
     assert.equal((await h.get('/v1/router/status?')).status, 200);
 
     const m = await h.get('/metrics', null);
@@ -90,9 +91,13 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       const goodCt = audio ? 'multipart/form-data; boundary=XyZ' : 'application/json';
       const valid = audio ? multipart('XyZ', { model: 'chat' }) : JSON.stringify({ model: 'chat', input: 'x', prompt: 'x', messages: user('x') });
       // Missing, malformed and unknown credentials: 401 before the body is looked at.
-      for (const a of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${h.key}` }, { authorization: `Bearer ${h.readerToken}` }]) {
+      for (const a of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${h.key}` }]) {
         await assertProblem(await send(path, '{bad', { ...a, 'content-type': goodCt }), 401, 'unauthenticated');
       }
+      // A policy client's token is known but is no data-plane key: 403, and no identifier.
+      const reader = await send(path, '{bad', { authorization: `Bearer ${h.readerToken}`, 'content-type': goodCt });
+      assert.equal(reader.headers.get('x-svc-request-id'), null);
+      await assertProblem(reader, 403, 'forbidden');
       let res = await send(path, valid, { ...auth, 'content-type': 'text/plain' });
       gidOf(res);
       await assertProblem(res, 415, 'unsupported-media-type');

@@ -32,6 +32,8 @@ export interface RelayContext {
   readonly cfg: RouterConfig;
   readonly registry: RouterRegistry;
   readonly keys: DataPlaneKeys;
+  /** True for a credential the router knows that is not a data-plane key (a policy client's). */
+  readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
   readonly readiness: Readiness;
   readonly upstreams: ReadonlyMap<string, Upstream>;
   readonly logger: Logger;
@@ -107,7 +109,10 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   // Two credentials cannot authenticate anyone: refused before the key is looked at.
   const repeated = repeatedSingleHeaders(req.rawHeaders);
   if ((repeated & REPEATED.authorization) !== 0) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
-  if (!ctx.keys.accepts(req.headers.authorization)) return refuseUpload(req, res, ErrorCode.UNAUTHENTICATED);
+  if (!ctx.keys.accepts(req.headers.authorization)) {
+    // A policy client's token is a known credential without data-plane access: 403, not 401.
+    return refuseUpload(req, res, ctx.knownCredential(req.headers.authorization) ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED);
+  }
   const gid = newGatewayId();
   // Set once here: every answer to this request, errors and successes alike, carries it.
   res.setHeader('x-svc-request-id', gid);

@@ -12,6 +12,8 @@ import type { RouterMetrics } from './metrics.js';
 export interface RouterRoutesOptions {
   readonly cfg: RouterConfig;
   readonly keys: DataPlaneKeys;
+  /** True for a policy client's credential (known, but not a data-plane key). */
+  readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
   readonly policy: AuthorizationPolicy | undefined;
   readonly registry: RouterRegistry;
   readonly metrics: RouterMetrics;
@@ -53,7 +55,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
   });
 
   app.get('/v1/models', async (req, reply) => {
-    if (!o.keys.accepts(req.headers.authorization)) throw new UnauthenticatedError();
+    if (!o.keys.accepts(req.headers.authorization)) throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
     noQuery(req);
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
     return reply.send({ object: 'list', data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })) });
