@@ -87,6 +87,12 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const env = deps.env ?? process.env;
   const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
+  // A data-plane key that is also a policy client's token would be two identities in one
+  // credential (that client would relay inference and be refused its reads): refused at start.
+  for (const k of (env[cfg.apiKeysEnv] ?? '').split(',')) {
+    const client = policy && k.trim() !== '' ? policy.authenticate(k.trim()) : undefined;
+    if (client) throw new ConfigError(`router configuration: a key in ${cfg.apiKeysEnv} is also the credential of policy client "${client.id}"`);
+  }
   let decisionLog: DecisionLog | undefined;
   let unlock: (() => void) | undefined;
   if (cfg.decisionLog) {

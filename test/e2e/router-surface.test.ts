@@ -61,6 +61,11 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(found.status, 200);
     assert.equal(((await found.json()) as { request: { request_id: string } }).request.request_id, longId);
     await assertProblem(await h.get(`/v1/requests/${'z'.repeat(129)}`), 400, 'invalid-input');
+    // Parameter names are percent-decoded like their values (as the workload filters are), so
+    // an encoded name is the same parameter, and naming it twice that way is still twice.
+    assert.equal((await h.get('/v1/requests?%61ctive=1')).status, 200);
+    await assertProblem(await h.get('/v1/requests?active=1&%61ctive=1'), 400, 'invalid-input');
+    await assertProblem(await h.get('/v1/requests?%E0%A4%A=1'), 400, 'invalid-input');
     // Routes without parameters refuse a query string rather than ignore it.
     for (const path of ['/v1/router/status?x=1', '/v1/models?limit=5', '/metrics?name=svc_router_requests_total', '/v1/router/status?verbose']) {
       await assertProblem(await h.get(path), 400, 'invalid-input');

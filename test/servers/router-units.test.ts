@@ -15,6 +15,7 @@ import { multipartField, replaceMultipartField } from '../../src/servers/router/
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';
 import { rec } from '../support/terminal-records.js';
+import { writeTestPolicy } from '../support/policy.js';
 
 const rejection = async (p: Promise<unknown>): Promise<string> => {
   const err = await p.then(() => undefined, (e: unknown) => e);
@@ -397,5 +398,16 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', 'decision_log_path = "file/sub/d.jsonl"', '',
       '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
     await assert.rejects(startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } }), /decision_log_path cannot be opened/);
+  });
+
+  it('a data-plane key that is also a policy client\'s token stops start-up, naming the client, never the token', async () => {
+    const policy = writeTestPolicy();
+    const path = join(policy.dir, 'router.toml');
+    writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', 'authorization_policy = "policy.toml"', '',
+      '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
+    await assert.rejects(
+      startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { ...policy.env, UNIT_KEYS: `${KEY}, ${policy.tokens.reader}` } }),
+      (err: Error) => /a key in UNIT_KEYS is also the credential of policy client "ops-reader"/.test(err.message) && !err.message.includes(policy.tokens.reader),
+    );
   });
 });

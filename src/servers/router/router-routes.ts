@@ -76,14 +76,18 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     const params = new Map<string, string>();
     for (const part of rawQuery(req).split('&')) {
       const eq = part.indexOf('=');
-      if (eq <= 0 || params.has(part.slice(0, eq))) throw new InvalidInputError();
+      if (eq <= 0) throw new InvalidInputError();
+      // Names are decoded like values (`%61ctive=1` is `active=1`), as the workload filters are.
+      let name: string;
       let v: string;
       try {
+        name = decodeURIComponent(part.slice(0, eq));
         v = decodeURIComponent(part.slice(eq + 1));
       } catch {
         throw new InvalidInputError();
       }
-      params.set(part.slice(0, eq), v);
+      if (params.has(name)) throw new InvalidInputError();
+      params.set(name, v);
     }
     if (params.size === 1 && params.get('active') === '1') return reply.send(o.registry.activeSummaries());
     const sid = params.get('session_id');
