@@ -56,7 +56,7 @@ export class InProcessBus implements Bus {
   #closed = false;
 
   constructor(opts: InProcessBusOptions = {}) {
-    this.#log = opts.logger?.child({ component: 'in-process-bus' });
+    this.#log = opts.logger?.child({ subsystem: 'in-process-bus' });
     this.maxPayload = opts.maxPayload ?? DEFAULT_MAX_PAYLOAD;
   }
 

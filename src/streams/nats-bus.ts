@@ -106,7 +106,7 @@ export class NatsBus implements Bus {
 
   constructor(nc: NatsConnection, logger?: Logger) {
     this.#nc = nc;
-    this.#log = logger?.child({ component: 'nats-bus' });
+    this.#log = logger?.child({ subsystem: 'nats-bus' });
     void this.#watchStatus();
     void nc.closed().then(() => this.#markClosed());
   }

@@ -30,6 +30,6 @@ export async function openBus(nats: NatsConnection | undefined, env: NodeJS.Proc
     ...(nats.passwordEnv ? { pass: secret(nats.passwordEnv)! } : {}),
     ...(nats.tokenEnv ? { token: secret(nats.tokenEnv)! } : {}),
     name,
-    logger: logger.child({ component: 'nats' }),
+    logger,
   });
 }

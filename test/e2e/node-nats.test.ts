@@ -8,6 +8,7 @@ import { formatTimestamp } from '../../src/schema/primitives.js';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
 import type { WorkloadRecord } from '../../src/schema/record.js';
 import { connectNatsBus, type NatsBus } from '../../src/streams/nats-bus.js';
+import { hasDuplicateKey } from '../../src/schema/json-duplicates.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
 import { writeTestPolicy } from '../support/policy.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
@@ -138,5 +139,10 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     assert.ok(r);
     const reply = await eventually(() => client.request(`svc.v1.${H}.workloads`, new Uint8Array(0), { timeoutMs: 1000 }), 10_000, 200);
     assert.ok(checkNodeResult.Check(JSON.parse(new TextDecoder().decode(reply))));
+    // The controller's log lines about the outage are JSON a parser reads whole: no member twice
+    // (a nested logger repeating `component` would leave a parser only the last value).
+    const lines = controller!.output().split('\n').filter((l) => l.startsWith('{'));
+    assert.ok(lines.some((l) => /nats/i.test(l)), 'the outage was logged');
+    for (const l of lines) assert.equal(hasDuplicateKey(l), false, l);
   });
 });
