@@ -47,10 +47,10 @@ export function registerBenchCommand(program: Command): void {
     .description('run a load benchmark against a router alias through the node controller, with progress');
   lifecycleOptions(run)
     .requiredOption('--alias <alias>', 'router model alias to load', alias)
-    .option('--requests <n>', 'requests to send', int(1, 1_000_000), 100)
-    .option('--concurrency <n>', 'requests in flight', int(1, 1024), 4)
-    .option('--prompt-tokens <n>', 'approximate prompt size', int(1, 131_072), 128)
-    .option('--max-tokens <n>', 'max_tokens of each request', int(1, 131_072), 64);
+    .option('--requests <n>', 'requests to send (1-1000000)', int(1, 1_000_000), 100)
+    .option('--concurrency <n>', 'requests in flight (1-1024)', int(1, 1024), 4)
+    .option('--prompt-tokens <n>', 'approximate prompt size in tokens (1-131072)', int(1, 131_072), 128)
+    .option('--max-tokens <n>', 'max_tokens of each request (1-131072)', int(1, 131_072), 64);
   confirmOptions(run).action(async (f: BenchFlags) => {
     await lifecycleAction(f, async (client) => {
       const params = { alias: f.alias, requests: f.requests, concurrency: f.concurrency, prompt_tokens: f.promptTokens, max_tokens: f.maxTokens };

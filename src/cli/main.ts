@@ -35,7 +35,22 @@ export function buildProgram(): Command {
     .showHelpAfterError(false)
     .exitOverride()
     // Errors, and the help commander prints for a missing subcommand, become one fixed line (main).
-    .configureOutput({ outputError: () => {}, writeErr: () => {} });
+    .configureOutput({ outputError: () => {}, writeErr: () => {} })
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit codes:',
+        '  0    success; for reads, any valid answer (partial and unavailable included)',
+        '  1    a server that cannot start (a busy port, an unreachable NATS); a job or',
+        '       operation that failed or was interrupted',
+        '  2    invalid usage or configuration',
+        '  4    a read or command the other side refused or could not answer',
+        '  130  interrupted (Ctrl-C while following a job)',
+        '',
+        "Run 'svc-serving help <command>' for a command's options.",
+      ].join('\n'),
+    );
   registerControllerCommands(program);
   registerEngineCommands(program);
   const routerCmd = registerRouterCommands(program);

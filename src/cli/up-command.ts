@@ -21,7 +21,7 @@ function natsUrl(value: string): string {
 export function registerUpCommand(program: Command): void {
   program
     .command('up')
-    .description('run a whole node in one process: engine sim, router and controller on the in-process bus (or NATS)')
+    .description('run a whole node in one process: engine sim, router, controller and dashboard on the in-process bus (or NATS)')
     .option('--nats-url <url>', 'run the same node on NATS instead of the in-process bus', natsUrl)
     .option('--demo-traffic', 'keep a gentle stream of requests going so the inventory shows live work')
     .option('--host-id <id>', 'this node\'s host ID', hostId, 'local')

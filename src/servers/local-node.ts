@@ -37,7 +37,7 @@ export interface LocalNode {
 const ALIAS = 'sim-chat';
 
 /**
- * The whole node in one process: engine sim, router and controller on one bus (in-process
+ * The whole node in one process: engine sim, router, controller and dashboard on one bus (in-process
  * by default, NATS with `natsUrl`), with the generated local credentials.
  */
 export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
