@@ -148,7 +148,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     return token !== undefined && policy!.authenticate(token) !== undefined;
   };
   const ctx: RelayContext = {
-    cfg, registry, keys, knownCredential, readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+    cfg, registry, keys, knownCredential, isCredential: (v) => keys.isKey(v) || (policy !== undefined && policy.authenticate(v) !== undefined), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request finished lines left out (rate bound); every request has its terminal record')),
   };

@@ -205,6 +205,26 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.ok(h.routerOutput().includes('gateway_request_id'), 'the log is searchable by gateway id');
   });
 
+  it('a caller id that is itself a credential is dropped, never written to records or the decision log', async () => {
+    for (const secret of [h.key, h.readerToken]) {
+      const res = await chat('pasted a key', {}, { 'x-request-id': secret, 'x-svc-session-id': secret, 'x-svc-task-id': secret, 'x-svc-workbench-run-id': secret });
+      assert.equal(res.status, 200);
+      await res.text();
+      const r = await record(gidOf(res));
+      assert.equal(r.request_id, gidOf(res), 'the generated id stands in');
+      assert.equal(r.session_id, undefined);
+      assert.equal(r.task_id, undefined);
+      assert.equal(r.workbench_run_id, undefined);
+    }
+    await h.idle();
+    const stateDir = dirname(h.logPath!);
+    for (const f of readdirSync(stateDir)) {
+      const text = readFileSync(join(stateDir, f), 'utf8');
+      assert.ok(!text.includes(h.key) && !text.includes(h.readerToken), `a credential in ${f}`);
+    }
+    assert.ok(!h.routerOutput().includes(h.key) && !h.routerOutput().includes(h.readerToken));
+  });
+
   it('embeddings and rerank keep the legacy 0 latency and unknown phases; audio keeps a measured latency', async () => {
     const emb = await client.embeddings.create({ model: 'embedder', input: ['alpha', 'beta'] }).withResponse();
     assert.equal(emb.data.data.length, 2);

@@ -17,6 +17,11 @@ export class DataPlaneKeys {
     return new DataPlaneKeys(new Set(keys.map(digest)));
   }
 
+  /** True when `value` is one of the keys itself. */
+  isKey(value: string): boolean {
+    return this.digests.has(digest(value));
+  }
+
   /** True when the Authorization header carries one of the keys. */
   accepts(header: string | string[] | undefined): boolean {
     const t = bearerToken(header);

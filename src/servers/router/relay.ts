@@ -34,6 +34,8 @@ export interface RelayContext {
   readonly keys: DataPlaneKeys;
   /** True for a credential the router knows that is not a data-plane key (a policy client's). */
   readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
+  /** True when a header value is itself a credential the router knows (a key or a policy token). */
+  readonly isCredential: (value: string) => boolean;
   readonly readiness: Readiness;
   readonly upstreams: ReadonlyMap<string, Upstream>;
   readonly logger: Logger;
@@ -175,7 +177,10 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (!rewritten) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
     outBody = rewritten;
   }
-  const legacy = header1(req.headers['x-request-id']);
+  // Caller-chosen ids are kept in records and logs: one that is a credential is dropped (a
+  // client that pasted its key into X-Request-Id must not have it written to the decision log).
+  const uncredential = (v: string | undefined): string | undefined => (v !== undefined && ctx.isCredential(v) ? undefined : v);
+  const legacy = uncredential(header1(req.headers['x-request-id']));
   const a: ActiveRequest = {
     gid,
     requestId: legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) ? legacy : gid,
@@ -190,9 +195,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     estimatedCompletionTokens: 0,
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
-    sessionId: sessionOf(req.headers),
-    workbenchRunId: opaque(req.headers['x-svc-workbench-run-id']),
-    taskId: opaque(req.headers['x-svc-task-id']),
+    sessionId: uncredential(sessionOf(req.headers)),
+    workbenchRunId: uncredential(opaque(req.headers['x-svc-workbench-run-id'])),
+    taskId: uncredential(opaque(req.headers['x-svc-task-id'])),
     queuedAt: null,
     stop: undefined,
   };
