@@ -38,6 +38,8 @@ describe('fleet over one nats-server with per-host permissions (real processes)'
     writeFileSync(cfg, [
       '[node]', `host_id = "${host}"`, 'listen = "127.0.0.1:0"', `nats_url = "${nats.url}"`, `nats_user = "${host}"`,
       'nats_password_env = "NODE_NATS_PASSWORD"', 'authorization_policy = "policy.toml"', 'stale_after_seconds = 5',
+      // Each node its own state (one controller per state_dir).
+      `state_dir = "state-${host}"`,
     ].join('\n'));
     controllers.set(host, await start(CLI, ['controller', 'serve', '--config', cfg], { NODE_NATS_PASSWORD: users.passwords[host]! }));
   };
