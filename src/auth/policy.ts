@@ -117,6 +117,11 @@ export class AuthorizationPolicy {
     return client;
   }
 
+  /** The clients' credential digests (SHA-256, hex): for a set lookup where constant time does not matter. */
+  digestsHex(): string[] {
+    return this.entries.map((e) => e.digest.toString('hex'));
+  }
+
   get size(): number {
     return this.entries.length;
   }

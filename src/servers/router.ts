@@ -16,7 +16,7 @@ import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, lacksHost, listen } from './http-app.js';
 import { Admission } from './router/admission.js';
-import { DataPlaneKeys } from './router/api-keys.js';
+import { DataPlaneKeys, digest } from './router/api-keys.js';
 import { DecisionLog } from './router/decision-log.js';
 import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
@@ -147,8 +147,11 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     const token = policy ? bearerToken(authorization) : undefined;
     return token !== undefined && policy!.authenticate(token) !== undefined;
   };
+  // Every credential the router knows, as digests: one hash and one lookup decide whether a
+  // caller id is a credential (a drop decision: constant time is not needed).
+  const credentials = new Set([...keys.digestsHex(), ...(policy?.digestsHex() ?? [])]);
   const ctx: RelayContext = {
-    cfg, registry, keys, knownCredential, isCredential: (v) => keys.isKey(v) || (policy !== undefined && policy.authenticate(v) !== undefined), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+    cfg, registry, keys, knownCredential, isCredential: (v) => credentials.has(digest(v)), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request finished lines left out (rate bound); every request has its terminal record')),
   };

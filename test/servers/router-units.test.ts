@@ -251,6 +251,17 @@ describe('multipart field', () => {
     assert.equal(replaceMultipartField(twice.body, twice.ct, 'model', 'engine'), undefined);
     const fileToo = await form([['model', 'alias'], ['model', wav, 'model.wav']]);
     assert.equal(multipartField(fileToo.body, fileToo.ct, 'model'), undefined);
+    // However the second copy spells its name (unquoted, spaced, after long headers), it is seen.
+    const part = (disp: string, v: string, pad = ''): string => `--B\r\nContent-Disposition: ${disp}\r\n${pad}\r\n${v}\r\n`;
+    for (const second of ['form-data; name=model', 'form-data; name = "model"', 'form-data;name="model"', 'form-data; NAME="model"']) {
+      const body = Buffer.from(part('form-data; name="model"', 'alias') + part(second, 'other') + '--B--\r\n');
+      assert.equal(multipartField(body, 'multipart/form-data; boundary=B', 'model'), undefined, second);
+    }
+    const padded = Buffer.from(part('form-data; name="model"', 'alias') + part('form-data; name="model"', 'other', `X-Pad: ${'p'.repeat(1100)}\r\n`) + '--B--\r\n');
+    assert.equal(multipartField(padded, 'multipart/form-data; boundary=B', 'model'), undefined);
+    // `filename` is not `name`; `xname` is not `name`.
+    const lookalike = Buffer.from(part('form-data; name="model"', 'alias') + part('form-data; xname="model"; filename="model"', 'f') + '--B--\r\n');
+    assert.equal(multipartField(lookalike, 'multipart/form-data; boundary=B', 'model'), 'alias');
     // Other fields named twice do not matter to the alias.
     const lang = await form([['model', 'alias'], ['language', 'en'], ['language', 'de']]);
     assert.equal(multipartField(lang.body, lang.ct, 'model'), 'alias');

@@ -17,9 +17,9 @@ export class DataPlaneKeys {
     return new DataPlaneKeys(new Set(keys.map(digest)));
   }
 
-  /** True when `value` is one of the keys itself. */
-  isKey(value: string): boolean {
-    return this.digests.has(digest(value));
+  /** The keys' digests (SHA-256, hex). */
+  digestsHex(): string[] {
+    return [...this.digests];
   }
 
   /** True when the Authorization header carries one of the keys. */
@@ -29,7 +29,8 @@ export class DataPlaneKeys {
   }
 }
 
-function digest(token: string): string {
+/** SHA-256 of a token, hex: what `digestsHex` holds. */
+export function digest(token: string): string {
   // One-shot (UTF-8 in): this runs for every inference request.
   return hash('sha256', token, 'hex');
 }

@@ -31,9 +31,12 @@ function fieldRange(body: Buffer, contentType: string, name: string): { start: n
     if (headerEnd < 0) return undefined;
     const next = body.indexOf(delim, headerEnd + 4);
     if (next < 0) return undefined;
-    const headers = body.subarray(start, Math.min(headerEnd, start + 1024)).toString('latin1');
-    const disp = /content-disposition:[^\r\n]*\bname="([^"]*)"/i.exec(headers);
-    if (disp?.[1] === name) {
+    // A part's headers are short; longer ones are not a form any client sends.
+    if (headerEnd - start > 16 * 1024) return undefined;
+    const headers = body.subarray(start, headerEnd).toString('latin1');
+    // `name="model"`, `name = "model"` and `name=model` all name the field (parsers differ).
+    const disp = /content-disposition:[^\r\n]*?[;\s]name\s*=\s*(?:"([^"]*)"|([^;\s]+))/i.exec(headers);
+    if ((disp?.[1] ?? disp?.[2]) === name) {
       if (found || /filename=/i.test(headers)) return undefined;
       const end = next - 2; // the CRLF before the next delimiter
       if (end - (headerEnd + 4) > 1024) return undefined;

@@ -179,11 +179,12 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   }
   // Caller-chosen ids are kept in records and logs: one that is a credential is dropped (a
   // client that pasted its key into X-Request-Id must not have it written to the decision log).
+  // Checked after the format (a malformed value is dropped anyway), one hash each.
   const uncredential = (v: string | undefined): string | undefined => (v !== undefined && ctx.isCredential(v) ? undefined : v);
-  const legacy = uncredential(header1(req.headers['x-request-id']));
+  const legacy = header1(req.headers['x-request-id']);
   const a: ActiveRequest = {
     gid,
-    requestId: legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) ? legacy : gid,
+    requestId: legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) && !ctx.isCredential(legacy) ? legacy : gid,
     model: up.route.alias,
     route,
     startedAt,
