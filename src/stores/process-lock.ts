@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ConfigError } from '../errors.js';
 
@@ -64,9 +64,33 @@ export function takeProcessLock(lockPath: string, messages: LockMessages): () =>
     throw new ConfigError(messages.folder ?? messages.failed);
   }
   const mine = `${process.pid} ${processStartTime(process.pid) ?? ''}`.trim();
+  // Written whole under another name, then linked into place: a lock is never seen half
+  // written (an empty lock would read as stale and be taken over by a second starter).
+  const staged = `${lockPath}.${process.pid}.${Date.now()}`;
+  try {
+    writeFileSync(staged, mine, { mode: 0o600 });
+  } catch {
+    throw new ConfigError(messages.failed);
+  }
+  try {
+    return takeStaged(lockPath, staged, mine, messages);
+  } finally {
+    rmSync(staged, { force: true });
+  }
+}
+
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+function takeStaged(lockPath: string, staged: string, mine: string, messages: LockMessages): () => void {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
+      try {
+        linkSync(staged, lockPath);
+      } catch (err) {
+        // A file system without hard links: an exclusive create, the best it offers.
+        if (!NO_LINKS.has((err as { code?: string }).code ?? '')) throw err;
+        writeFileSync(lockPath, mine, { flag: 'wx', mode: 0o600 });
+      }
       let released = false;
       return () => {
         if (released) return;
