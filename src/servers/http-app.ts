@@ -130,6 +130,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
   app.addHook('onResponse', (req, reply, done) => {
+    noteEarlyAnswer(req.raw);
     req.log.info(
       { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
       'request',
@@ -169,8 +170,29 @@ const CLIENT_ERROR_RESPONSE =
  * character in a header value, headers too large, headers never finished): the fixed 400
  * problem, then the connection closes. Nothing of the request is echoed or logged.
  */
+/**
+ * Connections whose request was answered before its body had arrived (a refusal that did not
+ * wait for the upload). If that body then stalls until the request timeout, the connection
+ * is closed without a second, unasked-for answer.
+ */
+const answeredEarly = new WeakSet<Socket>();
+
+/** Notes that `req` was answered before its body arrived whole (see answeredEarly). */
+export function noteEarlyAnswer(req: IncomingMessage): void {
+  const socket = req.socket;
+  if (req.complete || !socket || answeredEarly.has(socket)) return;
+  answeredEarly.add(socket);
+  // The rest of the body arrived after all: the connection may carry a next request, whose
+  // own faults get their answer again.
+  req.once('end', () => answeredEarly.delete(socket));
+}
+
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (answeredEarly.has(socket)) {
+    socket.destroy();
+    return;
+  }
   // Only while nothing of an answer has gone out on this connection: a request whose body
   // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
   // response has begun, a 400 would be read as part of it; then the connection just closes.

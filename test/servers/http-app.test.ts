@@ -75,6 +75,20 @@ describe('Fastify servers: a request that never finishes arriving', () => {
     }
   });
 
+  it('a request answered before its body arrived, whose body then stalls, gets no second answer', async () => {
+    const app = createHttpApp({ logger: pino({ level: 'silent' }), requestTimeoutMs: 400, connectionsCheckIntervalMs: 100 });
+    app.post('/tools/call', async () => ({ ok: true }));
+    const url = await listen(app, '127.0.0.1', 0);
+    try {
+      // No Host: refused at once, before the body; then the body never finishes.
+      const r = await unfinished(url, 'POST /tools/call HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n', '{"na', 5_000);
+      assert.equal(r.closed, true, 'the stalled connection is closed at the timeout');
+      assert.equal(r.answer.match(/HTTP\/1\.1 400 /g)?.length, 1, r.answer);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('has a bounded default (Fastify alone would wait forever)', async () => {
     const app = createHttpApp({ logger: pino({ level: 'silent' }) });
     try {

@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { ERRORS, PROBLEM_CONTENT_TYPE, problemFor, type ErrorCode } from '../../errors.js';
+import { noteEarlyAnswer } from '../http-app.js';
 
 // Random bytes drawn 4 KiB at a time: one id is 16 of them, in hex.
 const ID_POOL = Buffer.alloc(4096);
@@ -59,6 +60,7 @@ const LINGER_MS = 2_000;
 export function refuseUpload(req: IncomingMessage, res: ServerResponse, code: ErrorCode): void {
   sendRawProblem(res, code);
   if (req.complete || req.destroyed) return;
+  noteEarlyAnswer(req);
   req.resume();
   const t = setTimeout(() => req.socket?.destroy(), LINGER_MS);
   t.unref();
