@@ -69,31 +69,38 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   const log = deps.logger.child({ component: 'controller', host: cfg.hostId });
   const env = deps.env ?? process.env;
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
-  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving controller ${cfg.hostId}`));
-  const ownsBus = deps.bus === undefined;
-  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: CONTROLLER_OWNERS, logger: log });
-  view.start();
+  // Everything that can refuse the start is checked before anything is opened or started.
   let routerTarget: { url: string; key: string } | undefined;
   if (cfg.router) {
     const key = env[cfg.router.keyEnv];
     if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) is not set`);
     routerTarget = { url: cfg.router.url, key };
   }
-  // Recipe commands read env values from this environment at apply time, never earlier.
-  const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
   // One controller per state directory: a second one would mark the first one's running jobs
   // interrupted at start while they go on, and both would write the same stores.
   const unlock = takeProcessLock(join(cfg.stateDir, 'controller.lock'), {
     busy: 'node configuration: state_dir is in use by another running controller process',
     failed: 'node configuration: state_dir cannot be locked for writing',
   });
+  let bus: Bus;
   let jobs: JobService;
+  try {
+    bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving controller ${cfg.hostId}`));
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+  const ownsBus = deps.bus === undefined;
+  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: CONTROLLER_OWNERS, logger: log });
+  view.start();
+  // Recipe commands read env values from this environment at apply time, never earlier.
+  const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
   try {
     jobs = new JobService(cfg.stateDir, routerTarget, log, { ...(recipes ? { recipes } : {}), ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}) });
   } catch (err) {
     unlock();
-    if (ownsBus) await bus.close();
     view.stop();
+    if (ownsBus) await bus.close();
     throw err;
   }
   const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
