@@ -1,5 +1,7 @@
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 import OpenAI from 'openai';
 import type { EngineSim } from '../../src/servers/engine-sim.js';
 import { eventually } from '../support/processes.js';
@@ -266,6 +268,31 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.doesNotMatch(text, /\[DONE\]/);
     r = await record(id);
     assert.equal(r.outcome, 'timeout');
+  });
+
+  it('a streaming client that stops reading is cut at the upstream deadline (outcome timeout), freeing its slot', async () => {
+    const url = new URL(h.routerUrl);
+    const body = JSON.stringify({ model: 'stall', stream: true, messages: user('sim:tokens=100000 sim:token_delay_ms=0') });
+    const sock = connect(Number(url.port), url.hostname);
+    sock.on('error', () => undefined);
+    sock.pause(); // never reads a byte
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nX-Request-Id: stalled-reader-1\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    try {
+      const t0 = Date.now();
+      const r = await eventually(async () => {
+        const res = await h.get('/v1/requests/stalled-reader-1');
+        return res.status === 200 ? ((await res.json()) as { request: TerminalRecord }).request : undefined;
+      }, 8_000, 100);
+      assert.ok(Date.now() - t0 < 6_000, 'ended at the deadline, not when the client leaves');
+      assert.equal(r.outcome, 'timeout');
+      assert.equal(r.finish_reason, 'error');
+      // The alias (one slot, no queue) takes the next request.
+      const next = await chat('after', {}, {}, 'stall');
+      assert.equal(next.status, 200);
+      await next.text();
+    } finally {
+      sock.destroy();
+    }
   });
 
   it('admission: a full alias refuses with 429 (record rejected); a queued request records its wait', async () => {

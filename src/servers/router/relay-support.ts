@@ -130,16 +130,23 @@ export function collect(stream: Readable, limit: number, onOver: (s: Readable) =
   });
 }
 
-/** Resolves when the response can take more data, or when the client has gone. */
-export function drained(res: ServerResponse): Promise<void> {
+/**
+ * Resolves when the response can take more data, when the client has gone, or when the
+ * exchange is aborted (its deadline passed, the router is stopping): a client that stops
+ * reading must not hold the request past its deadline.
+ */
+export function drained(res: ServerResponse, abort: RelayAbort): Promise<void> {
   return new Promise((resolve) => {
+    if (abort.aborted) return resolve();
     const done = (): void => {
       res.off('drain', done);
       res.off('close', done);
+      abort.off('abort', done);
       resolve();
     };
     res.once('drain', done);
     res.once('close', done);
+    abort.once('abort', done);
   });
 }
 

@@ -111,8 +111,8 @@ export async function pipeUpstream(
           const flowing = res.write(chunk);
           x.obs.sseChunk(chunk, at);
           a.estimatedCompletionTokens = x.obs.fragments;
-          if (!flowing) await drained(res);
-          if (clientGone()) break;
+          if (!flowing) await drained(res, abort);
+          if (clientGone() || abort.aborted) break;
         }
       } catch {
         // upstream failed, timed out, or we aborted it because the client left
@@ -128,6 +128,13 @@ export async function pipeUpstream(
       if (x.obs.done) x.outcome = 'success';
       else {
         x.outcome = timedOut ? 'timeout' : 'error';
+        if (res.writableNeedDrain) {
+          // A client that stopped reading cannot be told: the connection is closed, and the
+          // request ends now (its admission slot is released), not when the client leaves.
+          upRes.body.destroy();
+          res.destroy();
+          return;
+        }
         res.write(timedOut ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
       }
       res.end();
