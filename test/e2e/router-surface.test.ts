@@ -47,7 +47,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(status['host'], 'node-a');
     assert.match(String(status['routing_config_hash']), /^[0-9a-f]{64}$/);
     assert.match(String(status['started_at']), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-    assert.deepEqual(status['models'], ['chat', 'timeout-model', 'single', 'queued', 'recorded', 'recorded-keyed', 'inproc', 'stall', 'whisper', 'embedder', 'down']);
+    assert.deepEqual(status['models'], ['chat', 'timeout-model', 'single', 'queued', 'recorded', 'recorded-keyed', 'inproc', 'flaky', 'stall', 'whisper', 'embedder', 'down']);
     assert.equal((await h.get('/v1/router/status', h.readerToken)).status, 200);
     await assertProblem(await h.get('/v1/router/status', null), 401, 'unauthenticated');
     // A caller id of the longest legal length (128, with characters that are percent-encoded

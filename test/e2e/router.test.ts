@@ -270,6 +270,23 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(r.outcome, 'timeout');
   });
 
+  it('an engine gone between the readiness check and the dispatch: 502, and the record says it was never reached', async () => {
+    const ok = await chat('before', {}, {}, 'flaky'); // readiness now cached as ready
+    assert.equal(ok.status, 200);
+    await ok.text();
+    await e.flaky.close();
+    const res = await chat('after the engine went away', {}, {}, 'flaky');
+    const id = gidOf(res);
+    await assertProblem(res, 502, 'upstream-failed');
+    const r = await record(id);
+    assert.equal(r.outcome, 'error');
+    assert.equal(r.status_code, 502);
+    assert.equal(r.upstream_duration_ms, null, 'no upstream time: no connection was made');
+    assert.equal(r.finish_reason, null, 'not the engine\'s error: it never saw the request');
+    assert.equal(r.usage.prompt_source, 'unknown', 'no prompt went to the engine');
+    assert.equal(r.usage.prompt_tokens, null);
+  });
+
   it('a streaming client that stops reading is cut at the upstream deadline (outcome timeout), freeing its slot', async () => {
     const url = new URL(h.routerUrl);
     const body = JSON.stringify({ model: 'stall', stream: true, messages: user('sim:tokens=100000 sim:token_delay_ms=0') });

@@ -29,6 +29,8 @@ export interface RouterE2E {
   inproc: EngineSim;
   /** An engine that will write millions of tokens (for clients that stop reading). */
   big: EngineSim;
+  /** An engine a test may stop (the `flaky` alias). */
+  flaky: EngineSim;
   client: OpenAI;
   /** Error responses the SDK saw (clones, so their bodies can be read again). */
   readonly errors: Response[];
@@ -97,6 +99,7 @@ export function useRouterE2E(): RouterE2E {
     e.rec = await startRecordingUpstream('recorded-model');
     e.inproc = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 5, tokenDelayMs: 2, tokens: 4, model: 'inproc-model', maxModelLen: 8192 });
     e.big = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 4, model: 'big-model', maxModelLen: 100_000_000 });
+    e.flaky = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 4, model: 'flaky-model', maxModelLen: 8192 });
     e.h = await startRouterHarness({
       models: [
         { alias: 'chat', max_output_tokens: CEIL },
@@ -106,6 +109,7 @@ export function useRouterE2E(): RouterE2E {
         { alias: 'recorded', upstream: e.rec.url, upstream_model: 'recorded-model', max_output_tokens: CEIL },
         { alias: 'recorded-keyed', upstream: e.rec.url, upstream_model: 'recorded-model', upstream_api_key_env: 'SVC_TEST_UPSTREAM_KEY' },
         { alias: 'inproc', upstream: `${e.inproc.url}/v1`, upstream_model: 'inproc-model' },
+        { alias: 'flaky', upstream: `${e.flaky.url}/v1`, upstream_model: 'flaky-model' },
         { alias: 'stall', upstream: `${e.big.url}/v1`, upstream_model: 'big-model', max_output_tokens: 10_000_000, upstream_timeout_ms: 1500, max_concurrency: 1, max_queue: 0 },
         { alias: 'whisper' },
         { alias: 'embedder' },
@@ -121,6 +125,7 @@ export function useRouterE2E(): RouterE2E {
     await e.h?.stop();
     await e.inproc?.close();
     await e.big?.close();
+    await e.flaky?.close().catch(() => undefined);
     await e.rec?.close();
   });
   return e;

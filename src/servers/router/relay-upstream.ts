@@ -48,6 +48,12 @@ export async function pipeUpstream(
       });
     } catch (err) {
       x.upstreamEndAt = performance.now();
+      // No connection was made: the engine never saw the request (no prompt went to it, no
+      // finish reason of its, no upstream time).
+      if (NOT_CONNECTED.has((err as { code?: string })?.code ?? '')) {
+        x.dispatchAt = null;
+        x.upstreamEndAt = null;
+      }
       if (clientGone()) x.outcome = 'disconnected';
       else if (ctx.stopping.value && !timedOut) {
         // Waiting for the engine's first answer when a graceful stop cut it.
@@ -176,6 +182,9 @@ export async function pipeUpstream(
     clearTimeout(deadline);
   }
 }
+
+/** Errors of a connection that was never made (undici passes the socket's code through). */
+const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** Reads an upstream body up to `limit` bytes; a larger one is cut off. Thrown when: larger, aborted, or failed. */
 function readBounded(body: Readable, limit: number): Promise<Buffer> {

@@ -273,8 +273,11 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   } catch (err) {
     ctx.logger.error({ gateway_request_id: gid, err: { name: (err as Error)?.name } }, 'relay failed');
     x.outcome = clientGone ? 'disconnected' : 'error';
-    if (!res.headersSent) sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
-    else res.end();
+    if (!res.headersSent) {
+      // The record says what the client was sent.
+      if (!clientGone) x.statusCode = 502;
+      sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+    } else res.end();
   } finally {
     // Cut by a graceful stop: the router ended it, the client did not cancel it.
     if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
