@@ -203,8 +203,9 @@ export class RouterRegistry {
    * At start: requests a previous process had in flight when it died (its in-flight journal)
    * and that have no record: each gets one now, outcome `error` with status 0 (nothing final
    * was sent), finish reason `error` when the engine had been reached, every measurement
-   * null and usage unknown, `finished_at` the last moment it was known in flight; no routing
-   * hash or package version (the process that ran it is gone). Returns how many it recorded.
+   * null and usage unknown, `finished_at` the last moment it was known in flight; the routing
+   * hash and package version of the process that ran it, when its journal recorded them.
+   * Returns how many it recorded.
    * Thrown when: the decision log cannot be written (the journal must then be kept).
    */
   recordInterrupted(entries: readonly InflightEntry[], lastSeenMs: number): number {
@@ -231,6 +232,9 @@ export class RouterRegistry {
       if (e.session_id) record.session_id = e.session_id;
       if (e.workbench_run_id) record.workbench_run_id = e.workbench_run_id;
       if (e.task_id) record.task_id = e.task_id;
+      // The process that ran it wrote its identity into the journal.
+      if (e.routing_config_hash) record.routing_config_hash = e.routing_config_hash;
+      if (e.package_version) record.package_version = e.package_version;
       this.opts.log?.append(e.gateway_request_id, record);
       this.hold(e.gateway_request_id, record, finishedMs);
     }
@@ -304,7 +308,7 @@ export class RouterRegistry {
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this
     // session's: then how many were left out is unknown, not the count of those still here.
-    const unknown = truncated || this.recordsLost || this.opts.log?.recordsDeleted === true;
+    const unknown = truncated || this.recordsLost || this.opts.log?.recordsDeleted === true || this.opts.log?.recordsMayBeMissing === true;
     return { requests, truncation: { returned: requests.length, omitted: unknown ? null : matched - requests.length } };
   }
 

@@ -40,6 +40,7 @@ const SHORT: Readonly<Record<InterpretationCode, string>> = {
   output_clamped: 'output limit clamped',
   admission_rejected: 'admission refused',
   upstream_failed: 'upstream failed',
+  router_ended: 'ended by the router (stopping or killed)',
   upstream_timeout: 'upstream timed out',
   latency_unmeasured: 'latency not measured',
   not_found_maybe_active_or_evicted: 'not found',
@@ -52,7 +53,8 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
   context_rejected: 'Rejected with HTTP 400: the request did not fit the model\'s context length (prompt plus requested output).',
   admission_rejected: 'Rejected with HTTP 429: admission refused; the alias\'s queue was full or the wait exceeded its queue timeout.',
   client_cancelled: 'The client went away before the answer finished; interrupted output is estimated from the fragments seen before that.',
-  upstream_failed: 'The upstream failed: the engine answered with an error or could not be reached (raw upstream errors are never recorded).',
+  upstream_failed: 'The upstream failed: the engine answered with an error, could not be reached or broke off its stream (raw upstream errors are never recorded). A stream the router itself cut while stopping reads the same.',
+  router_ended: 'The router ended this request, not the engine: the router was stopping (503, or cut before anything was sent) or was killed, and recorded the request at its next start (status 0, no measurements). A stream the router cut while stopping began with status 200 and reads as an upstream failure: its record cannot tell the two apart.',
   upstream_timeout: 'The upstream missed the router\'s deadline.',
   latency_unmeasured: 'Total latency is not measured for embeddings and rerank requests (the stored 0 is a legacy placeholder, shown as not measured).',
 };
@@ -88,7 +90,7 @@ function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { 
   const out: string[] = [];
   if (r) {
     const v = r.package_version ? safe(r.package_version) : 'not recorded';
-    const h = r.routing_config_hash ?? 'not recorded (older record)';
+    const h = r.routing_config_hash ?? 'not recorded (an older record, or one recorded at a restart without its process\'s identity)';
     out.push(`Recorded at request time: router version ${v}, routing configuration hash ${h}.`);
   }
   if ('unavailable' in current) {

@@ -23,7 +23,8 @@ export const INTERPRETATION_CODES = [
   'usage_unknown', // prompt or completion count of unknown provenance
   'output_clamped', // the router lowered the requested output limit
   'admission_rejected', // status 429: admission refused (queue full or queue timeout)
-  'upstream_failed', // outcome error
+  'upstream_failed', // outcome error, not one the router caused (below)
+  'router_ended', // outcome error with status 0 or 503: the router stopped or was killed, not the engine
   'upstream_timeout', // outcome timeout
   'latency_unmeasured', // embeddings/rerank: the legacy latency 0 is not a measurement
   'not_found_maybe_active_or_evicted', // no record: active, evicted, outside history, or no lookup
@@ -135,7 +136,9 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   if (r.usage.prompt_source === 'unknown' || r.usage.completion_source === 'unknown') codes.add('usage_unknown');
   if (r.output_limit?.clamped === true) codes.add('output_clamped');
   if (r.status_code === 429) codes.add('admission_rejected');
-  if (r.outcome === 'error') codes.add('upstream_failed');
+  // Status 503 is only the router's own "stopping"; status 0 with an error is a request the
+  // router cut while stopping before anything was sent, or recorded at its next start after a kill.
+  if (r.outcome === 'error') codes.add(r.status_code === 0 || r.status_code === 503 ? 'router_ended' : 'upstream_failed');
   if (r.outcome === 'timeout') codes.add('upstream_timeout');
   if (UNMEASURED_LATENCY_ROUTES.has(r.route) && total === null) codes.add('latency_unmeasured');
   return INTERPRETATION_CODES.filter((c) => codes.has(c));

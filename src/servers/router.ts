@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Subject } from 'rxjs';
 import { Pool } from 'undici';
@@ -116,8 +117,11 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   if (restored > 0) log.info({ records: restored }, 'terminal records restored from the decision log');
   let journal: InflightJournal | undefined;
   if (decisionLog) {
-    journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log);
+    journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log, { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION });
     const left = InflightJournal.read(journal.path);
+    // A journal left behind: the last router on this log was killed, and its requests of the
+    // last second may have no record at all.
+    if (existsSync(journal.path)) decisionLog.markUnclean();
     let interrupted: number;
     try {
       interrupted = registry.recordInterrupted(left.entries, left.writtenAt);

@@ -90,6 +90,11 @@ describe('interpret', () => {
     assert.deepEqual(codes({ outcome: 'disconnected', time_to_first_content_ms: null }), ['client_cancelled']);
     assert.deepEqual(codes({ outcome: 'cancelled', time_to_first_content_ms: null }), ['client_cancelled']);
     assert.deepEqual(codes({ outcome: 'error', time_to_first_content_ms: null }), ['upstream_failed']);
+    assert.deepEqual(codes({ outcome: 'error', status_code: 502, time_to_first_content_ms: null }), ['upstream_failed']);
+    // What the router itself ended (its stop, or a kill recorded at the next start) is not blamed on the engine.
+    assert.deepEqual(codes({ outcome: 'error', status_code: 503, time_to_first_content_ms: null }), ['router_ended']);
+    assert.deepEqual(codes({ outcome: 'error', status_code: 0, time_to_first_content_ms: null }), ['router_ended']);
+    assert.deepEqual(codes({ outcome: 'disconnected', status_code: 0, time_to_first_content_ms: null }), ['client_cancelled']);
     assert.deepEqual(codes({ outcome: 'timeout', time_to_first_content_ms: null }), ['upstream_timeout']);
     assert.deepEqual(
       codes({ time_to_first_content_ms: null, usage: { prompt_tokens: 1, completion_tokens: null, prompt_source: 'estimated', completion_source: 'unknown' } }),

@@ -171,6 +171,26 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(existsSync(`${path}.lock`), false);
   });
 
+  it('after a kill (marked on the log), session history cannot count what it leaves out; before it, it can', () => {
+    const a = setup(100);
+    const now = Date.now();
+    for (let i = 1; i <= 3; i++) {
+      const x = active(i, now - 10);
+      a.reg.begin({ ...x, sessionId: 's1' });
+      a.reg.finish({ ...x, sessionId: 's1' }, rec({ request_id: gid(i), session_id: 's1', finished_at: new Date(now - i).toISOString() }), now - i);
+    }
+    assert.deepEqual(a.reg.session('s1').truncation, { returned: 3, omitted: 0 });
+    a.log.markUnclean();
+    assert.deepEqual(a.reg.session('s1').truncation, { returned: 3, omitted: null });
+    a.log.close();
+    // The mark outlives the process: a later start on the same log still knows.
+    const b = setup(100, a.path);
+    b.reg.restore();
+    assert.equal(b.log.recordsMayBeMissing, true);
+    assert.deepEqual(b.reg.session('s1').truncation, { returned: 3, omitted: null });
+    b.log.close();
+  });
+
   it('a journal line with a timestamp outside the contract grammar is skipped, never fatal', () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-journal-'));
     const path = join(dir, 'd.jsonl.inflight');

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
 import { finishReasonOf } from './stream-observer.js';
@@ -40,6 +40,11 @@ export class DecisionLog {
    * the retained files can no longer say that nothing else ever matched.
    */
   recordsDeleted = false;
+  /**
+   * A router using this log was once killed (it left its in-flight journal behind): requests
+   * that began just before may have no record at all (`<path>.unclean` keeps this known).
+   */
+  recordsMayBeMissing = false;
 
   /**
    * @param onWriteError called when a deferred write fails with the number of records that
@@ -61,10 +66,21 @@ export class DecisionLog {
     // Every file slot in use (with one file: any content): an earlier process's rotation may
     // already have deleted records.
     if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.recordsDeleted = true;
+    if (existsSync(`${this.path}.unclean`)) this.recordsMayBeMissing = true;
     if (this.size > 0) {
       const last = Buffer.alloc(1);
       readSync(this.fd, last, 0, 1, this.size - 1);
       if (last[0] !== 0x0a) this.write('\n');
+    }
+  }
+
+  /** Notes, for good, that a router on this log stopped without writing every record (see recordsMayBeMissing). */
+  markUnclean(): void {
+    this.recordsMayBeMissing = true;
+    try {
+      writeFileSync(`${this.path}.unclean`, 'a router using this decision log was killed; records of its last requests may be missing\n', { mode: 0o600 });
+    } catch {
+      // in memory at least, for this process
     }
   }
 

@@ -19,6 +19,15 @@ export interface InflightEntry {
   readonly session_id?: string;
   readonly workbench_run_id?: string;
   readonly task_id?: string;
+  /** The identity of the process that ran it, so that its interrupted record can carry it. */
+  readonly routing_config_hash?: string;
+  readonly package_version?: string;
+}
+
+/** The running router's identity, written with every journal entry. */
+export interface RouterIdentity {
+  readonly routing_config_hash: string;
+  readonly package_version: string;
 }
 
 /** How often the journal is brought up to date while requests come and go. */
@@ -41,6 +50,7 @@ export class InflightJournal {
     readonly path: string,
     private readonly registry: RouterRegistry,
     private readonly logger: Logger | undefined,
+    private readonly identity?: RouterIdentity,
   ) {}
 
   /** Starts keeping the file up to date. */
@@ -66,6 +76,7 @@ export class InflightJournal {
           ...(a.sessionId ? { session_id: a.sessionId } : {}),
           ...(a.workbenchRunId ? { workbench_run_id: a.workbenchRunId } : {}),
           ...(a.taskId ? { task_id: a.taskId } : {}),
+          ...(this.identity ?? {}),
         };
         text += JSON.stringify(e) + '\n';
       }
@@ -118,6 +129,8 @@ function parseEntry(line: string): InflightEntry | undefined {
   const v = jsonObjectLine(line);
   if (!v) return undefined;
   const { gateway_request_id: gid, request_id: rid, model, route, started_at: at, phase, session_id: sid, workbench_run_id: run, task_id: task } = v;
+  const hash = v['routing_config_hash'];
+  const version = v['package_version'];
   if (typeof gid !== 'string' || !GENERATED_ID_RE.test(gid)) return undefined;
   if (typeof rid !== 'string' || !(rid === gid || LEGACY_ID_RE.test(rid))) return undefined;
   if (typeof model !== 'string' || !MODEL_RE.test(model) || typeof route !== 'string' || !ROUTE_SET.has(route)) return undefined;
@@ -128,8 +141,14 @@ function parseEntry(line: string): InflightEntry | undefined {
     ...(typeof sid === 'string' ? { session_id: sid } : {}),
     ...(typeof run === 'string' ? { workbench_run_id: run } : {}),
     ...(typeof task === 'string' ? { task_id: task } : {}),
+    // The identity is kept only when well formed; without it the record says "not recorded".
+    ...(typeof hash === 'string' && HASH_RE.test(hash) ? { routing_config_hash: hash } : {}),
+    ...(typeof version === 'string' && VERSION_RE.test(version) ? { package_version: version } : {}),
   };
 }
+
+const HASH_RE = /^[0-9a-f]{64}$/;
+const VERSION_RE = /^[0-9A-Za-z.+-]{1,64}$/;
 
 /**
  * One router process per decision log: `<decision_log_path>.lock` holds the owner's pid and
