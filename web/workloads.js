@@ -161,8 +161,9 @@ export function onFrame(frame) {
   switch (frame.type) {
     case 'connected':
       connected = true;
+      // The local policy took the credential; "connected" waits for the controller's answer.
       signedIn = `connected as ${frame.client} · node ${frame.expected_node}`;
-      setSession(signedIn, 'ok');
+      setSession(`signed in as ${frame.client} · waiting for the controller of node ${frame.expected_node}…`, 'pending');
       break;
     case 'workloads':
       if (credential === null) break;
@@ -172,6 +173,10 @@ export function onFrame(frame) {
       if (frame.failure === 'controller-unauthenticated' || frame.failure === 'controller-forbidden') {
         refusedAt = Date.now();
         setSession(`the controller refused the credential (HTTP ${frame.failure === 'controller-forbidden' ? 403 : 401})`, 'bad');
+      } else if (frame.failure) {
+        // Not read at all (unreachable, wrong identity, not a controller…): not "connected".
+        refusedAt = null;
+        setSession('the controller could not be read: not connected to it', 'bad');
       } else {
         refusedAt = null;
         if (signedIn !== null) setSession(signedIn, 'ok');

@@ -182,6 +182,10 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     assert.match(status, /left out: count unknown/);
     assert.match(await b.page.locator('#records-empty').innerText(), /This is not an empty inventory/);
     assert.equal(await b.page.locator('#records tbody tr').count(), 0);
+    // The pill no longer says "connected": the local policy's yes is not the controller's.
+    const pill = await b.page.locator('#session-status').innerText();
+    assert.doesNotMatch(pill, /connected as/);
+    assert.match(pill, /could not be read/);
     await scan('controller stopped');
   });
 });
