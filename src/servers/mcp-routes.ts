@@ -117,6 +117,14 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
       if (fits && !fits(body['params'])) {
         return reply.type('application/json').send({ jsonrpc: '2.0', id: body['id'], error: { code: -32602, message: RPC_ERROR_TEXT.get(-32602) } });
       }
+      // The SDK's validator throws on an argument named `constructor` (an Internal error);
+      // renamed to a name no filter has, it is refused like any other unknown filter.
+      const params = body['params'];
+      if (body['method'] === 'tools/call' && isObject(params) && isObject(params['arguments']) && Object.hasOwn(params['arguments'], 'constructor')) {
+        const args = params['arguments'];
+        args['\u0000constructor'] = args['constructor'];
+        delete args['constructor'];
+      }
     }
     const server = buildServer(o.tools, client);
     // The SDK's Fetch-API transport: its whole answer comes back as a Response that passes

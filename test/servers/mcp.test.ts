@@ -46,7 +46,8 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
 
   it('rejects unknown, null and mistyped filters as tool errors', async () => {
     const c = await connect(p.tokens.reader);
-    for (const args of [{ ownr: 'media' }, { limit: null }, { limit: '5' }, { active_only: 'true' }]) {
+    // `constructor` too (the SDK's own validator would throw on it: an Internal error).
+    for (const args of [{ ownr: 'media' }, { limit: null }, { limit: '5' }, { active_only: 'true' }, JSON.parse('{"constructor":1}'), JSON.parse('{"owner":"router","constructor":{}}')]) {
       const res = await c.callTool({ name: 'node_workloads', arguments: args as Record<string, unknown> });
       assert.equal(res.isError, true, JSON.stringify(args));
     }
