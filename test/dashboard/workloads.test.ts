@@ -86,6 +86,19 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await b.page.locator('#f-limit').dispatchEvent('change');
   };
 
+  it('a narrow screen (360 px) scrolls wide tables inside their box, never the page sideways', async () => {
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
+    const before = b.page.viewportSize();
+    await b.page.setViewportSize({ width: 360, height: 800 });
+    try {
+      const widths = await b.page.evaluate<{ page: number; view: number }>('({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth })');
+      assert.ok(widths.page <= widths.view, `page ${widths.page} px wide in a ${widths.view} px window`);
+      assert.ok(await b.page.locator('#session-status').isVisible());
+    } finally {
+      if (before) await b.page.setViewportSize(before);
+    }
+  });
+
   it('an invalid filter value clears what other filters read, and nothing is read until it is fixed', async () => {
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     const t = Date.now();
