@@ -104,9 +104,13 @@ function ms(v) {
   return v === null ? '—' : `${Math.round(v)} ms`;
 }
 
+/** Whether the server said a router is wired in (null: no telemetry frame has said yet). */
+let routerWired = null;
+
 function renderRouter(router) {
   const status = $('router-status');
   const table = $('router-figures');
+  routerWired = router !== null;
   if (router === null) {
     status.textContent = 'no router is wired to this dashboard';
     table.hidden = true;
@@ -149,8 +153,14 @@ function clearCurrent(why) {
     c.note.textContent = 'not current: figures below are history only';
   }
   $('router-figures').hidden = true;
-  $('router-status').textContent = 'router figures are not current';
-  $('router-status').className = 'status-line status-unavailable';
+  // Only a router this dashboard reads can have figures that are "not current".
+  if (routerWired === true) {
+    $('router-status').textContent = 'router figures are not current';
+    $('router-status').className = 'status-line status-unavailable';
+  } else if (routerWired === null) {
+    $('router-status').textContent = why.includes('locked') ? 'router figures: locked with the telemetry' : 'router figures: none received';
+    $('router-status').className = 'status-line';
+  }
 }
 
 /** Called every second: a frame overdue (a sampler or scrape that stopped) makes the figures not current. */

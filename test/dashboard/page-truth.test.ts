@@ -69,5 +69,9 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
     await b.page.locator('#telemetry-auth').waitFor();
     await b.page.locator('#gpu-status', { hasText: 'GPU telemetry: locked — enter the telemetry credential' }).waitFor({ timeout: 5_000 });
     assert.doesNotMatch(await b.page.locator('#gpu-status').innerText(), /waiting/);
+    // No router is wired to this dashboard: its figures are not "not current", they are locked.
+    const router = await b.page.locator('#router-status').innerText();
+    assert.doesNotMatch(router, /not current/);
+    assert.match(router, /locked/);
   });
 });
