@@ -89,13 +89,26 @@ function selectTab(name) {
   for (const tab of ['telemetry', 'workloads']) {
     const selected = tab === name;
     $(`tab-${tab}`).setAttribute('aria-selected', String(selected));
+    // WAI-ARIA tabs: only the selected tab is in the Tab order; arrow keys move between tabs.
+    $(`tab-${tab}`).tabIndex = selected ? 0 : -1;
     $(`panel-${tab}`).hidden = !selected;
   }
   workloads.onVisibilityChange();
 }
 
-$('tab-telemetry').addEventListener('click', () => selectTab('telemetry'));
-$('tab-workloads').addEventListener('click', () => selectTab('workloads'));
+const TABS = ['telemetry', 'workloads'];
+for (const tab of TABS) {
+  $(`tab-${tab}`).addEventListener('click', () => selectTab(tab));
+  $(`tab-${tab}`).addEventListener('keydown', (ev) => {
+    const i = TABS.indexOf(tab);
+    const next = ev.key === 'ArrowRight' ? TABS[(i + 1) % TABS.length] : ev.key === 'ArrowLeft' ? TABS[(i + TABS.length - 1) % TABS.length]
+      : ev.key === 'Home' ? TABS[0] : ev.key === 'End' ? TABS[TABS.length - 1] : undefined;
+    if (next === undefined) return;
+    ev.preventDefault();
+    selectTab(next);
+    $(`tab-${next}`).focus();
+  });
+}
 // Page Visibility API: a hidden document stops polling; becoming visible reads at once.
 document.addEventListener('visibilitychange', () => workloads.onVisibilityChange());
 

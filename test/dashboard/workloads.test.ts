@@ -61,7 +61,15 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
 
   it('connects with the reader credential, checked locally and forwarded to the controller', async () => {
     await b.page.goto(dash.url);
-    await b.page.click('#tab-workloads');
+    // The tabs follow the WAI-ARIA pattern: one tab stop, arrow keys move between them.
+    assert.equal(await b.page.getAttribute('#tab-workloads', 'tabindex'), '-1');
+    await b.page.focus('#tab-telemetry');
+    await b.page.keyboard.press('ArrowRight');
+    assert.equal(await b.page.getAttribute('#tab-workloads', 'aria-selected'), 'true');
+    assert.equal(await b.page.evaluate<string>('document.activeElement.id'), 'tab-workloads');
+    assert.equal(await b.page.getAttribute('#tab-telemetry', 'tabindex'), '-1');
+    // Status changes are announced (live regions), not only drawn.
+    assert.equal(await b.page.getAttribute('#session-status', 'aria-live'), 'polite');
     await connect();
     assert.equal(await b.page.locator('#sources tbody tr').count(), 6, 'all six sources, each with its status');
     assert.equal(await b.page.locator('#credential').inputValue(), '', 'the input is emptied at Connect');
