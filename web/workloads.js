@@ -30,25 +30,31 @@ function setSession(text, kind) {
 }
 
 /** The present filters only, as the shared `arguments` object; null when one is invalid. */
+/** What the last readFilters() found wrong, in words (null: nothing). */
+let invalidWhy = null;
+
+/** Marks one filter input valid or not (aria-invalid), remembering why for the message. */
+function check(id, ok, why) {
+  $(id).setAttribute('aria-invalid', String(!ok));
+  if (!ok && invalidWhy === null) invalidWhy = why;
+  return ok;
+}
+
 function readFilters() {
   const f = {};
+  invalidWhy = null;
   for (const name of ['owner', 'kind', 'state']) {
     const v = $(`f-${name}`).value;
     if (v !== '') f[name] = v;
   }
   const host = $('f-host').value.trim();
-  if (host !== '') {
-    if (!HOST_RE.test(host)) return null;
-    f.host = host;
-  }
+  if (check('f-host', host === '' || HOST_RE.test(host), 'host: a letter, then up to 63 letters, digits, _ or -') && host !== '') f.host = host;
   if ($('f-active-only').checked) f.active_only = true;
-  for (const [id, key, max] of [['f-recent-seconds', 'recent_seconds', 86400], ['f-limit', 'limit', 1000]]) {
+  for (const [id, key, max, label] of [['f-recent-seconds', 'recent_seconds', 86400, 'recent seconds'], ['f-limit', 'limit', 1000, 'limit']]) {
     const v = $(id).value.trim();
-    if (v === '') continue;
-    if (!INT_RE.test(v) || Number(v) < 1 || Number(v) > max) return null;
-    f[key] = Number(v);
+    if (check(id, v === '' || (INT_RE.test(v) && Number(v) >= 1 && Number(v) <= max), `${label}: a whole number from 1 to ${max}`) && v !== '') f[key] = Number(v);
   }
-  return f;
+  return invalidWhy === null ? f : null;
 }
 
 function connect(ev) {
@@ -101,6 +107,8 @@ function forget() {
  */
 function showInvalidFilter(why) {
   gen += 1;
+  // Which field, and what it takes, when the page found it (the server's refusal names none).
+  if (invalidWhy !== null) why = `${why} (${invalidWhy})`;
   $('filter-status').textContent = why;
   clearInventory();
   showMessage(`Nothing is shown: ${why}. Fix the filter to read again.`, 'unavailable');

@@ -113,6 +113,10 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await setLimit('0');
     await b.page.locator('#node-status', { hasText: 'Nothing is shown: a filter value is invalid' }).waitFor({ timeout: 3_000 });
     assert.equal(await b.page.locator('#records tbody tr').count(), 0);
+    // The field is named, with what it takes, and marked for assistive technology.
+    assert.match(await b.page.locator('#filter-status').innerText(), /limit: a whole number from 1 to 1000/);
+    assert.equal(await b.page.getAttribute('#f-limit', 'aria-invalid'), 'true');
+    assert.equal(await b.page.getAttribute('#f-host', 'aria-invalid'), 'false');
     await sleep(2_600);
     assert.equal(reads(t), 0, 'no read with filters other than those shown');
     assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'and no late answer drawn');
@@ -120,6 +124,7 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await eventually(() => b.frames.find((f) => f.dir === 'sent' && f.at >= t && f.payload.includes('"limit":5')), 3_000);
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     assert.ok((await b.page.locator('#records tbody tr').count()) <= 5);
+    assert.equal(await b.page.getAttribute('#f-limit', 'aria-invalid'), 'false');
     await setLimit('');
     // Typing (no change event yet): the records read with the old filters go at once, and the
     // new filters are read when typing pauses.
