@@ -23,6 +23,7 @@ export const INTERPRETATION_CODES = [
   'usage_unknown', // prompt or completion count of unknown provenance
   'output_clamped', // the router lowered the requested output limit
   'admission_rejected', // status 429: admission refused (queue full or queue timeout)
+  'upstream_not_ready', // outcome rejected with status 502: the readiness check failed, nothing was sent
   'upstream_failed', // outcome error, not one the router caused (below)
   'router_ended', // outcome error with status 0 or 503: the router stopped or was killed, not the engine
   'upstream_timeout', // outcome timeout
@@ -136,6 +137,7 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   if (r.usage.prompt_source === 'unknown' || r.usage.completion_source === 'unknown') codes.add('usage_unknown');
   if (r.output_limit?.clamped === true) codes.add('output_clamped');
   if (r.status_code === 429) codes.add('admission_rejected');
+  if (r.outcome === 'rejected' && r.status_code === 502) codes.add('upstream_not_ready');
   // Status 503 is only the router's own "stopping"; status 0 with an error is a request the
   // router cut while stopping before anything was sent, or recorded at its next start after a kill.
   if (r.outcome === 'error') codes.add(r.status_code === 0 || r.status_code === 503 ? 'router_ended' : 'upstream_failed');
