@@ -117,9 +117,9 @@ export class AuthorizationPolicy {
     return client;
   }
 
-  /** The clients' credential digests (SHA-256, hex): for a set lookup where constant time does not matter. */
-  digestsHex(): string[] {
-    return this.entries.map((e) => e.digest.toString('hex'));
+  /** Each client's credential digest (SHA-256, hex) with its id: for lookups where constant time does not matter. */
+  clientsByDigest(): ReadonlyMap<string, string> {
+    return new Map(this.entries.map((e) => [e.digest.toString('hex'), e.id]));
   }
 
   get size(): number {

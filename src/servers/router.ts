@@ -88,11 +88,15 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const env = deps.env ?? process.env;
   const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
+  // Every credential the router knows, as digests: one hash and one lookup decide whether a
+  // caller id is a credential (a drop decision: constant time is not needed).
+  const policyDigests = policy?.clientsByDigest() ?? new Map<string, string>();
+  const credentials = new Set([...keys.digestsHex(), ...policyDigests.keys()]);
   // A data-plane key that is also a policy client's token would be two identities in one
   // credential (that client would relay inference and be refused its reads): refused at start.
-  for (const k of (env[cfg.apiKeysEnv] ?? '').split(',')) {
-    const client = policy && k.trim() !== '' ? policy.authenticate(k.trim()) : undefined;
-    if (client) throw new ConfigError(`router configuration: a key in ${cfg.apiKeysEnv} is also the credential of policy client "${client.id}"`);
+  for (const d of keys.digestsHex()) {
+    const client = policyDigests.get(d);
+    if (client !== undefined) throw new ConfigError(`router configuration: a key in ${cfg.apiKeysEnv} is also the credential of policy client "${client}"`);
   }
   let decisionLog: DecisionLog | undefined;
   let unlock: (() => void) | undefined;
@@ -151,9 +155,6 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     const token = policy ? bearerToken(authorization) : undefined;
     return token !== undefined && policy!.authenticate(token) !== undefined;
   };
-  // Every credential the router knows, as digests: one hash and one lookup decide whether a
-  // caller id is a credential (a drop decision: constant time is not needed).
-  const credentials = new Set([...keys.digestsHex(), ...(policy?.digestsHex() ?? [])]);
   const ctx: RelayContext = {
     cfg, registry, keys, knownCredential, isCredential: (v) => credentials.has(digest(v)), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
