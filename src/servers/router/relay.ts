@@ -85,6 +85,11 @@ function opaque(v: string | string[] | undefined): string | undefined {
   return s !== undefined && OPAQUE_ID_RE.test(s) ? s : undefined;
 }
 
+/** A caller id, or undefined when its value is itself a credential the router knows. */
+function uncredential(ctx: RelayContext, v: string | undefined): string | undefined {
+  return v !== undefined && ctx.isCredential(v) ? undefined : v;
+}
+
 /**
  * The session: `X-Svc-Session-Id`, or `X-Session-Affinity` only when the first is absent (a
  * malformed first header means no session, not the second one).
@@ -181,7 +186,6 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   // Caller-chosen ids are kept in records and logs: one that is a credential is dropped (a
   // client that pasted its key into X-Request-Id must not have it written to the decision log).
   // Checked after the format (a malformed value is dropped anyway), one hash each.
-  const uncredential = (v: string | undefined): string | undefined => (v !== undefined && ctx.isCredential(v) ? undefined : v);
   const legacy = header1(req.headers['x-request-id']);
   const a: ActiveRequest = {
     gid,
@@ -197,9 +201,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     estimatedCompletionTokens: 0,
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
-    sessionId: uncredential(sessionOf(req.headers)),
-    workbenchRunId: uncredential(opaque(req.headers['x-svc-workbench-run-id'])),
-    taskId: uncredential(opaque(req.headers['x-svc-task-id'])),
+    sessionId: uncredential(ctx, sessionOf(req.headers)),
+    workbenchRunId: uncredential(ctx, opaque(req.headers['x-svc-workbench-run-id'])),
+    taskId: uncredential(ctx, opaque(req.headers['x-svc-task-id'])),
     queuedAt: null,
     stop: undefined,
   };
