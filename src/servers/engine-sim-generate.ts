@@ -173,8 +173,13 @@ function completionBody(p: Plan, usage: boolean): string {
   return `{"id":"${p.id}","object":"text_completion","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[{"text":"${TOKEN.repeat(p.n)}","index":0,"logprobs":null,"finish_reason":${p.finishJson}}]${usage ? `,"usage":${p.usageJson}` : ''}}`;
 }
 
+/** Tokens written at a time when there is no inter-token delay: a long answer never blocks the sim. */
+const BURST_TOKENS = 256;
+
 /**
- * Streams: the first content at ttft, then one token per `delay` ms (all at once when 0).
+ * Streams: the first content at ttft, then one token per `delay` ms. With no delay, tokens go
+ * out in bursts of BURST_TOKENS as fast as the client reads them (the next burst waits for
+ * 'drain'), so a million-token answer starts at once and never holds the sim's event loop.
  * With fail_after the socket is destroyed after that many tokens, without [DONE]. The shared
  * `close` listener clears the timers when the client goes away first.
  */
@@ -187,10 +192,16 @@ function runStream(res: SimResponse, s: Script, n: number, failAfter: number, tt
     if (res.destroyed) return;
     let out = started ? '' : s.pre;
     started = true;
-    if (delay === 0) while (k < limit) out += s.tok(k++);
-    else if (k < limit) out += s.tok(k++);
+    if (delay === 0) {
+      const until = Math.min(limit, k + BURST_TOKENS);
+      while (k < until) out += s.tok(k++);
+    } else if (k < limit) out += s.tok(k++);
     if (k < limit) {
-      res.write(out);
+      const flowing = res.write(out);
+      if (delay === 0) {
+        if (flowing) setImmediate(step);
+        else res.once('drain', step);
+      }
       return;
     }
     clearSimTimers(res);
@@ -206,7 +217,7 @@ function runStream(res: SimResponse, s: Script, n: number, failAfter: number, tt
   const begin = (): void => {
     res.simTimer = undefined;
     step();
-    if (k < limit && !res.destroyed) res.simInterval = setInterval(step, delay);
+    if (delay > 0 && k < limit && !res.destroyed) res.simInterval = setInterval(step, delay);
   };
   if (ttft > 0) res.simTimer = setTimeout(begin, ttft);
   else begin();

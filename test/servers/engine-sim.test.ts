@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
 import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
 import { CLI, eventually, spawnNode } from '../support/processes.js';
@@ -118,6 +119,26 @@ describe('engine sim', () => {
     assert.equal((text.match(/"content":"tok "/g) ?? []).length, 2);
     assert.equal(text.includes('[DONE]'), false);
     await assert.rejects(chat('sim:fail_after=0'));
+  });
+
+  it('a long answer with no token delay arrives whole, in bursts; fail_after cuts it at the exact token', async () => {
+    const events = await sse(await chat('sim:tokens=5000', { stream: true, stream_options: { include_usage: true } }));
+    assert.equal(events.at(-1), '[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    assert.equal(chunks.filter((c) => c.choices[0]?.delta.content === 'tok ').length, 5000);
+    assert.equal(chunks.at(-1).usage.completion_tokens, 5000);
+    const cut = await chat('sim:fail_after=600 sim:tokens=5000', { stream: true });
+    const reader = cut.body!.getReader();
+    let text = '';
+    await assert.rejects(async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString();
+      }
+    });
+    assert.equal((text.match(/"content":"tok "/g) ?? []).length, 600);
+    assert.equal(text.includes('[DONE]'), false);
   });
 
   it('status=503 answers an OpenAI-style error carrying the secret marker', async () => {
@@ -246,6 +267,30 @@ describe('engine sim CLI', () => {
       const body = await json(await fetch(`${p.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cli-model', messages: [{ role: 'user', content: 'hi' }] }) }));
       assert.equal(body.usage.completion_tokens, 3);
     } finally {
+      assert.equal(await p.stop(), 0);
+    }
+  });
+
+  it('a million-token stream starts at once and leaves the sim free to answer (bounded memory)', async () => {
+    const p = await spawnNode(CLI, ['engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '1000000', '--model', 'cli-model']);
+    const ac = new AbortController();
+    try {
+      const t0 = performance.now();
+      const res = await fetch(`${p.url}/v1/chat/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, signal: ac.signal,
+        body: JSON.stringify({ model: 'cli-model', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      });
+      const first = await res.body!.getReader().read();
+      const ttfb = performance.now() - t0;
+      assert.ok(first.value && first.value.byteLength > 0);
+      // Before: the whole answer (~130 MB of SSE) was built before the first byte, seconds later.
+      assert.ok(ttfb < 2_000, `first byte after ${ttfb.toFixed(0)} ms`);
+      // The stream is open and unread: the sim still answers, and has not built the rest.
+      assert.equal((await fetch(`${p.url}/health`)).status, 200);
+      const rssKiB = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p.proc.pid}/status`, 'utf8'))?.[1]);
+      assert.ok(rssKiB < 300 * 1024, `sim RSS ${rssKiB} KiB`);
+    } finally {
+      ac.abort();
       assert.equal(await p.stop(), 0);
     }
   });
