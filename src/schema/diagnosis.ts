@@ -25,7 +25,7 @@ export const INTERPRETATION_CODES = [
   'admission_rejected', // status 429: admission refused (queue full or queue timeout)
   'upstream_not_ready', // outcome rejected with status 502: the readiness check failed, nothing was sent
   'upstream_failed', // outcome error, not one the router caused (below)
-  'router_ended', // outcome error with status 0 or 503: the router stopped or was killed, not the engine
+  'router_ended', // outcome error with status 0 or 503, or finish cancelled: the router stopped or was killed, not the engine
   'upstream_timeout', // outcome timeout
   'latency_unmeasured', // embeddings/rerank: the legacy latency 0 is not a measurement
   'not_found_maybe_active_or_evicted', // no record: active, evicted, outside history, or no lookup
@@ -139,8 +139,11 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   if (r.status_code === 429) codes.add('admission_rejected');
   if (r.outcome === 'rejected' && r.status_code === 502) codes.add('upstream_not_ready');
   // Status 503 is only the router's own "stopping"; status 0 with an error is a request the
-  // router cut while stopping before anything was sent, or recorded at its next start after a kill.
-  if (r.outcome === 'error') codes.add(r.status_code === 0 || r.status_code === 503 ? 'router_ended' : 'upstream_failed');
+  // router cut while stopping before anything was sent, or recorded at its next start after a
+  // kill; a stream it cut while stopping (status 200) finished `cancelled`.
+  if (r.outcome === 'error') {
+    codes.add(r.status_code === 0 || r.status_code === 503 || r.finish_reason === 'cancelled' ? 'router_ended' : 'upstream_failed');
+  }
   if (r.outcome === 'timeout') codes.add('upstream_timeout');
   if (UNMEASURED_LATENCY_ROUTES.has(r.route) && total === null) codes.add('latency_unmeasured');
   return INTERPRETATION_CODES.filter((c) => codes.has(c));

@@ -95,6 +95,8 @@ describe('interpret', () => {
     // What the router itself ended (its stop, or a kill recorded at the next start) is not blamed on the engine.
     assert.deepEqual(codes({ outcome: 'error', status_code: 503, time_to_first_content_ms: null }), ['router_ended']);
     assert.deepEqual(codes({ outcome: 'error', status_code: 0, time_to_first_content_ms: null }), ['router_ended']);
+    assert.deepEqual(codes({ outcome: 'error', status_code: 200, finish_reason: 'cancelled', time_to_first_content_ms: null }), ['router_ended']);
+    assert.deepEqual(codes({ outcome: 'error', status_code: 200, finish_reason: 'error', time_to_first_content_ms: null }), ['upstream_failed']);
     assert.deepEqual(codes({ outcome: 'disconnected', status_code: 0, time_to_first_content_ms: null }), ['client_cancelled']);
     assert.deepEqual(codes({ outcome: 'timeout', time_to_first_content_ms: null }), ['upstream_timeout']);
     assert.deepEqual(

@@ -180,7 +180,7 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     await h.startRouter();
     const r = (await h.lookup(id)).body.request as TerminalRecord;
     assert.equal(r.outcome, 'error');
-    assert.equal(r.finish_reason, 'error');
+    assert.equal(r.finish_reason, 'cancelled', 'the router cancelled it; an engine failure finishes error');
     assert.equal(r.usage.completion_source, 'estimated', 'what was relayed before the cut is counted');
   });
 

@@ -134,6 +134,9 @@ export async function pipeUpstream(
       if (x.obs.done) x.outcome = 'success';
       else {
         x.outcome = timedOut ? 'timeout' : 'error';
+        // Cut by a graceful stop, not failed by the engine: the record's finish says the router
+        // cancelled it (diagnosis reads `router_ended`), since its status is the stream's 200.
+        if (!timedOut && ctx.stopping.value) x.finishOverride = 'cancelled';
         if (res.writableNeedDrain) {
           // A client that stopped reading cannot be told: the connection is closed, and the
           // request ends now (its admission slot is released), not when the client leaves.
