@@ -27,6 +27,7 @@ export function registerEngineCommands(program: Command): void {
     .option('--tokens <n>', 'tokens per completion', integer(0), 32)
     .option('--model <name>', 'the one served model name', modelName, 'sim-model')
     .option('--max-model-len <n>', 'context length for the prompt + max_tokens check', integer(1), 8192)
+    .addHelpText('after', DIRECTIVES_HELP)
     .action(async (flags: SimFlags) => {
       await runServer('engine sim', async (logger) =>
         (await import('../servers/engine-sim.js')).startEngineSim({
@@ -42,6 +43,23 @@ export function registerEngineCommands(program: Command): void {
       );
     });
 }
+
+const DIRECTIVES_HELP = `
+Directives: words of the last user message (chat) or the prompt (completions) change one request:
+  sim:ttft_ms=N          milliseconds before the first token
+  sim:token_delay_ms=N   milliseconds between tokens (0: in bursts, as fast as the client reads)
+  sim:tokens=N           tokens in the answer (at most 1000000; max_tokens still caps it: finish "length")
+  sim:finish=WORD        the finish_reason sent, verbatim (tool_calls: the answer is a tool call)
+  sim:usage=off          no usage member, even with stream_options.include_usage
+  sim:fail_after=N       the connection is cut after N tokens (streaming: no [DONE]; buffered: no answer)
+  sim:error_after=N      streaming: an error event after N tokens, then [DONE] (vLLM's way);
+                         buffered: status 200 with an error body
+  sim:reasoning=N        chat: N reasoning_content fragments before the answer
+  sim:status=NNN         answer with that error status (400-599) and an OpenAI-style error body
+  sim:reject=context     a vLLM-style context-length rejection (400)
+Malformed values and unknown keys are ignored.
+Health: GET /health answers 200 (503 when unhealthy); from loopback, POST /sim/health with
+{"ok": false, "delay_ms": 2000} makes it fail or answer slowly (e.g. to test the router's readiness check).`;
 
 // Parsers throw InvalidArgumentError so main.ts turns them into its fixed usage line and exit 2.
 function parseListenOption(value: string): { host: string; port: number } {

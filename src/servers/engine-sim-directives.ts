@@ -13,10 +13,14 @@ export interface Directives {
   failAfter?: number;
   status?: number;
   rejectContext?: boolean;
+  /** After this many tokens, an in-stream error event (vLLM's shape) then `[DONE]`; buffered: a 200 error body. */
+  errorAfter?: number;
+  /** Reasoning fragments (`reasoning_content`) before the answer. */
+  reasoning?: number;
 }
 
 /** Every key the sim understands, for docs and tests. */
-export const DIRECTIVE_KEYS = ['ttft_ms', 'token_delay_ms', 'tokens', 'finish', 'usage', 'fail_after', 'status', 'reject'] as const;
+export const DIRECTIVE_KEYS = ['ttft_ms', 'token_delay_ms', 'tokens', 'finish', 'usage', 'fail_after', 'status', 'reject', 'error_after', 'reasoning'] as const;
 
 const INT = /^[0-9]{1,9}$/;
 const WS = /\s+/;
@@ -57,6 +61,12 @@ export function parseDirectives(text: string): Directives | undefined {
         break;
       case 'reject':
         if (value === 'context') d.rejectContext = true;
+        break;
+      case 'error_after':
+        if (n !== undefined) d.errorAfter = n;
+        break;
+      case 'reasoning':
+        if (n !== undefined) d.reasoning = Math.min(n, 100_000);
         break;
       default:
         break;

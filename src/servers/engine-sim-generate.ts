@@ -15,6 +15,8 @@ export type GenerationKind = 'chat' | 'completion';
 
 /** One "token" of output: short, ASCII, needs no JSON escaping. */
 const TOKEN = 'tok ';
+/** One fragment of reasoning (`sim:reasoning=N`). */
+const THINK = 'think ';
 /** Keeps a directive like `sim:tokens=999999999` from building a gigabyte string. */
 const MAX_TOKENS = 1_000_000;
 const DEFAULT_TOOL = 'sim_tool';
@@ -69,6 +71,8 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
 
   const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
   const n = maxTokens !== undefined && maxTokens < want ? maxTokens : want;
+  // Reasoning fragments come first and count as completion tokens (as vLLM reports them).
+  const reasoning = chat ? (d?.reasoning ?? 0) : 0;
   const plan: Plan = {
     id: (chat ? 'chatcmpl-' : 'cmpl-') + ctx.nextId(),
     created: Math.floor(Date.now() / 1000),
@@ -76,15 +80,27 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
     n,
     finishJson: JSON.stringify(d?.finish ?? (n < want ? 'length' : 'stop')),
     tool: chat && d?.finish === 'tool_calls' ? toolName(body) : undefined,
-    usageJson: `{"prompt_tokens":${promptTokens},"completion_tokens":${n},"total_tokens":${promptTokens + n}}`,
+    usageJson: `{"prompt_tokens":${promptTokens},"completion_tokens":${n + reasoning},"total_tokens":${promptTokens + n + reasoning}}`,
+    reasoning,
   };
   const ttft = d?.ttftMs ?? ctx.opts.ttftMs;
   const delay = d?.tokenDelayMs ?? ctx.opts.tokenDelayMs;
   const failAfter = d?.failAfter ?? -1;
+  const errorAfter = d?.errorAfter ?? -1;
   if (stream === true) {
     const usage = d?.usageOff !== true && includeUsage(body['stream_options']);
     startSse(req, res);
-    runStream(res, chat ? chatScript(plan, usage) : completionScript(plan, usage), n, failAfter, ttft, delay);
+    const script = chat ? chatScript(plan, usage) : completionScript(plan, usage);
+    if (errorAfter >= 0 && errorAfter < n + reasoning) {
+      // vLLM's way of failing during generation: an error event in the stream, then [DONE].
+      script.end = `data: ${simulatedFailure(500)}\n\n${DONE}`;
+      runStream(res, script, errorAfter, failAfter, ttft, delay);
+    } else runStream(res, script, n + reasoning, failAfter, ttft, delay);
+    return;
+  }
+  if (errorAfter >= 0) {
+    // Some engines answer a buffered request's failure with status 200 and an error object.
+    sendJson(req, res, 200, simulatedFailure(500));
     return;
   }
   const usage = d?.usageOff !== true;
@@ -113,6 +129,8 @@ interface Plan {
   /** JSON-encoded function name when the output is a tool call. */
   tool: string | undefined;
   usageJson: string;
+  /** Reasoning fragments before the answer (chat only). */
+  reasoning: number;
 }
 
 /** SSE text: `pre` once at the first content, `tok(i)` per token, `end` after the last. */
@@ -135,6 +153,11 @@ function chatScript(p: Plan, usage: boolean): Script {
     return { pre, end, tok: (i) => `${head}{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(argumentPiece(i, n))}}}]}${tail}` };
   }
   const tokChunk = `${head}{"content":"${TOKEN}"}${tail}`;
+  const r = p.reasoning;
+  if (r > 0) {
+    const thinkChunk = `${head}{"reasoning_content":"${THINK}"}${tail}`;
+    return { pre: `${head}{"role":"assistant","content":""}${tail}`, end, tok: (i) => (i < r ? thinkChunk : tokChunk) };
+  }
   return { pre: `${head}{"role":"assistant","content":""}${tail}`, end, tok: () => tokChunk };
 }
 
@@ -165,7 +188,7 @@ function chatBody(p: Plan, usage: boolean): string {
   const message =
     p.tool !== undefined
       ? `{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_${p.id.slice(9)}","type":"function","function":{"name":${p.tool},"arguments":${JSON.stringify(toolArguments(p.n))}}}]}`
-      : `{"role":"assistant","content":"${TOKEN.repeat(p.n)}","refusal":null}`;
+      : `{"role":"assistant","content":"${TOKEN.repeat(p.n)}",${p.reasoning > 0 ? `"reasoning_content":"${THINK.repeat(p.reasoning)}",` : ''}"refusal":null}`;
   return `{"id":"${p.id}","object":"chat.completion","created":${p.created},"model":${p.modelJson},"system_fingerprint":null,"choices":[{"index":0,"message":${message},"logprobs":null,"finish_reason":${p.finishJson}}]${usage ? `,"usage":${p.usageJson}` : ''}}`;
 }
 

@@ -194,6 +194,78 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     }, OpenAI.APIError);
   });
 
+  it('an engine error event in the stream (then [DONE], as vLLM sends it): the router\'s fixed error event, never the engine\'s text; record error', async () => {
+    const res = await chat('sim:error_after=3 sim:tokens=10', { stream: true });
+    const id = gidOf(res);
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.equal((text.match(/"content":"tok "/g) ?? []).length, 3);
+    assert.match(text, /^event: error$/m);
+    assert.doesNotMatch(text, /UPSTREAM-SECRET-DETAIL|worker|\[DONE\]/);
+    const r = await record(id);
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 200, 'error']);
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [3, 'estimated']);
+    assert.doesNotMatch(JSON.stringify(r), /UPSTREAM-SECRET-DETAIL/);
+
+    // Split across two reads of the engine's answer: still not one byte of its text.
+    const split = await chat('answer-split-error', { stream: true }, {}, 'recorded');
+    const splitText = await split.text();
+    assert.match(splitText, /"content":"hi "/);
+    assert.match(splitText, /^event: error$/m);
+    assert.doesNotMatch(splitText, /UPSTREAM-SECRET|SPLIT|worker|\[DONE\]/);
+    assert.equal((await record(gidOf(split))).outcome, 'error');
+
+    // A buffered answer that is an error object with status 200: a 502 problem, not a relay of it.
+    const buffered = await chat('sim:error_after=0');
+    const bufferedText = await assertProblem(buffered, 502, 'upstream-failed');
+    assert.doesNotMatch(bufferedText, /UPSTREAM-SECRET-DETAIL/);
+    const b = await record(gidOf(buffered));
+    assert.deepEqual([b.outcome, b.status_code], ['error', 502]);
+  });
+
+  it('a reasoning model\'s thinking counts as output: first content time and the estimate include reasoning fragments', async () => {
+    const res = await chat('sim:reasoning=6 sim:tokens=2 sim:token_delay_ms=40 sim:ttft_ms=0', { stream: true });
+    const id = gidOf(res);
+    await res.text();
+    const r = await record(id);
+    assert.equal(r.outcome, 'success');
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [8, 'estimated']);
+    // Thinking began at once; the answer's words came ~240 ms later.
+    assert.ok(r.time_to_first_content_ms !== null && r.latency_ms !== null && r.time_to_first_content_ms < r.latency_ms / 2, JSON.stringify(r));
+
+    // Cut off while still thinking: what was observed is counted, not zero.
+    const ac = new AbortController();
+    const cut = await post('/v1/chat/completions', { model: 'chat', messages: user('sim:reasoning=50 sim:tokens=2 sim:token_delay_ms=20'), stream: true }, {}, ac.signal);
+    const cutId = gidOf(cut);
+    await readEvents(cut, 5);
+    ac.abort();
+    const c = await eventually(async () => {
+      const got = await e.h.lookup(cutId);
+      return got.status === 200 ? (got.body.request as TerminalRecord) : undefined;
+    });
+    assert.equal(c.outcome, 'disconnected');
+    assert.equal(c.usage.completion_source, 'estimated');
+    assert.ok((c.usage.completion_tokens ?? 0) >= 3, JSON.stringify(c.usage));
+  });
+
+  it('a client that leaves before any byte was relayed: status 0 and completion unknown, not 200 and 0 estimated', async () => {
+    const ac = new AbortController();
+    // No byte (not even the status line) reaches the client before the first token: the
+    // request is found by the caller's own id.
+    const id = `leave-early-${Date.now()}`;
+    const pending = post('/v1/chat/completions', { model: 'chat', messages: user('sim:ttft_ms=3000'), stream: true }, { 'x-request-id': id }, ac.signal);
+    await new Promise((r) => setTimeout(r, 300));
+    ac.abort();
+    await assert.rejects(pending);
+    const r = await eventually(async () => {
+      const got = await e.h.lookup(id);
+      return got.status === 200 ? (got.body.request as TerminalRecord) : undefined;
+    });
+    assert.equal(r.outcome, 'disconnected');
+    assert.equal(r.status_code, 0);
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [null, 'unknown']);
+  });
+
   it('upstream 503: the client gets a 502 problem without the engine detail; record error', async () => {
     for (const stream of [false, true]) {
       const res = await chat('sim:status=503', { stream });

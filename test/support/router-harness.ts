@@ -250,6 +250,14 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         return;
       }
       const id = 'chatcmpl-rec';
+      if (stream && body.includes('answer-split-error')) {
+        // An engine's error event arriving in two reads (its raw text must never be relayed),
+        // followed by [DONE], as vLLM sends it.
+        res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
+        res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\ndata: {"error":{"message":"UPSTREAM-SECRET-`);
+        setTimeout(() => res.end('SPLIT worker=3","type":"server_error","code":500}}\n\ndata: [DONE]\n\n'), 60);
+        return;
+      }
       if (stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
         const chunk = (delta: unknown, finish: string | null): string =>

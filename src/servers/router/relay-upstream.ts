@@ -7,6 +7,8 @@ import { collect, drained, isContextRejection, safeContentType, sendRawProblem, 
 
 /** Bytes of an upstream error body read to classify it (then discarded). */
 const ERROR_BODY_LIMIT = 64 * 1024;
+/** Longest unfinished SSE line held back for the rest of it; a longer one is relayed as it comes. */
+const MAX_HELD_LINE = 1024 * 1024;
 /** Largest non-streaming upstream body relayed. */
 const BUFFERED_LIMIT = 64 * 1024 * 1024;
 
@@ -103,19 +105,43 @@ export async function pipeUpstream(
       return;
     }
     const ctype = safeContentType(upRes.headers['content-type'], 'application/json');
-    x.statusCode = status;
     if (/^text\/event-stream/i.test(ctype)) {
       x.streaming = true;
-      x.answered = true;
+      // Lazy: the status line and headers reach the client with the first bytes relayed.
       res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache' });
+      // The bytes after a chunk's last newline wait for the rest of their line: every SSE line
+      // is seen whole by the observer before any byte of it reaches the client, so an engine's
+      // error event (raw text) is never relayed, even when it arrives split across reads.
+      let carry: Buffer | undefined;
       try {
-        for await (const chunk of upRes.body as AsyncIterable<Buffer>) {
+        for await (const part of upRes.body as AsyncIterable<Buffer>) {
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
           a.lastUpstreamAt = Date.now();
-          // Relayed first, observed after (as of its arrival): parsing never delays a chunk.
           const at = performance.now();
-          const flowing = res.write(chunk);
+          let chunk = carry === undefined ? part : Buffer.concat([carry, part]);
+          carry = undefined;
+          const nl = chunk.lastIndexOf(0x0a);
+          if (nl < chunk.length - 1 && chunk.length - nl - 1 <= MAX_HELD_LINE) {
+            carry = chunk.subarray(nl + 1);
+            chunk = chunk.subarray(0, nl + 1);
+          }
+          if (chunk.length === 0) continue;
           x.obs.sseChunk(chunk, at);
+          // An error event from the engine ends the stream here: the client gets what came
+          // before it, then the router's fixed error event (below), never the engine's words,
+          // even if [DONE] followed.
+          if (x.obs.failed) {
+            if (x.obs.failedAtByte > 0) {
+              x.statusCode = status;
+              x.answered = true;
+              res.write(chunk.subarray(0, x.obs.failedAtByte));
+              a.estimatedCompletionTokens = x.obs.fragments;
+            }
+            break;
+          }
+          x.statusCode = status;
+          x.answered = true;
+          const flowing = res.write(chunk);
           a.estimatedCompletionTokens = x.obs.fragments;
           if (!flowing) await drained(res, abort);
           if (clientGone() || abort.aborted) break;
@@ -127,12 +153,14 @@ export async function pipeUpstream(
       a.upstreamPromptTokens = x.obs.promptTokens;
       a.upstreamCompletionTokens = x.obs.completionTokens;
       if (clientGone()) {
+        // Status stays 0 when nothing was relayed: the client was sent nothing.
         x.outcome = 'disconnected';
         upRes.body.destroy();
         return;
       }
-      if (x.obs.done) x.outcome = 'success';
+      if (x.obs.done && !x.obs.failed) x.outcome = 'success';
       else {
+        upRes.body.destroy();
         x.outcome = timedOut ? 'timeout' : 'error';
         // Cut by a graceful stop, not failed by the engine: the record's finish says the router
         // cancelled it (diagnosis reads `router_ended`), since its status is the stream's 200.
@@ -140,10 +168,11 @@ export async function pipeUpstream(
         if (res.writableNeedDrain) {
           // A client that stopped reading cannot be told: the connection is closed, and the
           // request ends now (its admission slot is released), not when the client leaves.
-          upRes.body.destroy();
           res.destroy();
           return;
         }
+        // The stream's status line goes out with the error event.
+        x.statusCode = status;
         res.write(timedOut ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
       }
       res.end();
@@ -169,18 +198,24 @@ export async function pipeUpstream(
     const endAt = performance.now();
     x.upstreamEndAt = endAt;
     x.answered = true;
-    // The answer goes to the client first; what the record needs from it is read afterwards,
-    // as of when it arrived.
+    // Read before it is relayed: a 200 whose body is an error object (`{"error": ...}`) is an
+    // upstream failure, and its text is the engine's, never passed on.
     const observed = x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
+    if (observed) x.obs.jsonBody(whole, endAt);
     if (clientGone()) {
       x.outcome = 'disconnected';
-      if (observed) x.obs.jsonBody(whole, endAt);
       return;
     }
+    if (x.obs.failed) {
+      x.outcome = 'error';
+      x.statusCode = 502;
+      sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+      return;
+    }
+    x.statusCode = status;
     res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength });
     res.end(whole);
     x.outcome = 'success';
-    if (observed) x.obs.jsonBody(whole, endAt);
   } finally {
     clearTimeout(deadline);
   }

@@ -18,6 +18,14 @@ export class StreamObserver {
   promptTokens: number | null = null;
   completionTokens: number | null = null;
   done = false;
+  /** The engine sent an error object (`{"error": ...}` or `"object": "error"`) instead of an answer. */
+  failed = false;
+  /**
+   * Once failed: the bytes of the last chunk before the line that carried the error (what may
+   * still be relayed); 0 when that line began in an earlier chunk.
+   */
+  failedAtByte = 0;
+  private lineStart = -1;
   private pending = '';
   private skipping = false;
   // Made on the first SSE chunk: a buffered (non-streaming) answer never needs one.
@@ -27,15 +35,22 @@ export class StreamObserver {
 
   /** Feeds one chunk of an SSE body that arrived at `at`. */
   sseChunk(chunk: Buffer, at?: number): void {
+    if (this.failed) return;
     const text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
     let start = 0;
     for (;;) {
       const nl = text.indexOf('\n', start);
       if (nl < 0) break;
+      this.lineStart = this.pending.length === 0 && !this.skipping ? start : 0;
       const line = this.skipping ? '' : this.pending + text.slice(start, nl);
       this.pending = '';
       this.skipping = false;
       this.line(line, at);
+      if (this.failed) {
+        // Nothing after the error counts; what came before it in this chunk may be relayed.
+        this.failedAtByte = this.lineStart === 0 ? 0 : Buffer.byteLength(text.slice(0, this.lineStart));
+        return;
+      }
       start = nl + 1;
     }
     if (!this.skipping) {
@@ -77,17 +92,27 @@ export class StreamObserver {
 
   private event(v: unknown, streaming: boolean, at?: number): void {
     if (!v || typeof v !== 'object') return;
-    const o = v as { choices?: unknown; usage?: unknown };
+    const o = v as { choices?: unknown; usage?: unknown; error?: unknown; object?: unknown };
+    // vLLM and others report a failure during generation as an error object in the stream
+    // (then often `[DONE]`); some answer a buffered request with one and status 200.
+    if ((o.error !== undefined && o.error !== null) || o.object === 'error') {
+      this.failed = true;
+      return;
+    }
     if (Array.isArray(o.choices)) {
       for (const c of o.choices) {
         if (!c || typeof c !== 'object') continue;
         const choice = c as { delta?: Record<string, unknown>; message?: Record<string, unknown>; text?: unknown; finish_reason?: unknown };
         const part = streaming ? choice.delta : choice.message;
         const content = part?.['content'] ?? choice.text;
-        if (typeof content === 'string' && content.length > 0) {
+        // A reasoning model's thinking (`reasoning_content`, or `reasoning`) is output the
+        // engine generated: it counts as content for the first-content time and the estimate.
+        const reasoning = part?.['reasoning_content'] ?? part?.['reasoning'];
+        const chars = (typeof content === 'string' ? content.length : 0) + (typeof reasoning === 'string' ? reasoning.length : 0);
+        if (chars > 0) {
           if (this.firstContentAt === null) this.firstContentAt = at ?? this.now();
           this.fragments++;
-          this.contentChars += content.length;
+          this.contentChars += chars;
         }
         const tools = part?.['tool_calls'];
         if (Array.isArray(tools) && tools.length > 0) {
