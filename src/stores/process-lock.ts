@@ -8,12 +8,16 @@ import { ConfigError } from '../errors.js';
  * process: after a reboot or in a new container the same pid is another process.
  */
 export function processStartTime(pid: number): string | undefined {
+  return statFields(pid)?.[19];
+}
+
+/** Fields 3 onwards of `/proc/<pid>/stat` (state first), or undefined where it cannot be read. */
+function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const start = fields[19];
-    return start !== undefined && /^[0-9]+$/.test(start) ? start : undefined;
+    return fields[19] !== undefined && /^[0-9]+$/.test(fields[19]) ? fields : undefined;
   } catch {
     return undefined;
   }
@@ -22,11 +26,14 @@ export function processStartTime(pid: number): string | undefined {
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     // EPERM: it exists but belongs to someone else.
-    return (err as { code?: string }).code === 'EPERM';
+    if ((err as { code?: string }).code !== 'EPERM') return false;
   }
+  // A zombie (killed, not yet reaped by its parent) still answers signal 0 but holds nothing:
+  // a restart right after `kill -9` must not be refused for it.
+  const state = statFields(pid)?.[0];
+  return state !== 'Z' && state !== 'X';
 }
 
 /** True when the lock text (`<pid> <start time>`, or an older `<pid>`) names a running process other than this one. */

@@ -1,5 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +15,7 @@ import { ConfigError } from '../../src/errors.js';
 import { writeFileSync } from 'node:fs';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { gid, rec } from '../support/terminal-records.js';
+import { eventually } from '../support/processes.js';
 
 const HOUR = 3_600_000;
 
@@ -169,6 +172,23 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(readFileSync(`${path}.lock`, 'utf8'), `${process.pid} ${processStartTime(process.pid)}`);
     again();
     assert.equal(existsSync(`${path}.lock`), false);
+  });
+
+  it('a lock held by a zombie (killed, not yet reaped) is taken over: a restart right after kill -9 is not refused', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'svc-lock-')), 'd.jsonl');
+    // The shell's background child exits at once; the shell becomes `sleep` and never reaps it.
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 10'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const zombie = Number((await once(parent.stdout!, 'data'))[0].toString().trim());
+      const state = () => readFileSync(`/proc/${zombie}/stat`, 'utf8').split(') ')[1]![0];
+      await eventually(() => state() === 'Z');
+      writeFileSync(`${path}.lock`, `${zombie} ${processStartTime(zombie)}`);
+      const release = lockDecisionLog(path);
+      assert.equal(readFileSync(`${path}.lock`, 'utf8'), `${process.pid} ${processStartTime(process.pid)}`);
+      release();
+    } finally {
+      parent.kill('SIGKILL');
+    }
   });
 
   it('after a kill (marked on the log), session history cannot count what it leaves out; before it, it can', () => {
