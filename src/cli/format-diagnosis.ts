@@ -64,7 +64,7 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
 function timingLine(r: TerminalRecord, codes: readonly InterpretationCode[]): string {
   const split = `${formatMs(r.time_to_first_content_ms)} of ${formatMs(r.latency_ms)}`;
   if (codes.includes('startup_dominated')) {
-    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). A non-streaming request shows its content only when the whole answer arrives, so it always reads this way. This describes timing; it is not a root cause.`;
+    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). ${r.route === 'chat.completions' || r.route === 'completions' ? 'A non-streaming request shows its content only when the whole answer arrives, so it always reads this way; a streamed one spent that time before its first token. ' : ''}This describes timing; it is not a root cause.`;
   }
   if (codes.includes('completion_dominated')) {
     return `Timing: completion dominated: the first content came within the first half of the recorded time (${split}); most of it went into generating and relaying the rest. This describes timing; it is not a root cause.`;
@@ -81,7 +81,11 @@ function usageSide(tokens: number | null, source: string): string {
 
 function outputLimitLine(r: TerminalRecord): string {
   const o = r.output_limit;
-  if (o === null) return 'Output limit: none recorded for this route.';
+  if (o === null) {
+    return r.route === 'chat.completions' || r.route === 'completions'
+      ? 'Output limit: not recorded for this request (it was recorded after the router stopped, or by an older version).'
+      : 'Output limit: none recorded for this route.';
+  }
   const requested = o.requested === null ? 'none requested' : `requested ${o.requested}`;
   const effective = o.effective === null ? 'effective unknown' : `effective ${o.effective}`;
   const clamp = o.clamped ? 'clamped by the router to the alias\'s ceiling' : 'not clamped by the router';

@@ -10,6 +10,7 @@ import { detectStyle, formatAge, formatFleetResult } from '../../src/cli/format-
 import { filterQuery, filtersFromOptions } from '../../src/cli/workloads-command.js';
 import { INTERPRETATION_CODES, interpret, terminalEvidence } from '../../src/schema/diagnosis.js';
 import { terminalRecord } from './fake-servers.js';
+import { formatRequest } from '../../src/cli/format-diagnosis.js';
 
 const usageKey = (f: () => unknown): string => {
   try {
@@ -111,6 +112,14 @@ describe('interpret', () => {
     assert.equal(ev.latency_ms, null);
     assert.deepEqual(interpret(ev), ['latency_unmeasured']);
     assert.equal(terminalEvidence(terminalRecord({ route: 'chat.completions', latency_ms: 0 })).latency_ms, 0);
+  });
+
+  it('explains a chat record without an output limit as unrecorded, not as a route without limits', () => {
+    const interrupted = terminalRecord({ route: 'chat.completions', output_limit: null, outcome: 'error', status_code: 0 });
+    const text = formatRequest(interrupted, interpret(interrupted), { unavailable: true });
+    assert.match(text, /Output limit: not recorded for this request/);
+    const embed = terminalRecord({ route: 'embeddings', output_limit: null });
+    assert.match(formatRequest(embed, interpret(embed), { unavailable: true }), /Output limit: none recorded for this route/);
   });
 
   it('emits codes only from the fixed list, in its order', () => {
