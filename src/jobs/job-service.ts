@@ -14,6 +14,8 @@ import type { RecipeLifecycle, RecipeResult } from '../recipes/recipe-lifecycle.
 /** How long a plan's confirmation token stays valid. */
 export const CONFIRMATION_TTL_MS = 120_000;
 const HEARTBEAT_MS = 1_000;
+/** Shortest spacing of the "job store cannot be written" log lines. */
+const WRITE_REPORT_MS = 10_000;
 
 export interface PlanResult {
   operation_id: string;
@@ -64,6 +66,9 @@ export class JobService {
   private readonly mediaDir: string | undefined;
   /** Settles when the last recipe operation applied so far has ended (see runRecipe). */
   private recipeTurn: Promise<void> = Promise.resolve();
+  /** Store writes from background work that failed since the last report line (see persist). */
+  private failedWrites = 0;
+  private lastWriteReport = 0;
 
   constructor(
     stateDir: string,
@@ -211,7 +216,7 @@ export class JobService {
     const hooks = {
       signal: ctl.signal,
       phase: (p: 'submitting' | 'running') => {
-        ops.update(opId, p === 'submitting' ? { native_state: NATIVE.submitting, progress_completed: 2 } : { native_state: NATIVE.running, progress_completed: 3 }, this.now());
+        this.persist(opId, () => ops.update(opId, p === 'submitting' ? { native_state: NATIVE.submitting, progress_completed: 2 } : { native_state: NATIVE.running, progress_completed: 3 }, this.now()));
         this.changes.next('controller');
       },
     };
@@ -233,11 +238,13 @@ export class JobService {
         stopBeat();
         this.running.delete(opId);
       }
-      if (result?.ok) this.finishOp(opId, NATIVE.succeeded, 'success', RECIPE_STEPS, { action: result.action, containers: result.containers });
-      else if (result) this.finishOp(opId, NATIVE.failed, result.outcome, undefined, { reason: result.reason });
-      // Cut short by a shutdown: what the runtime did is not known.
-      else if (this.closing) this.finishOp(opId, NATIVE.interrupted, 'unknown');
-      else this.finishOp(opId, NATIVE.failed, 'error', undefined, { reason: 'internal' });
+      this.persist(opId, () => {
+        if (result?.ok) this.finishOp(opId, NATIVE.succeeded, 'success', RECIPE_STEPS, { action: result.action, containers: result.containers });
+        else if (result) this.finishOp(opId, NATIVE.failed, result.outcome, undefined, { reason: result.reason });
+        // Cut short by a shutdown: what the runtime did is not known.
+        else if (this.closing) this.finishOp(opId, NATIVE.interrupted, 'unknown');
+        else this.finishOp(opId, NATIVE.failed, 'error', undefined, { reason: 'internal' });
+      });
     })();
     this.tasks.add(task);
     void task.finally(() => this.tasks.delete(task));
@@ -246,7 +253,7 @@ export class JobService {
   /** Beats the job's heartbeat every second until the returned function is called. */
   private heartbeat(owner: JobOwner, id: string): () => void {
     const beat = setInterval(() => {
-      this.stores[owner].heartbeat(id, this.now());
+      this.persist(id, () => this.stores[owner].heartbeat(id, this.now()));
       this.changes.next(owner);
     }, HEARTBEAT_MS);
     return () => clearInterval(beat);
@@ -267,8 +274,13 @@ export class JobService {
     let lastWrite = 0;
     let lastN = 0;
     const stopBeat = this.heartbeat(owner, id);
+    // A job whose progress cannot be recorded is stopped: load nobody can follow is not sent.
+    // Its record keeps its last written state, and its heartbeat ages into `stale`.
+    const record = (fields: Partial<JobRow>, t: number): void => {
+      if (!this.persist(id, () => store.update(id, fields, t))) ctl.abort();
+    };
     const task = (async () => {
-      store.update(id, { native_state: NATIVE.running, progress_completed: 0 }, this.now());
+      record({ native_state: NATIVE.running, progress_completed: 0 }, this.now());
       this.changes.next(owner);
       try {
         const summary = await run((n) => {
@@ -276,7 +288,7 @@ export class JobService {
           const t = this.now();
           if (n === total || t - lastWrite >= 200) {
             lastWrite = t;
-            store.update(id, { progress_completed: n }, t);
+            record({ progress_completed: n }, t);
             this.changes.next(owner);
           }
         }, ctl.signal);
@@ -288,10 +300,10 @@ export class JobService {
         const outcome = outcomeOf[state] ?? 'error';
         // Progress writes are spaced 200 ms apart: the last count is written with the end, so
         // the record's progress and its summary agree (requests still in flight at a cancel end after it).
-        store.update(id, { native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
+        record({ native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
       } catch (err) {
         this.logger.error({ err: { name: (err as Error)?.name }, job: id }, 'job failed');
-        store.update(id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());
+        record({ native_state: NATIVE.failed, outcome: 'error' }, this.now());
       } finally {
         stopBeat();
         this.running.delete(id);
@@ -301,6 +313,28 @@ export class JobService {
     this.tasks.add(task);
     void task.finally(() => this.tasks.delete(task));
     return id;
+  }
+
+  /**
+   * A store write from background work (a runner, a heartbeat), which has nobody to answer to:
+   * a failure (disk full, the state directory gone) is logged, at most one line per 10 s with
+   * the count left out, never thrown out of a timer or a task (that would end the process).
+   * Returns false when the write failed.
+   */
+  private persist(id: string, write: () => void): boolean {
+    try {
+      write();
+      return true;
+    } catch (err) {
+      this.failedWrites++;
+      const t = Date.now();
+      if (t - this.lastWriteReport >= WRITE_REPORT_MS) {
+        this.lastWriteReport = t;
+        this.logger.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, job: id, failed_writes: this.failedWrites }, 'job store cannot be written; the job\'s record keeps its last written state');
+        this.failedWrites = 0;
+      }
+      return false;
+    }
   }
 
   private insert(owner: JobOwner, r: { id: string; kind: string; native_state: string; total: number }, t: number): void {
@@ -323,7 +357,7 @@ export class JobService {
     const p = this.pending.get(key);
     if (!p) return;
     this.pending.delete(key);
-    this.finishOp(p.opId, NATIVE.expired, 'timeout');
+    this.persist(p.opId, () => this.finishOp(p.opId, NATIVE.expired, 'timeout'));
   }
 
   /** Stops runners; their jobs are marked interrupted (their engine work is not known). */

@@ -101,7 +101,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     const status = typeof sc === 'number' ? sc : 500;
     const code = BY_STATUS[status];
     if (code) return sendProblem(reply, code);
-    req.log.error({ err: { name: err.name, code: (err as { code?: string }).code } }, 'request failed');
+    const errCode = (err as { code?: unknown }).code;
+    req.log.error({ err: { name: err.name, code: errCode } }, 'request failed');
+    // A store that cannot be read or written now (disk full, state directory gone): the node
+    // cannot serve this request at the moment, which is 503, not a fault in the request.
+    if (typeof errCode === 'string' && errCode.startsWith('SQLITE_')) return sendProblem(reply, ErrorCode.UNAVAILABLE);
     return sendProblem(reply, ErrorCode.INTERNAL);
   });
   // JSON only: a text/plain body is a 415, not a string handed to the route.

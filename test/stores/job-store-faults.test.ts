@@ -1,0 +1,50 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { JobService } from '../../src/jobs/job-service.js';
+import { JobStore } from '../../src/stores/job-store.js';
+import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
+import { eventually } from '../support/processes.js';
+
+/** A disk that fills up under a running job: what SQLite throws then. */
+function diskFull(): never {
+  throw Object.assign(new Error('disk I/O error'), { name: 'SqliteError', code: 'SQLITE_IOERR_WRITE' });
+}
+
+describe('job store faults', () => {
+  let sim: EngineSim;
+  before(async () => {
+    sim = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 20, tokenDelayMs: 5, tokens: 4, model: 'm', maxModelLen: 8192 });
+  });
+  after(() => sim.close());
+
+  it('a job whose store can no longer be written is stopped and logged once; the process keeps running', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
+    const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, logger);
+    const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 } });
+    const { job_id: jobId } = jobs.apply(plan.confirmation_token);
+    assert.ok(jobId);
+    await eventually(() => (jobs.status(jobId).progress.completed ?? 0) > 0, 10_000);
+    // The disk fills: every write of the job store fails from now on (progress and heartbeat).
+    const stores = (jobs as unknown as { stores: Record<string, JobStore> }).stores;
+    stores['benchmark']!.update = diskFull;
+    stores['benchmark']!.heartbeat = diskFull;
+    // The runner stops sending load: the engine's request count stops growing.
+    await eventually(() => sim.stats().open === 0, 10_000);
+    const sent = sim.stats().requests;
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal(sim.stats().requests, sent, 'no load is sent for a job nobody can follow');
+    // Its record keeps the last state written (running): a reader sees its heartbeat age.
+    assert.equal(jobs.status(jobId).state, 'running');
+    const failures = lines.filter((l) => l.includes('job store cannot be written'));
+    assert.equal(failures.length, 1, 'one line per 10 s, not one per write');
+    assert.match(failures[0]!, /SQLITE_IOERR_WRITE/);
+    await jobs.close();
+  });
+});
