@@ -246,11 +246,8 @@ export class RouterRegistry {
 
   /** Writes the decisions queued for the log; called before anything hands a record out. */
   private persist(): void {
-    try {
-      this.opts.log?.flush();
-    } catch (err) {
-      logWriteError(this.opts.logger, err);
-    }
+    // A failure is reported by the log itself (rate-bounded) and retried; the records stay in memory.
+    this.opts.log?.flushQuietly();
   }
 
   /** Buffered decisions, newest first. */
@@ -352,7 +349,7 @@ export function routerReading(registry: RouterRegistry, now: number, cap: number
 
 /** The one log line about a failed decision-log write: the error's name and code, nothing of the records. */
 export function logWriteError(logger: Logger | undefined, err: unknown, records?: number): void {
-  logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; records kept in memory only');
+  logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; the records stay in memory and are written once the log can be written again');
 }
 
 function summarize(a: ActiveRequest, now: number): ActiveSummary {

@@ -7,7 +7,7 @@ import { RouterRegistry, logWriteError, routerReading } from '../actors/router-r
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy, bearerToken } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
-import { ConfigError, ErrorCode } from '../errors.js';
+import { ConfigError, ErrorCode, SvcError } from '../errors.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
 import type { RouteName } from '../schema/terminal-record.js';
 import type { Bus } from '../streams/bus.js';
@@ -61,6 +61,9 @@ export function decodeUnreserved(path: string): string {
  */
 const ROUTER_REQUEST_TIMEOUT_MS = 300_000;
 
+/** Errors that say the configured path itself is wrong (a configuration error, exit 2). */
+const PATH_ERRORS: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'ELOOP', 'ENAMETOOLONG']);
+
 /** How long a graceful stop lets requests in flight finish before it cuts them. */
 const STOP_GRACE_MS = 5_000;
 
@@ -105,8 +108,12 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
     try {
       decisionLog.open();
-    } catch {
+    } catch (err) {
       unlock();
+      // A path the configuration got wrong (no permission, not a directory) is a configuration
+      // error; a full disk or an I/O error is not (exit 1, not 2).
+      const code = (err as { code?: unknown })?.code;
+      if (typeof code === 'string' && !PATH_ERRORS.has(code)) throw new SvcError(ErrorCode.UNAVAILABLE, `decision_log_path cannot be written now (${code})`);
       throw new ConfigError('router configuration: decision_log_path cannot be opened for writing');
     }
   }

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -292,8 +292,8 @@ describe('router registry with a decision log', () => {
     const log = new DecisionLog(join(dir, 'd.jsonl'), 1 << 20, 2, (_err, n) => failures.push(n));
     log.open();
     const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log });
-    log.close(); // the descriptor is gone: the next write fails
-    (log as unknown as { fd: number }).fd = 1_000_000;
+    // The disk refuses writes (a read-only descriptor on the same file stands in for it).
+    (log as unknown as { fd: number }).fd = openSync(join(dir, 'd.jsonl'), 'r');
     const a = active(8);
     reg.begin(a);
     reg.finish(a, rec({ request_id: gid(8) }));

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
 import { finishReasonOf } from './stream-observer.js';
@@ -14,6 +14,16 @@ export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
 
 /** How long a finished record may wait in memory for the next grouped write (ms). */
 export const DEFAULT_FLUSH_DELAY_MS = 20;
+/** Records kept queued for another try after failed writes, at most (the oldest beyond are dropped, and the log marked). */
+const MAX_RETAINED_LINES = 20_000;
+/** After a failed write, the next try (ms). */
+const RETRY_MS = 1_000;
+/** After a failed rotation, the next try (ms). */
+const ROTATE_RETRY_MS = 10_000;
+/** Shortest spacing of write-failure reports (ms). */
+const REPORT_MS = 10_000;
+/** `fd` of a closed log: nothing more is written or retried. */
+const CLOSED = -2;
 
 /** Logs with queued records, written out synchronously if the process exits (a crash included). */
 const openLogs = new Set<DecisionLog>();
@@ -34,6 +44,11 @@ export class DecisionLog {
   private size = 0;
   private pending: string[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** The file may end in the middle of a line (a failed write): the next write starts with a newline. */
+  private torn = false;
+  /** Rotation failed (a read-only folder): the current file grows past its bound until then. */
+  private rotateBlockedUntil = 0;
+  private lastReport = Number.NEGATIVE_INFINITY;
   /**
    * Records may have been deleted by rotation (this process rotated its oldest file away,
    * or found the oldest slot taken at start, so an earlier process may have): a search of
@@ -96,7 +111,8 @@ export class DecisionLog {
       if (!exitHookInstalled) {
         exitHookInstalled = true;
         process.on('exit', () => {
-          for (const log of openLogs) log.flushQuietly();
+          // A copy: a log whose write fails again re-enters the set (its retry), which must not loop here.
+          for (const log of [...openLogs]) log.flushQuietly();
         });
       }
     }
@@ -104,7 +120,8 @@ export class DecisionLog {
 
   /**
    * Writes every queued decision, rotating between records as needed. Thrown when: a write
-   * fails; the queued records are then dropped from the queue (they stay in router memory).
+   * fails; the records not written stay queued (up to MAX_RETAINED_LINES) for the next flush,
+   * and they are in router memory either way.
    */
   flush(): void {
     if (this.timer !== undefined) {
@@ -115,36 +132,110 @@ export class DecisionLog {
     if (this.pending.length === 0) return;
     const lines = this.pending;
     this.pending = [];
-    let chunk = '';
-    let chunkBytes = 0;
-    for (const line of lines) {
-      const bytes = Buffer.byteLength(line);
-      if (this.size + chunkBytes > 0 && this.size + chunkBytes + bytes > this.maxBytes) {
-        if (chunkBytes > 0) this.write(chunk);
-        chunk = '';
-        chunkBytes = 0;
-        if (this.size > 0) this.rotate();
+    // lines[0, from) are in the file; a chunk is lines[from, i).
+    let from = 0;
+    try {
+      this.ensureCurrent();
+      let chunkBytes = 0;
+      for (let i = 0; i < lines.length; i++) {
+        const bytes = Buffer.byteLength(lines[i]!);
+        if (this.size + chunkBytes > 0 && this.size + chunkBytes + bytes > this.maxBytes && Date.now() >= this.rotateBlockedUntil) {
+          if (i > from) this.writeLines(lines, from, i);
+          from = i;
+          chunkBytes = 0;
+          if (this.size > 0) this.tryRotate();
+        }
+        chunkBytes += bytes;
       }
-      chunk += line;
-      chunkBytes += bytes;
+      if (lines.length > from) this.writeLines(lines, from, lines.length);
+    } catch (err) {
+      const written = err instanceof WriteFailed ? err.lines : 0;
+      this.retain(lines.slice(from + written));
+      throw err instanceof WriteFailed ? err.cause : err;
     }
-    if (chunkBytes > 0) this.write(chunk);
   }
 
-  private flushQuietly(): void {
-    const n = this.pending.length;
+  /**
+   * Flushes, reporting a failure through `onWriteError` (at most once per REPORT_MS, with the
+   * records still waiting) instead of throwing, and trying again RETRY_MS later.
+   */
+  flushQuietly(): void {
     try {
       this.flush();
     } catch (err) {
-      this.onWriteError?.(err, n);
+      const t = Date.now();
+      if (t - this.lastReport >= REPORT_MS) {
+        this.lastReport = t;
+        this.onWriteError?.(err, this.pending.length);
+      }
+      if (this.pending.length > 0 && this.timer === undefined && this.fd !== CLOSED) {
+        this.timer = setTimeout(() => this.flushQuietly(), RETRY_MS);
+        this.timer.unref();
+        openLogs.add(this);
+      }
     }
   }
 
-  /** Writes what is queued, then closes the file. */
+  /** Writes what is queued, then closes the file. Records that cannot be written mark the log (they are lost to it). */
   close(): void {
-    if (this.fd >= 0) this.flushQuietly();
+    if (this.pending.length > 0) this.flushQuietly();
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    openLogs.delete(this);
+    if (this.pending.length > 0) {
+      this.pending = [];
+      this.markUnclean();
+    }
     if (this.fd >= 0) closeSync(this.fd);
-    this.fd = -1;
+    this.fd = CLOSED;
+  }
+
+  /** Keeps lines that were not written for the next flush, the newest MAX_RETAINED_LINES at most. */
+  private retain(lines: string[]): void {
+    this.pending = lines.concat(this.pending);
+    if (this.pending.length > MAX_RETAINED_LINES) {
+      // Dropped from the queue for good: a search of the files can no longer be complete.
+      this.pending.splice(0, this.pending.length - MAX_RETAINED_LINES);
+      this.markUnclean();
+    }
+  }
+
+  /**
+   * Makes sure the open file is still the one at `path`: a file removed or replaced under the
+   * router (its folder deleted, an operator's `rm`) is reopened (folder made again), and the log
+   * is marked, since what the old file held is gone. Opens it when no file is open.
+   */
+  private ensureCurrent(): void {
+    if (this.fd === CLOSED) throw new Error('decision log closed');
+    if (this.fd >= 0) {
+      let same = false;
+      try {
+        const onDisk = statSync(this.path);
+        const open = fstatSync(this.fd);
+        same = onDisk.ino === open.ino && onDisk.dev === open.dev;
+      } catch {
+        same = false;
+      }
+      if (same) return;
+      try {
+        closeSync(this.fd);
+      } catch {
+        // already unusable
+      }
+      this.fd = -1;
+      this.reopen();
+      this.markUnclean();
+      return;
+    }
+    this.reopen();
+  }
+
+  private reopen(): void {
+    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    this.fd = openSync(this.path, 'a+', 0o600);
+    this.size = fstatSync(this.fd).size;
+    // Whatever the file ends with, the next record starts on a line of its own.
+    this.torn = this.size > 0;
   }
 
   /**
@@ -192,8 +283,51 @@ export class DecisionLog {
     this.size += buf.byteLength;
   }
 
+  /**
+   * Writes lines[from, to) with one write. Thrown when: it fails (WriteFailed, with how many of
+   * the lines are whole in the file; a line cut short is ended by the next write's newline).
+   */
+  private writeLines(lines: readonly string[], from: number, to: number): void {
+    const lead = this.torn ? '\n' : '';
+    let text = lead;
+    for (let k = from; k < to; k++) text += lines[k];
+    const buf = Buffer.from(text, 'utf8');
+    let off = 0;
+    try {
+      while (off < buf.byteLength) off += writeSync(this.fd, buf, off);
+    } catch (err) {
+      this.size += off;
+      if (off > 0) this.torn = true;
+      let whole = 0;
+      let end = lead.length;
+      for (let k = from; k < to; k++) {
+        end += Buffer.byteLength(lines[k]!);
+        if (end > off) break;
+        whole++;
+      }
+      throw new WriteFailed(err, whole);
+    }
+    this.size += buf.byteLength;
+    this.torn = false;
+  }
+
+  /** Rotates; when it cannot (a read-only folder), keeps writing to the current file and tries again ROTATE_RETRY_MS later. */
+  private tryRotate(): void {
+    try {
+      this.rotate();
+    } catch (err) {
+      this.rotateBlockedUntil = Date.now() + ROTATE_RETRY_MS;
+      const t = Date.now();
+      if (t - this.lastReport >= REPORT_MS) {
+        this.lastReport = t;
+        this.onWriteError?.(err, 0);
+      }
+      if (this.fd < 0) this.reopen();
+    }
+  }
+
   private rotate(): void {
-    this.close();
+    // Renamed first, closed after: a rename that fails leaves the current file open and in use.
     const oldest = `${this.path}.${this.maxFiles - 1}`;
     if (this.maxFiles > 1) {
       if (existsSync(oldest)) {
@@ -209,8 +343,22 @@ export class DecisionLog {
       rmSync(this.path);
       this.recordsDeleted = true;
     }
+    closeSync(this.fd);
+    this.fd = -1;
     this.fd = openSync(this.path, 'a+', 0o600);
     this.size = 0;
+    this.torn = false;
+  }
+}
+
+/** A write that failed after `lines` whole lines of it reached the file. */
+class WriteFailed extends Error {
+  override name = 'WriteFailed';
+  constructor(
+    override readonly cause: unknown,
+    readonly lines: number,
+  ) {
+    super('decision log write failed');
   }
 }
 
