@@ -72,7 +72,9 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   // Everything that can refuse the start is checked before anything is opened or started.
   let routerTarget: { url: string; key: string } | undefined;
   if (cfg.router) {
-    const key = env[cfg.router.keyEnv];
+    // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
+    // list (key rotation), the first key is the one jobs send.
+    const key = (env[cfg.router.keyEnv] ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
     if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) is not set`);
     routerTarget = { url: cfg.router.url, key };
   }

@@ -12,7 +12,8 @@ import { CLI, eventually, spawnNode, type RunningProcess } from '../support/proc
 describe('benchmark and media jobs through a real router, seen by node_workloads', () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-jobs-'));
   const policy = writeTestPolicy(dir);
-  const env = { ...policy.env, SVC_ROUTER_KEYS: 'jobs-router-key', NODE_ROUTER_KEY: 'jobs-router-key' };
+  // The router takes a list (key rotation); the controller may name the same list and sends its first key.
+  const env = { ...policy.env, SVC_ROUTER_KEYS: 'jobs-router-key,next-router-key', NODE_ROUTER_KEY: ' jobs-router-key,next-router-key' };
   let sim: RunningProcess;
   let router: RunningProcess;
   let controller: RunningProcess;
