@@ -288,6 +288,8 @@ export class NatsBus implements Bus {
   }
 
   #lastErrorLogAt = Number.NEGATIVE_INFINITY;
+  /** Connected since the last `disconnect` status (the connection starts connected). */
+  #linkUp = true;
   #errorsSkipped = 0;
 
   async #watchStatus(): Promise<void> {
@@ -295,11 +297,15 @@ export class NatsBus implements Bus {
     for await (const s of this.#nc.status()) {
       switch (s.type) {
         case 'disconnect':
-          this.#log?.warn('nats disconnected');
+          // A server that refuses the credentials accepts the connection first and drops it
+          // on every attempt: only the first loss of a working connection is a line.
+          if (this.#linkUp) this.#log?.warn('nats disconnected');
+          this.#linkUp = false;
           if (!this.#nc.isClosed()) this.#state.next('disconnected');
           break;
         case 'reconnect':
           this.#log?.info('nats reconnected');
+          this.#linkUp = true;
           this.#state.next('connected');
           break;
         case 'error': {

@@ -67,6 +67,7 @@ describe('bus faults (real nats-server)', () => {
     await eventually(() => lines.some((l) => l['msg'] === 'nats server error'), 10_000, 50);
     await new Promise((r) => setTimeout(r, 1500)); // several refused reconnects
     assert.equal(lines.filter((l) => l['msg'] === 'nats server error').length, 1, 'one line per 10 s, not one per attempt');
+    assert.equal(lines.filter((l) => l['msg'] === 'nats disconnected').length, 1, 'the refused attempts are not each a disconnection line');
     await server.stop();
     server = await startNatsServer({ port, configText: conf('right-pass-1') });
 
