@@ -1,8 +1,10 @@
-import { OWNERS, type NodeCondition, type ResultStatus } from '../schema/enums.js';
+import { ACTIVE_STATES, OWNERS, type NodeCondition, type ResultStatus } from '../schema/enums.js';
 import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
-import { formatTimestamp } from '../schema/primitives.js';
-import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
+import { SCHEMA_ID, recordRuleViolation, type WorkloadRecord } from '../schema/record.js';
+import { MAX_FUTURE_SKEW_MS } from './fold-node.js';
 import { relevant } from './query-node.js';
 import { topK } from './top-k.js';
 
@@ -31,13 +33,15 @@ const STATUS_RANK: Readonly<Record<ResultStatus, number>> = { complete: 0, parti
  * or count more hopeful than its sources support is lowered to what they support (`f`: the
  * filters asked, which decide the sources that count).
  */
-export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters): NodeResult | NodeCondition {
+export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters, now?: number): NodeResult | NodeCondition {
   if (answer.kind === 'unreachable') return 'unreachable';
   if (answer.kind === 'sleeping') return 'sleeping';
   if (answer.data.byteLength > MAX_NODE_REPLY_BYTES) return 'malformed';
   let v: unknown;
+  let text: string;
   try {
-    v = JSON.parse(decoder.decode(answer.data));
+    text = decoder.decode(answer.data);
+    v = JSON.parse(text);
   } catch {
     return 'malformed';
   }
@@ -46,7 +50,9 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
   // Another schema, or a problem object from a node that cannot serve this read: not ours to interpret.
   if (o['schema'] !== SCHEMA_ID) return 'schema' in o || ('type' in o && 'status' in o) ? 'incompatible' : 'malformed';
   if (!checkNodeResult.Check(v)) return 'malformed';
-  return checkNodeClaims(hostId, v, f);
+  // A member named twice: JSON.parse kept the last copy, another reader may keep the first.
+  if (hasDuplicateKey(text)) return 'malformed';
+  return checkNodeClaims(hostId, v, f, now);
 }
 
 /**
@@ -54,20 +60,38 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
  * of that host and owner, no condition of its own, counts that add up; then its status and
  * count are held to its sources (when `f` is given). Mutates `v` only to lower it.
  */
-function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters): NodeResult | NodeCondition {
+function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, now?: number): NodeResult | NodeCondition {
   if (v.expected_host !== hostId) return 'wrong-identity';
   if (v.condition !== undefined || v.sources.length !== OWNERS.length) return 'malformed';
   let total = 0;
+  const ids = new Set<string>();
+  const latest = now === undefined ? Number.POSITIVE_INFINITY : now + MAX_FUTURE_SKEW_MS;
   for (const [i, s] of v.sources.entries()) {
     if (s.owner !== OWNERS[i]) return 'malformed';
-    for (const r of s.records) if (r.host !== hostId || r.owner !== s.owner) return r.host !== hostId ? 'wrong-identity' : 'malformed';
+    // An owner that could not provide trustworthy records has none, and no count (CONTRACT.md).
+    if (s.status === 'unavailable' && (s.records.length > 0 || s.truncation.omitted !== null)) return 'malformed';
+    for (const r of s.records) {
+      if (r.host !== hostId) return 'wrong-identity';
+      // The rules the fold holds every observation to, the same here: a node that breaks
+      // them, repeats a record, or answers what was not asked is not believed at all.
+      if (r.owner !== s.owner || recordRuleViolation(r) !== null || ids.has(r.id)) return 'malformed';
+      if (f !== undefined && !asked(r, f)) return 'malformed';
+      if (parseTimestamp(r.updated_at) > latest) return 'malformed';
+      ids.add(r.id);
+    }
     if (s.truncation.returned !== s.records.length) return 'malformed';
     total += s.records.length;
   }
   // Counts that do not add up cannot be trusted as counts.
   if (v.truncation.returned !== total) return 'malformed';
+  if (f !== undefined && total > f.limit) return 'malformed';
   if (f) holdToSources(v, f);
   return v;
+}
+
+/** True when a record is one the filters select (what the node can be checked on without its clock). */
+function asked(r: WorkloadRecord, f: Filters): boolean {
+  return relevant(r.owner, f) && (f.state === undefined || r.state === f.state) && (f.host === undefined || r.host === f.host) && (!f.active_only || ACTIVE_STATES.has(r.state));
 }
 
 /** Lowers a node's status and count to what its relevant sources support (never raises them). */
@@ -134,7 +158,7 @@ function newestFirst(a: Ref, b: Ref): number {
  */
 export function composeFleet(declared: readonly DeclaredNode[], answers: readonly NodeAnswer[], f: Filters, now: number): FleetResult {
   const nodes: NodeResult[] = declared.map((d, i) => {
-    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' }, f);
+    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' }, f, now);
     // The reply was parsed for this call alone, so it is ours to trim in place (no copy).
     return typeof c === 'string' ? failedNode(d.hostId, c, now) : c;
   });

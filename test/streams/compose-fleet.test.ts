@@ -77,6 +77,34 @@ describe('fleet composition', () => {
     assert.equal(r.status, 'unavailable');
   });
 
+  it('a node reply that breaks the record rules, repeats a record or answers what was not asked is malformed, never data', () => {
+    const media = 3; // sources[3] is media, holding nodeResult's records
+    const mutate = (change: (v: NodeResult) => void): NodeResult => {
+      const v = nodeResult('a', 2);
+      change(v);
+      return v;
+    };
+    const bad: Array<[string, NodeResult | string, ReturnType<typeof resolveFilters>]> = [
+      ['owner/kind pairing', mutate((v) => (v.sources[media]!.records[0] = { ...v.sources[media]!.records[0]!, kind: 'benchmark-job' })), F],
+      ['outcome on an active record', mutate((v) => (v.sources[media]!.records[0] = { ...v.sources[media]!.records[0]!, outcome: 'success' })), F],
+      ['an unavailable source with records', mutate((v) => Object.assign(v.sources[media]!, { status: 'unavailable', reason: 'timeout', truncation: { returned: 2, omitted: null } })), F],
+      ['one record twice', mutate((v) => (v.sources[media]!.records[1] = v.sources[media]!.records[0]!)), F],
+      ['a record from the future', mutate((v) => (v.sources[media]!.records[0] = { ...v.sources[media]!.records[0]!, updated_at: '2099-01-01T00:00:00.000Z' })), F],
+      ['records of an owner not asked for', nodeResult('a', 2), resolveFilters({ owner: 'benchmark' })],
+      ['records in a state not asked for', nodeResult('a', 2), resolveFilters({ state: 'terminal' })],
+      ['more records than the limit', nodeResult('a', 2), resolveFilters({ limit: 1 })],
+      ['a member named twice', JSON.stringify(nodeResult('a', 2)).replace('"expected_host":"a"', '"expected_host":"z","expected_host":"a"'), F],
+    ];
+    for (const [what, v, f] of bad) {
+      const answer: NodeAnswer = typeof v === 'string' ? { kind: 'reply', data: new TextEncoder().encode(v) } : reply(v);
+      const r = composeFleet([{ hostId: 'a' }], [answer], f, T0);
+      assert.equal(r.nodes[0]!.condition, 'malformed', what);
+      assert.equal(r.nodes[0]!.sources.length, 0, what);
+    }
+    // The same reply unchanged is data.
+    assert.equal(composeFleet([{ hostId: 'a' }], [reply(nodeResult('a', 2))], F, T0).nodes[0]!.condition, undefined);
+  });
+
   it('applies the limit across nodes, newest first, counting what it cut', () => {
     const r = composeFleet([{ hostId: 'a' }, { hostId: 'b' }], [reply(nodeResult('a', 5, 0)), reply(nodeResult('b', 5, 100))], resolveFilters({ limit: 6 }), T0);
     assert.equal(r.truncation.returned, 6);
