@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -53,8 +53,9 @@ const PARAMS_FIT: Readonly<Record<string, (p: unknown) => boolean>> = {
 
 /**
  * A JSON-RPC error answer with its code's fixed text (the `data` member, if any, dropped).
- * The SDK says -32700 `Parse error` for a body that is JSON but not a JSON-RPC message; a
- * body that is not JSON never reaches it (Fastify answers it), so that is -32600 here.
+ * The SDK says -32700 `Parse error` for a body that is JSON but not a JSON-RPC message: that
+ * is -32600 here (a body that is not JSON is answered -32700 before it, by the route's
+ * error handler).
  */
 function fixedError(message: unknown): unknown {
   if (!isObject(message) || !isObject(message['error'])) return message;
@@ -103,7 +104,16 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
     guardHostAndOrigin(req);
     o.policy.identify(req.headers.authorization);
   };
-  app.post('/mcp', { onRequest }, async (req, reply) => {
+  // A body that is not JSON at all is JSON-RPC's -32700 `Parse error` (HTTP 400), as an MCP
+  // client expects; every other refusal (credential, Host, size, a member named twice) keeps
+  // the app's fixed problem answer (the parent error handler).
+  const errorHandler = (err: Error & { code?: unknown }, _req: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) {
+      return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32700, message: RPC_ERROR_TEXT.get(-32700) } });
+    }
+    throw err;
+  };
+  app.post('/mcp', { onRequest, errorHandler }, async (req, reply) => {
     // Any known client may connect; the tools it sees depend on its grants.
     const client = o.policy.identify(req.headers.authorization);
     const body: unknown = req.body;

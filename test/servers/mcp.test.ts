@@ -145,5 +145,30 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
     }
     const anon = await fetch(`${ctl.url}/mcp`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
     assert.equal(anon.status, 401);
+    // Even a body that is not JSON from a caller without a credential: 401, not a parse error.
+    const anonJson = await fetch(`${ctl.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc"' });
+    assert.equal(anonJson.status, 401);
+    assert.match(anonJson.headers.get('content-type') ?? '', /^application\/problem\+json/);
+  });
+
+  it('a body that is not JSON is JSON-RPC -32700 "Parse error" (HTTP 400), without any of its text', async () => {
+    for (const body of ['{"jsonrpc":"2.0","id":1,"method":"tools/list"', 'parse-canary-7731', '']) {
+      const res = await fetch(`${ctl.url}/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body,
+      });
+      assert.equal(res.status, 400, body);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+      assert.deepEqual(await res.json(), { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } }, body);
+    }
+    // A member named twice stays the fixed problem of every JSON route.
+    const dup = await fetch(`${ctl.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"ping"}',
+    });
+    assert.equal(dup.status, 400);
+    assert.match(dup.headers.get('content-type') ?? '', /^application\/problem\+json/);
   });
 });
