@@ -62,7 +62,7 @@ export function registerBenchCommand(program: Command): void {
       // Ctrl-C stops following, not the job: say so, and how to stop it.
       const interrupted = (): void => {
         process.stderr.write(`${tty ? '\n' : ''}interrupted: ${jobId} keeps running on the controller; stop it with svc-serving bench cancel --job ${jobId} (same --controller-url and --auth-env)\n`);
-        process.exit(130);
+        process.exit(EXIT.interrupted);
       };
       process.once('SIGINT', interrupted);
       let status: Record<string, unknown>;

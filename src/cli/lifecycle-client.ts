@@ -57,6 +57,8 @@ export function expectJson(o: ReadOutcome, okStatus: number, failures: StatusFai
     throw snapshotFailure('malformed');
   }
   const status = o.kind === 'json' || o.kind === 'status' ? o.status : undefined;
+  // Another success status than the route's own is an answer this client does not know, not a refusal.
+  if (status !== undefined && status >= 200 && status <= 299) throw snapshotFailure('malformed');
   const fixed = status === undefined ? undefined : failures[status];
   if (fixed) throw new SnapshotFailure(fixed);
   if (status === 403) throw new SnapshotFailure(LIFECYCLE.forbidden);
@@ -94,7 +96,7 @@ export class LifecycleClient {
   async planAndApply(
     command: string, params: object, usage: string, planFailures: StatusFailures = {}, applyFailures: StatusFailures = {},
   ): Promise<Record<string, unknown> | undefined> {
-    const plan = expectJson(await this.reader.post('/v1/lifecycle/plan', { command, params }), 201, planFailures);
+    const plan = expectJson(await whileInterruptible(this.reader.post('/v1/lifecycle/plan', { command, params }), 'interrupted: nothing was started'), 201, planFailures);
     const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string') : [];
     const shown = steps.slice(0, MAX_PLAN_LINES).map((s) => `  - ${printable(s)}`);
     if (steps.length > MAX_PLAN_LINES) shown.push(`  (${steps.length - MAX_PLAN_LINES} more lines not shown)`);
@@ -106,14 +108,36 @@ export class LifecycleClient {
         return undefined;
       }
       const rl = createInterface({ input: process.stdin, output: process.stderr });
-      const answer = (await rl.question('Proceed? [y/N] ')).trim().toLowerCase();
-      rl.close();
+      // Ctrl-C at the prompt is a "no" said by interrupting (exit 130); Ctrl-D is a plain "no".
+      // A question whose interface closes stays pending for ever (the process would end
+      // silently with exit 0): Ctrl-C and end of input abort it instead.
+      let interrupted = false;
+      const asked = new AbortController();
+      rl.once('SIGINT', () => {
+        interrupted = true;
+        asked.abort();
+      });
+      rl.once('close', () => asked.abort());
+      let answer = '';
+      try {
+        answer = (await rl.question('Proceed? [y/N] ', { signal: asked.signal })).trim().toLowerCase();
+      } catch {
+        // the prompt was closed (Ctrl-C, Ctrl-D, end of input): nothing was answered
+      } finally {
+        rl.close();
+      }
+      if (interrupted) {
+        process.stderr.write('\nNot started (interrupted).\n');
+        process.exitCode = EXIT.interrupted;
+        return undefined;
+      }
       if (answer !== 'y' && answer !== 'yes') {
         process.stderr.write('Not started.\n');
         return undefined;
       }
     }
-    return expectJson(await this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] }), 200, applyFailures);
+    const applying = this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] });
+    return expectJson(await whileInterruptible(applying, 'interrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)'), 200, applyFailures);
   }
 
   /** Polls `GET /v1/lifecycle/status/{id}` until a terminal state; `onStatus` sees every answer. */
@@ -135,4 +159,18 @@ export function appliedId(applied: Record<string, unknown>, key: 'job_id' | 'ope
   const id = applied[key];
   if (typeof id !== 'string' || !pattern.test(id)) throw snapshotFailure('malformed');
   return id;
+}
+
+/** Awaits `p`; Ctrl-C meanwhile prints `line` and exits 130 (a request cannot be taken back, only reported). */
+async function whileInterruptible<T>(p: Promise<T>, line: string): Promise<T> {
+  const interrupted = (): void => {
+    process.stderr.write(`\n${line}\n`);
+    process.exit(EXIT.interrupted);
+  };
+  process.once('SIGINT', interrupted);
+  try {
+    return await p;
+  } finally {
+    process.off('SIGINT', interrupted);
+  }
 }

@@ -50,9 +50,10 @@ export type SnapshotKey = keyof typeof SNAPSHOT;
 /** The server answered with a status we do not read as a snapshot (400, 429, 5xx, ...). */
 export function statusMessage(status: number): string {
   const code = Number.isInteger(status) && status >= 100 && status <= 999 ? String(status) : 'unknown';
-  return status >= 500 && status <= 599
-    ? `the server failed to answer (HTTP ${code})`
-    : `the server refused the read (HTTP ${code})`;
+  if (status >= 500 && status <= 599) return `the server failed to answer (HTTP ${code})`;
+  // A success status where another was expected (200 for 201): not a refusal.
+  if (status >= 200 && status <= 299) return `the server answered with an unexpected status (HTTP ${code})`;
+  return `the server refused the read (HTTP ${code})`;
 }
 
 /** Invalid usage: exit 2. */

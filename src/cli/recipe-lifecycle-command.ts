@@ -68,12 +68,23 @@ function register(recipe: Command, verb: 'apply' | 'stop', description: string):
       if (!applied) return;
       const opId = appliedId(applied, 'operation_id', /^op_[0-9a-f]{24}$/);
       process.stderr.write(`operation ${opId}\n`);
+      // Ctrl-C stops following, not the operation (a container start cannot be called back).
+      const interrupted = (): void => {
+        process.stderr.write(`interrupted: operation ${opId} keeps running on the controller; its state: GET /v1/lifecycle/status/${opId}, or svc-serving recipe status ${name}\n`);
+        process.exit(EXIT.interrupted);
+      };
+      process.once('SIGINT', interrupted);
       let last = '';
-      const status = await client.follow(opId, (s) => {
-        const state = String(s['state']);
-        if (state !== last) process.stderr.write(`  ${state}\n`);
-        last = state;
-      });
+      let status: Record<string, unknown>;
+      try {
+        status = await client.follow(opId, (s) => {
+          const state = String(s['state']);
+          if (state !== last) process.stderr.write(`  ${state}\n`);
+          last = state;
+        });
+      } finally {
+        process.off('SIGINT', interrupted);
+      }
       process.stdout.write(f.json ? JSON.stringify(status) + '\n' : describeOutcome(verb, name, status) + '\n');
       if (status['state'] !== 'succeeded') process.exitCode = EXIT.failure;
     });

@@ -8,7 +8,7 @@ export interface Closable {
 }
 
 /** Exit codes of server commands. */
-export const EXIT = { ok: 0, failure: 1, usage: 2, snapshot: 4 } as const;
+export const EXIT = { ok: 0, failure: 1, usage: 2, snapshot: 4, interrupted: 130 } as const;
 
 /**
  * Runs a long-lived server command: starts it, then on SIGTERM or SIGINT closes its

@@ -1,7 +1,32 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { sendJson, startFake, type FakeServer } from './fake-servers.js';
 import { runCli } from './run-cli.js';
+import { CLI } from '../support/processes.js';
+
+/**
+ * Runs the CLI on a pseudo-terminal (util-linux `script`), types `keys` once the confirmation
+ * prompt shows, and returns its exit code and what the terminal showed.
+ */
+async function atPrompt(args: string[], env: Record<string, string>, keys: string): Promise<{ code: number | null; out: string }> {
+  const cmd = [process.execPath, CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  const child = spawn('script', ['-qec', cmd, '/dev/null'], { env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', TERM: 'dumb', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let typed = false;
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (!typed && out.includes('Proceed? [y/N]')) {
+      typed = true;
+      child.stdin.write(keys);
+    }
+  });
+  const code = await exited;
+  clearTimeout(kill);
+  return { code, out };
+}
 
 /** `bench run` against controllers that answer wrongly: a fixed line and exit 4, never a wait without end. */
 describe('lifecycle commands against a misbehaving controller', () => {
@@ -38,6 +63,28 @@ describe('lifecycle commands against a misbehaving controller', () => {
     assert.doesNotMatch(r.stderr, /[\u0000-\u0008\u000b-\u001f\u007f]/);
     assert.match(r.stderr, /red \?\[31mtext\?\[0m and a bell \?/);
     assert.ok(!r.stderr.includes('x'.repeat(301)), 'long lines are cut');
+  });
+
+  it('at the confirmation prompt on a terminal: Ctrl-C is "not started" with exit 130, "n" is "not started" with exit 0; nothing is applied', async () => {
+    const s = await controller(['run it'], () => [200, { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} }]);
+    const args = ['bench', 'run', '--controller-url', s.url, '--auth-env', 'TOK', '--alias', 'm'];
+    const ctrlC = await atPrompt(args, { TOK: token }, '\u0003');
+    assert.equal(ctrlC.code, 130, ctrlC.out);
+    assert.match(ctrlC.out, /Not started \(interrupted\)/);
+    assert.doesNotMatch(ctrlC.out, /unexpected failure/);
+    const no = await atPrompt(args, { TOK: token }, 'n\r');
+    assert.equal(no.code, 0, no.out);
+    assert.match(no.out, /Not started\./);
+    assert.equal(s.hits.filter((h) => h.url === '/v1/lifecycle/apply').length, 0);
+  });
+
+  it('a success status other than the route\'s own (200 for a plan\'s 201) is a malformed answer, not a refusal', async () => {
+    const s = await startFake((_req, res) => sendJson(res, 200, { operation_id: 'op_1' }));
+    servers.push(s);
+    const r = await bench(s);
+    assert.equal(r.code, 4, r.stderr);
+    assert.doesNotMatch(r.stderr, /refused/);
+    assert.match(r.stderr, /not a valid envelope of the expected schema/);
   });
 
   it('lifecycle refusals are said in the lifecycle\'s words', async () => {
