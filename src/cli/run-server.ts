@@ -50,7 +50,15 @@ function describeStartError(err: unknown): { line: string; code: number } {
   // Which address, when the error says (`up` listens on three): the operator's own setting.
   const where = listenAddress(err);
   if (sysCode === 'EADDRINUSE') return { line: where ? `cannot listen: ${where} is in use` : 'cannot listen: the configured address is in use', code: EXIT.failure };
-  if (sysCode === 'EADDRNOTAVAIL' || sysCode === 'EACCES') return { line: where ? `cannot listen on ${where}` : 'cannot listen on the configured address', code: EXIT.failure };
+  const syscall = (err as { syscall?: unknown })?.syscall;
+  if (sysCode === 'EADDRNOTAVAIL' || (sysCode === 'EACCES' && (syscall === 'listen' || where !== undefined))) {
+    return { line: where ? `cannot listen on ${where}` : 'cannot listen on the configured address', code: EXIT.failure };
+  }
+  // A file or folder the process cannot use (permissions, a file where a folder belongs): named.
+  const path = (err as { path?: unknown })?.path;
+  if (typeof sysCode === 'string' && typeof path === 'string' && path.length < 4096 && !/[\u0000-\u001f\u007f]/.test(path)) {
+    return { line: `cannot use ${path} (${sysCode})`, code: EXIT.failure };
+  }
   if (err instanceof SvcError) return { line: `cannot start: ${err.message}`, code: EXIT.failure };
   return { line: 'cannot start (see the log)', code: EXIT.failure };
 }

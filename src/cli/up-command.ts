@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ensureLocalCredentials } from '../config/local-home.js';
 import { isHostId } from '../schema/primitives.js';
+import { ConfigError, ErrorCode, SvcError } from '../errors.js';
 import { runServer } from './run-server.js';
 
 function port(value: string): number {
@@ -31,10 +32,21 @@ export function registerUpCommand(program: Command): void {
     .action(async (flags: { natsUrl?: string; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number; dashboardPort: number }) => {
       await runServer('up', async (logger) => {
         const creds = ensureLocalCredentials();
-        const node = await (await import('../servers/local-node.js')).startLocalNode({
-          hostId: flags.hostId, bindHost: '127.0.0.1', routerPort: flags.routerPort, controllerPort: flags.controllerPort,
-          natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger, dashboardPort: flags.dashboardPort,
-        });
+        let node: Awaited<ReturnType<typeof import('../servers/local-node.js')['startLocalNode']>>;
+        try {
+          node = await (await import('../servers/local-node.js')).startLocalNode({
+            hostId: flags.hostId, bindHost: '127.0.0.1', routerPort: flags.routerPort, controllerPort: flags.controllerPort,
+            natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger, dashboardPort: flags.dashboardPort,
+          });
+        } catch (err) {
+          // `up` has no configuration of the user's: what its parts call a configuration error
+          // is about the state it keeps under the service home.
+          if (!(err instanceof ConfigError)) throw err;
+          if (/in use by another running/.test(err.message)) {
+            throw new SvcError(ErrorCode.UNAVAILABLE, `${creds.home} is in use by another running svc-serving up (stop it first, or set SVC_SERVING_HOME to another directory)`);
+          }
+          throw new SvcError(ErrorCode.UNAVAILABLE, `the node's state under ${creds.home} cannot be used (${err.message.replace(/^(router|node) configuration: /, '')})`);
+        }
         process.stderr.write(
           [
             '',

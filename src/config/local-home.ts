@@ -33,8 +33,12 @@ function ensureSecret(path: string): string {
  */
 export function ensureLocalCredentials(env: NodeJS.ProcessEnv = process.env): LocalCredentials {
   const home = serviceHome(env);
-  mkdirSync(home, { recursive: true, mode: 0o700 });
-  chmodSync(home, 0o700);
+  // Made private when made here; an existing directory keeps the mode its owner gave it (the
+  // credential files in it are 0600 either way).
+  if (!existsSync(home)) {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    chmodSync(home, 0o700);
+  }
   const readerTokenFile = join(home, 'reader.token');
   const routerKeyFile = join(home, 'router.key');
   const readerToken = ensureSecret(readerTokenFile);

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -72,6 +72,12 @@ describe('svc-serving up: the whole node in one process', () => {
     assert.doesNotMatch(node.output(), /demo job not started/);
   });
 
+  it('a second up on the same home is refused (exit 1) naming the home, not a configuration the user never wrote', async () => {
+    const r = await runCli(['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { SVC_SERVING_HOME: home });
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr.trim(), `svc-serving up: cannot start: ${home} is in use by another running svc-serving up (stop it first, or set SVC_SERVING_HOME to another directory)`);
+  });
+
   it('relays a chat completion with the generated data-plane key', async () => {
     const key = readFileSync(join(home, 'router.key'), 'utf8').trim();
     const res = await fetch(`${routerUrl}/v1/chat/completions`, {
@@ -96,6 +102,30 @@ describe('svc-serving up on a busy port', () => {
       assert.equal(r.stderr.trim(), `svc-serving up: cannot listen: 127.0.0.1:${port} is in use`);
     } finally {
       busy.close();
+    }
+  });
+});
+
+describe('svc-serving up with a home it cannot use, or one made by its owner', () => {
+  it('a home that is a file: exit 1 naming it, not a listen address', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'svc-up-file-')), 'home');
+    writeFileSync(file, 'not a directory');
+    const r = await runCli(['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { SVC_SERVING_HOME: join(file, 'sub') });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr.trim(), /^svc-serving up: cannot use .*home(\/sub)? \(E[A-Z]+\)$/);
+    assert.doesNotMatch(r.stderr, /listen/);
+  });
+
+  it('an existing home keeps its own mode (the credential files in it are 0600)', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'svc-up-mode-'));
+    chmodSync(home, 0o750);
+    const node = await spawnNode(CLI, ['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { env: { SVC_SERVING_HOME: home }, waitForListening: false });
+    try {
+      await eventually(() => /controller +(http:\/\/\S+)/.test(node.output()), 10_000);
+      assert.equal(statSync(home).mode & 0o777, 0o750);
+      assert.equal(statSync(join(home, 'reader.token')).mode & 0o777, 0o600);
+    } finally {
+      assert.equal(await node.stop(), 0);
     }
   });
 });
