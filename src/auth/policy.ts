@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readSmallFile } from '../config/read-small-file.js';
 import { resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
@@ -55,7 +55,7 @@ export class AuthorizationPolicy {
   static load(path: string, env: NodeJS.ProcessEnv = process.env): AuthorizationPolicy {
     let text: string;
     try {
-      text = readFileSync(path, 'utf8');
+      text = readSmallFile(path);
     } catch (cause) {
       throw new ConfigError('authorization policy file is not readable', { cause });
     }
@@ -144,7 +144,7 @@ function resolveCredential(c: PolicyFile['clients'][number], env: NodeJS.Process
     if (!token) throw new ConfigError(`authorization policy: client "${c.id}": environment variable ${c.credential_env} is not set`);
   } else {
     try {
-      token = readFileSync(resolve(baseDir, c.credential_file!), 'utf8').trim();
+      token = readSmallFile(resolve(baseDir, c.credential_file!), 64 * 1024).trim();
     } catch {
       throw new ConfigError(`authorization policy: client "${c.id}": credential file is not readable`);
     }

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readSmallFile } from '../config/read-small-file.js';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
@@ -206,7 +206,6 @@ export function readCredentialFile(path: string): Map<string, string> {
 }
 
 function readBounded(path: string): string {
-  const buf = readFileSync(path);
-  if (buf.length > MAX_FILE_BYTES) throw new Error('too large');
-  return buf.toString('utf8');
+  // Never blocks on a FIFO or reads a device without end: a regular file of 64 KiB at most.
+  return readSmallFile(path, MAX_FILE_BYTES);
 }

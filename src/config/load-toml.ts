@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { TSchema, Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import { parse as parseToml } from 'smol-toml';
 import { ConfigError } from '../errors.js';
+import { readSmallFile } from './read-small-file.js';
 
 /**
  * Config as a pipeline: TOML file -> plain object -> defaults -> schema check -> frozen.
@@ -14,7 +14,7 @@ import { ConfigError } from '../errors.js';
 export function loadTomlConfig<T extends TSchema>(path: string, schema: T, what: string): { value: Static<T>; dir: string } {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readSmallFile(path);
   } catch {
     throw new ConfigError(`${what} configuration file is not readable`);
   }
