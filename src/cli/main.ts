@@ -27,6 +27,14 @@ const USAGE_MESSAGES: Readonly<Record<string, string>> = {
   'svc.repeatedOption': 'an option was given more than once',
 };
 
+const EXIT_HELP = `
+Exit codes: 0 success (a read: any valid answer, partial and unavailable included); 1 a server
+that cannot start, or a job or operation that failed; 2 invalid usage or configuration; 4 the
+other side refused or could not answer; 130 interrupted (Ctrl-C).`;
+
+/** Commands whose help already lists their exit codes. */
+const OWN_EXIT_HELP = new WeakSet<Command>();
+
 /** Builds the `svc-serving` program. */
 export function buildProgram(): Command {
   const program = new Command('svc-serving')
@@ -46,9 +54,9 @@ export function buildProgram(): Command {
         '       operation that failed or was interrupted',
         '  2    invalid usage or configuration',
         '  4    a read or command the other side refused or could not answer',
-        '  130  interrupted (Ctrl-C while following a job)',
+        '  130  interrupted (Ctrl-C at a confirmation prompt or while following a job)',
         '',
-        "Run 'svc-serving help <command>' for a command's options.",
+        "Run 'svc-serving <command> [<subcommand>] --help' for a command's options.",
       ].join('\n'),
     );
   registerControllerCommands(program);
@@ -59,12 +67,16 @@ export function buildProgram(): Command {
   registerUpCommand(program);
   registerBenchCommand(program);
   registerDashboardCommand(program);
-  registerRecipeLifecycleCommands(registerRecipeCommand(program));
+  const recipeCmd = registerRecipeCommand(program);
+  registerRecipeLifecycleCommands(recipeCmd);
+  for (const c of recipeCmd.commands) if (c.name() === 'apply' || c.name() === 'stop') OWN_EXIT_HELP.add(c);
   for (const cmd of program.commands) {
     for (const c of [cmd, ...cmd.commands]) {
       c.exitOverride().configureOutput({ outputError: () => {}, writeErr: () => {} });
       checkRequiredAfterUnknown(c);
       for (const o of c.options) refuseRepeats(c, o);
+      // Every command's own help says what its exit status means (recipe apply|stop say it in their words).
+      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c)) c.addHelpText('after', EXIT_HELP);
     }
   }
   return program;

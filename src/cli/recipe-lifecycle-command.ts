@@ -50,7 +50,8 @@ Runs through the node controller's lifecycle routes: plan (shown on stderr), con
 (asked on a terminal, or --yes), apply, then the operation is followed to its end.
 Exit codes: 0 succeeded; 1 the operation failed or was interrupted; 2 usage, bad name or
 confirmation missing; 4 the controller could not be asked or refused (credential, unknown
-recipe, no recipes directory).
+recipe, no recipes directory); 130 interrupted (Ctrl-C: at the prompt nothing starts; while
+following, the operation keeps running).
 Example:
   export SVC_LIFECYCLE_TOKEN=...   # a credential with the node-admin:lifecycle grant
   svc-serving recipe ${verb} qwen-7b --controller-url http://127.0.0.1:8100 --auth-env SVC_LIFECYCLE_TOKEN --yes`;

@@ -95,4 +95,16 @@ describe('usage errors of every command (built CLI)', () => {
     assert.match(stop!.stdout, /svc-serving recipe stop qwen-7b/);
     assert.ok(!stop!.stdout.includes('recipe apply'));
   });
+
+  it('every command\'s own help lists its exit codes, 130 for Ctrl-C included', async () => {
+    const commands = [
+      ['up'], ['bench', 'run'], ['bench', 'cancel'], ['router', 'serve'], ['router', 'workloads'], ['router', 'diagnose'], ['fleet', 'serve'],
+      ['fleet', 'workloads'], ['controller', 'serve'], ['engine', 'sim'], ['dashboard', 'serve'], ['recipe', 'status'], ['recipe', 'apply'], ['recipe', 'stop'],
+    ];
+    const results = await runCliBatch(commands.map((c) => ({ args: [...c, '--help'] })));
+    for (const [i, r] of results.entries()) {
+      assert.equal(r.code, 0, commands[i]!.join(' '));
+      assert.match(r.stdout, /Exit codes:[\s\S]*\b2\b[\s\S]*\b130 interrupted/, commands[i]!.join(' '));
+    }
+  });
 });
