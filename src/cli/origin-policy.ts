@@ -32,6 +32,9 @@ export function checkOrigin(raw: string): SafeOrigin {
   if (url.username !== '' || url.password !== '' || url.pathname !== '/' || url.search !== '' || url.hash !== '') {
     throw new UsageFailure('origin');
   }
+  // `http://host:` (an empty port) and port 0 name no server: a usage error, not a failed read.
+  const authority = raw.slice(raw.indexOf('//') + 2).replace(/\/$/, '');
+  if (authority.endsWith(':') || url.port === '0') throw new UsageFailure('origin');
   const secure = url.protocol === 'https:';
   if (!secure && !isPrivateIpLiteral(url.hostname)) throw new UsageFailure('plainHttp');
   return { origin: url.origin, secure };

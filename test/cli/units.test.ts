@@ -66,7 +66,7 @@ describe('origin policy', () => {
       '', '127.0.0.1:8000', 'ftp://127.0.0.1', 'file:///etc/passwd', 'http://127.0.0.1/v1', 'http://127.0.0.1//', 'http://127.0.0.1/?',
       'http://127.0.0.1?a=1', 'http://127.0.0.1#x', 'http://user:pw@127.0.0.1', 'http://@127.0.0.1', 'http:\\\\127.0.0.1',
       ' http://127.0.0.1', 'http://127.0.0.1 ', 'http://127.0.\t0.1', 'http://', 'http://[::1', 'http://127.0.0.1:99999',
-      `http://127.0.0.1:1${'0'.repeat(3000)}`,
+      `http://127.0.0.1:1${'0'.repeat(3000)}`, 'http://127.0.0.1:', 'http://127.0.0.1:/', 'http://127.0.0.1:0', 'http://127.0.0.1:00', 'http://[::1]:',
     ]) {
       assert.equal(usageKey(() => checkOrigin(raw)), 'origin', JSON.stringify(raw));
     }
