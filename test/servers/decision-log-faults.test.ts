@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import fs, { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
@@ -51,6 +52,55 @@ describe('decision log faults: nothing recorded is lost while the disk can take 
     log.flush();
     assert.deepEqual(idsIn(path), [1, 2, 3, 4, 5].map(gid), 'each record once, in order');
     log.close();
+  });
+
+  it('a write cut short just before a line\'s newline does not write that record twice', () => {
+    const path = join(dir(), 'd.jsonl');
+    const log = new DecisionLog(path, 1 << 20, 2, () => undefined);
+    log.open();
+    log.append(gid(1), rec({ request_id: gid(1) }));
+    log.append(gid(2), rec({ request_id: gid(2) }));
+    const line1 = Buffer.byteLength(JSON.stringify({ ...rec({ request_id: gid(1) }), gateway_request_id: gid(1) }));
+    const real = fs.writeSync;
+    // The disk takes the first record's JSON, not its newline, then is full.
+    let calls = 0;
+    (fs as { writeSync: unknown }).writeSync = (fd: number, buf: Buffer, off: number) => {
+      if (calls++ === 0) return real(fd, buf, off, line1 - off);
+      throw Object.assign(new Error('no space'), { code: 'ENOSPC' });
+    };
+    syncBuiltinESMExports();
+    try {
+      assert.throws(() => log.flush());
+    } finally {
+      (fs as { writeSync: unknown }).writeSync = real;
+      syncBuiltinESMExports();
+    }
+    log.flush();
+    assert.deepEqual(idsIn(path), [gid(1), gid(2)], 'each record once');
+    log.close();
+  });
+
+  it('while a write keeps failing, lookups do not retry it on every call (the retry waits its turn)', () => {
+    const path = join(dir(), 'd.jsonl');
+    const log = new DecisionLog(path, 1 << 20, 2, () => undefined);
+    log.open();
+    swapFd(log, openSync(path, 'r'));
+    for (let i = 1; i <= 100; i++) log.append(gid(i), rec({ request_id: gid(i) }));
+    log.flushQuietly();
+    const real = fs.writeSync;
+    let tries = 0;
+    (fs as { writeSync: unknown }).writeSync = (...a: Parameters<typeof real>) => {
+      tries++;
+      return real(...a);
+    };
+    syncBuiltinESMExports();
+    try {
+      for (let i = 0; i < 50; i++) log.scan(() => undefined);
+    } finally {
+      (fs as { writeSync: unknown }).writeSync = real;
+      syncBuiltinESMExports();
+    }
+    assert.equal(tries, 0, 'no write attempted by the 50 reads');
   });
 
   it('records that could never be written mark the log at close: a later history cannot claim to be complete', () => {

@@ -49,6 +49,8 @@ export class DecisionLog {
   /** Rotation failed (a read-only folder): the current file grows past its bound until then. */
   private rotateBlockedUntil = 0;
   private lastReport = Number.NEGATIVE_INFINITY;
+  /** After a failed write: no quiet retry before this time (ms). */
+  private retryAt = 0;
   /**
    * Records may have been deleted by rotation (this process rotated its oldest file away,
    * or found the oldest slot taken at start, so an earlier process may have): a search of
@@ -101,18 +103,26 @@ export class DecisionLog {
 
   /** Queues one decision; it is written within `flushDelayMs`, or sooner by flush(). */
   append(gid: string, record: TerminalRecord): void {
+    if (this.fd === CLOSED) {
+      // Finished after the log was closed (a stop's last moments): not written, and said so.
+      this.markUnclean();
+      return;
+    }
     // The gateway id joins the record's own members (a `req_` + hex id: nothing to escape).
     const json = JSON.stringify(record);
     this.pending.push(`${json.slice(0, -1)},"gateway_request_id":${JSON.stringify(gid)}}\n`);
     if (this.timer === undefined) {
-      this.timer = setTimeout(() => this.flushQuietly(), this.flushDelayMs);
+      this.timer = setTimeout(() => {
+        this.timer = undefined;
+        this.flushQuietly();
+      }, this.flushDelayMs);
       this.timer.unref();
       openLogs.add(this);
       if (!exitHookInstalled) {
         exitHookInstalled = true;
         process.on('exit', () => {
           // A copy: a log whose write fails again re-enters the set (its retry), which must not loop here.
-          for (const log of [...openLogs]) log.flushQuietly();
+          for (const log of [...openLogs]) log.flushQuietly(true);
         });
       }
     }
@@ -127,8 +137,8 @@ export class DecisionLog {
     if (this.timer !== undefined) {
       clearTimeout(this.timer);
       this.timer = undefined;
-      openLogs.delete(this);
     }
+    openLogs.delete(this);
     if (this.pending.length === 0) return;
     const lines = this.pending;
     this.pending = [];
@@ -159,26 +169,40 @@ export class DecisionLog {
    * Flushes, reporting a failure through `onWriteError` (at most once per REPORT_MS, with the
    * records still waiting) instead of throwing, and trying again RETRY_MS later.
    */
-  flushQuietly(): void {
+  flushQuietly(force = false): void {
+    // After a failure, lookups and reads do not try again before the retry is due: each try
+    // rebuilds and rewrites what is queued (up to MAX_RETAINED_LINES), on the event loop.
+    if (!force && this.pending.length > 0 && Date.now() < this.retryAt) {
+      this.scheduleRetry();
+      return;
+    }
     try {
       this.flush();
     } catch (err) {
+      this.retryAt = Date.now() + RETRY_MS;
       const t = Date.now();
       if (t - this.lastReport >= REPORT_MS) {
         this.lastReport = t;
         this.onWriteError?.(err, this.pending.length);
       }
-      if (this.pending.length > 0 && this.timer === undefined && this.fd !== CLOSED) {
-        this.timer = setTimeout(() => this.flushQuietly(), RETRY_MS);
-        this.timer.unref();
-        openLogs.add(this);
-      }
+      this.scheduleRetry();
     }
+  }
+
+  /** One timer for the next try when it is due (none when nothing waits or the log is closed). */
+  private scheduleRetry(): void {
+    if (this.timer !== undefined || this.fd === CLOSED || this.pending.length === 0) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flushQuietly(true);
+    }, Math.max(0, this.retryAt - Date.now()));
+    this.timer.unref();
+    openLogs.add(this);
   }
 
   /** Writes what is queued, then closes the file. Records that cannot be written mark the log (they are lost to it). */
   close(): void {
-    if (this.pending.length > 0) this.flushQuietly();
+    if (this.pending.length > 0) this.flushQuietly(true);
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     openLogs.delete(this);
@@ -298,11 +322,13 @@ export class DecisionLog {
     } catch (err) {
       this.size += off;
       if (off > 0) this.torn = true;
+      // A line whose JSON is all in the file counts as written even when its newline is not
+      // (the next write's leading newline ends it): written again, it would be there twice.
       let whole = 0;
       let end = lead.length;
       for (let k = from; k < to; k++) {
         end += Buffer.byteLength(lines[k]!);
-        if (end > off) break;
+        if (end - 1 > off) break;
         whole++;
       }
       throw new WriteFailed(err, whole);
