@@ -135,3 +135,17 @@ export function problemFor(code: ErrorCode): { type: string; title: string; stat
   const spec = ERRORS[code];
   return { type: PROBLEM_TYPE_PREFIX + spec.slug, title: spec.title, status: spec.status };
 }
+
+/** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */
+const PATH_ERROR_CODES: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'EEXIST']);
+
+/**
+ * The error for a file a configured path names that cannot be written: ConfigError with
+ * `configMessage` when the path is at fault, else (a full disk, an I/O error) a start-up
+ * failure that names the code (exit 1).
+ */
+export function pathFailure(err: unknown, configMessage: string): SvcError {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code === 'string' && !PATH_ERROR_CODES.has(code)) return new SvcError(ErrorCode.UNAVAILABLE, `${configMessage.replace(/^[a-z]+ configuration: /, '')} now (${code})`);
+  return new ConfigError(configMessage);
+}

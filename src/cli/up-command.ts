@@ -41,7 +41,7 @@ export function registerUpCommand(program: Command): void {
         } catch (err) {
           // `up` has no configuration of the user's: what its parts call a configuration error
           // is about the state it keeps under the service home.
-          if (!(err instanceof ConfigError)) throw err;
+          if (!(err instanceof ConfigError) || !/decision_log_path|state_dir/.test(err.message)) throw err;
           if (/in use by another running/.test(err.message)) {
             throw new SvcError(ErrorCode.UNAVAILABLE, `${creds.home} is in use by another running svc-serving up (stop it first, or set SVC_SERVING_HOME to another directory)`);
           }

@@ -276,8 +276,11 @@ export class JobService {
     const stopBeat = this.heartbeat(owner, id);
     // A job whose progress cannot be recorded is stopped: load nobody can follow is not sent.
     // Its record keeps its last written state, and its heartbeat ages into `stale`.
+    let storeFailed = false;
     const record = (fields: Partial<JobRow>, t: number): void => {
-      if (!this.persist(id, () => store.update(id, fields, t))) ctl.abort();
+      if (this.persist(id, () => store.update(id, fields, t))) return;
+      storeFailed = true;
+      ctl.abort();
     };
     const task = (async () => {
       record({ native_state: NATIVE.running, progress_completed: 0 }, this.now());
@@ -295,7 +298,8 @@ export class JobService {
         const outcomes = (summary as { outcomes?: Record<string, number> }).outcomes ?? {};
         const failed = Object.entries(outcomes).some(([k, v]) => k !== 'success' && k !== 'cancelled' && v > 0);
         // Stopped by a shutdown rather than a cancel command: what the engine finished is unknown.
-        const state = this.closing ? NATIVE.interrupted : ctl.signal.aborted ? NATIVE.cancelled : failed ? NATIVE.failed : NATIVE.succeeded;
+        // Stopped because its store failed: a failure of the node, not a user's cancel.
+        const state = this.closing ? NATIVE.interrupted : storeFailed ? NATIVE.failed : ctl.signal.aborted ? NATIVE.cancelled : failed ? NATIVE.failed : NATIVE.succeeded;
         const outcomeOf: Record<string, string> = { [NATIVE.succeeded]: 'success', [NATIVE.cancelled]: 'cancelled', [NATIVE.interrupted]: 'unknown' };
         const outcome = outcomeOf[state] ?? 'error';
         // Progress writes are spaced 200 ms apart: the last count is written with the end, so

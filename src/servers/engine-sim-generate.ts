@@ -72,7 +72,7 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
   const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
   const n = maxTokens !== undefined && maxTokens < want ? maxTokens : want;
   // Reasoning fragments come first and count as completion tokens (as vLLM reports them).
-  const reasoning = chat ? (d?.reasoning ?? 0) : 0;
+  const reasoning = chat && d?.finish !== 'tool_calls' ? (d?.reasoning ?? 0) : 0;
   const plan: Plan = {
     id: (chat ? 'chatcmpl-' : 'cmpl-') + ctx.nextId(),
     created: Math.floor(Date.now() / 1000),
@@ -98,7 +98,7 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
     } else runStream(res, script, n + reasoning, failAfter, ttft, delay);
     return;
   }
-  if (errorAfter >= 0) {
+  if (errorAfter >= 0 && errorAfter < n + reasoning) {
     // Some engines answer a buffered request's failure with status 200 and an error object.
     sendJson(req, res, 200, simulatedFailure(500));
     return;

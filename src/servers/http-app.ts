@@ -50,6 +50,18 @@ const BY_STATUS: Readonly<Record<number, ErrorCode>> = {
  * are 404 problems, Ajv never coerces or strips, and request logs carry method, route
  * pattern, status and duration only (no query strings, no headers).
  */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SQLite errors that mean "the store cannot be used now" (disk, locks, permissions), not a bug. */
+const STORE_UNAVAILABLE = /^SQLITE_(?:FULL|IOERR|CANTOPEN|READONLY|BUSY|LOCKED)(?:_|$)/;
+
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -105,7 +117,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     req.log.error({ err: { name: err.name, code: errCode } }, 'request failed');
     // A store that cannot be read or written now (disk full, state directory gone): the node
     // cannot serve this request at the moment, which is 503, not a fault in the request.
-    if (typeof errCode === 'string' && errCode.startsWith('SQLITE_')) return sendProblem(reply, ErrorCode.UNAVAILABLE);
+    if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode)) return sendProblem(reply, ErrorCode.UNAVAILABLE);
     return sendProblem(reply, ErrorCode.INTERNAL);
   });
   // JSON only: a text/plain body is a 415, not a string handed to the route.
@@ -117,7 +129,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
     parseJson(req, body as string, (err: Error | null, value?: unknown) => {
-      if (err) done(err, undefined);
+      // Valid JSON refused for `__proto__` or `constructor.prototype` is not a syntax error:
+      // the fixed invalid-input problem (a JSON-RPC route says "Parse error" only for non-JSON).
+      if (err) done(isJson(body as string) ? new InvalidInputError() : err, undefined);
       else if (hasDuplicateKey(body as string)) done(new InvalidInputError(), undefined);
       else done(null, value);
     });

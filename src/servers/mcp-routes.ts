@@ -108,7 +108,7 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
   // client expects; every other refusal (credential, Host, size, a member named twice) keeps
   // the app's fixed problem answer (the parent error handler).
   const errorHandler = (err: Error & { code?: unknown }, _req: FastifyRequest, reply: FastifyReply): FastifyReply => {
-    if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || err instanceof SyntaxError) {
+    if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
       return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32700, message: RPC_ERROR_TEXT.get(-32700) } });
     }
     throw err;

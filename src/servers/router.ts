@@ -7,7 +7,7 @@ import { RouterRegistry, logWriteError, routerReading } from '../actors/router-r
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy, bearerToken } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
-import { ConfigError, ErrorCode, SvcError } from '../errors.js';
+import { ConfigError, ErrorCode, pathFailure } from '../errors.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
 import type { RouteName } from '../schema/terminal-record.js';
 import type { Bus } from '../streams/bus.js';
@@ -61,9 +61,6 @@ export function decodeUnreserved(path: string): string {
  */
 const ROUTER_REQUEST_TIMEOUT_MS = 300_000;
 
-/** Errors that say the configured path itself is wrong (a configuration error, exit 2). */
-const PATH_ERRORS: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'ELOOP', 'ENAMETOOLONG']);
-
 /** How long a graceful stop lets requests in flight finish before it cuts them. */
 const STOP_GRACE_MS = 5_000;
 
@@ -112,9 +109,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       unlock();
       // A path the configuration got wrong (no permission, not a directory) is a configuration
       // error; a full disk or an I/O error is not (exit 1, not 2).
-      const code = (err as { code?: unknown })?.code;
-      if (typeof code === 'string' && !PATH_ERRORS.has(code)) throw new SvcError(ErrorCode.UNAVAILABLE, `decision_log_path cannot be written now (${code})`);
-      throw new ConfigError('router configuration: decision_log_path cannot be opened for writing');
+      throw pathFailure(err, 'router configuration: decision_log_path cannot be opened for writing');
     }
   }
   let metrics: RouterMetrics | undefined;
@@ -136,10 +131,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     let interrupted: number;
     try {
       interrupted = registry.recordInterrupted(left.entries, left.writtenAt);
-    } catch {
+    } catch (err) {
       decisionLog?.close();
       unlock?.();
-      throw new ConfigError('router configuration: decision_log_path cannot be written');
+      throw pathFailure(err, 'router configuration: decision_log_path cannot be written');
     }
     if (interrupted > 0) log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
     journal.write();

@@ -1,6 +1,6 @@
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ConfigError } from '../errors.js';
+import { ConfigError, pathFailure } from '../errors.js';
 
 /**
  * When a process started, as the kernel counts it (`/proc/<pid>/stat` field 22, clock ticks
@@ -76,8 +76,9 @@ export function takeProcessLock(lockPath: string, messages: LockMessages): () =>
   const staged = `${lockPath}.${process.pid}.${Date.now()}`;
   try {
     writeFileSync(staged, mine, { mode: 0o600 });
-  } catch {
-    throw new ConfigError(messages.failed);
+  } catch (err) {
+    rmSync(staged, { force: true });
+    throw pathFailure(err, messages.failed);
   }
   try {
     return takeStaged(lockPath, staged, mine, messages);

@@ -2,9 +2,8 @@ import { ACTIVE_STATES, OWNERS, type NodeCondition, type ResultStatus } from '..
 import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
-import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
+import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, recordRuleViolation, type WorkloadRecord } from '../schema/record.js';
-import { MAX_FUTURE_SKEW_MS } from './fold-node.js';
 import { relevant } from './query-node.js';
 import { topK } from './top-k.js';
 
@@ -33,7 +32,7 @@ const STATUS_RANK: Readonly<Record<ResultStatus, number>> = { complete: 0, parti
  * or count more hopeful than its sources support is lowered to what they support (`f`: the
  * filters asked, which decide the sources that count).
  */
-export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters, now?: number): NodeResult | NodeCondition {
+export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters): NodeResult | NodeCondition {
   if (answer.kind === 'unreachable') return 'unreachable';
   if (answer.kind === 'sleeping') return 'sleeping';
   if (answer.data.byteLength > MAX_NODE_REPLY_BYTES) return 'malformed';
@@ -52,7 +51,7 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters, 
   if (!checkNodeResult.Check(v)) return 'malformed';
   // A member named twice: JSON.parse kept the last copy, another reader may keep the first.
   if (hasDuplicateKey(text)) return 'malformed';
-  return checkNodeClaims(hostId, v, f, now);
+  return checkNodeClaims(hostId, v, f);
 }
 
 /**
@@ -60,12 +59,11 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters, 
  * of that host and owner, no condition of its own, counts that add up; then its status and
  * count are held to its sources (when `f` is given). Mutates `v` only to lower it.
  */
-function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, now?: number): NodeResult | NodeCondition {
+function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters): NodeResult | NodeCondition {
   if (v.expected_host !== hostId) return 'wrong-identity';
   if (v.condition !== undefined || v.sources.length !== OWNERS.length) return 'malformed';
   let total = 0;
   const ids = new Set<string>();
-  const latest = now === undefined ? Number.POSITIVE_INFINITY : now + MAX_FUTURE_SKEW_MS;
   for (const [i, s] of v.sources.entries()) {
     if (s.owner !== OWNERS[i]) return 'malformed';
     // An owner that could not provide trustworthy records has none, and no count (CONTRACT.md).
@@ -76,7 +74,6 @@ function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, now?: numbe
       // them, repeats a record, or answers what was not asked is not believed at all.
       if (r.owner !== s.owner || recordRuleViolation(r) !== null || ids.has(r.id)) return 'malformed';
       if (f !== undefined && !asked(r, f)) return 'malformed';
-      if (parseTimestamp(r.updated_at) > latest) return 'malformed';
       ids.add(r.id);
     }
     if (s.truncation.returned !== s.records.length) return 'malformed';
@@ -158,7 +155,7 @@ function newestFirst(a: Ref, b: Ref): number {
  */
 export function composeFleet(declared: readonly DeclaredNode[], answers: readonly NodeAnswer[], f: Filters, now: number): FleetResult {
   const nodes: NodeResult[] = declared.map((d, i) => {
-    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' }, f, now);
+    const c = classifyAnswer(d.hostId, answers[i] ?? { kind: 'unreachable' }, f);
     // The reply was parsed for this call alone, so it is ours to trim in place (no copy).
     return typeof c === 'string' ? failedNode(d.hostId, c, now) : c;
   });

@@ -215,6 +215,13 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.doesNotMatch(splitText, /UPSTREAM-SECRET|SPLIT|worker|\[DONE\]/);
     assert.equal((await record(gidOf(split))).outcome, 'error');
 
+    // An error as the engine's first event: nothing was relayed, so a plain 502 problem.
+    const first = await chat('answer-error-first', { stream: true }, {}, 'recorded');
+    const firstText = await assertProblem(first, 502, 'upstream-failed');
+    assert.doesNotMatch(firstText, /UPSTREAM-SECRET/);
+    const f = await record(gidOf(first));
+    assert.deepEqual([f.outcome, f.status_code, f.usage.completion_source], ['error', 502, 'unknown']);
+
     // A buffered answer that is an error object with status 200: a 502 problem, not a relay of it.
     const buffered = await chat('sim:error_after=0');
     const bufferedText = await assertProblem(buffered, 502, 'upstream-failed');

@@ -162,6 +162,14 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
       assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
       assert.deepEqual(await res.json(), { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } }, body);
     }
+    // Valid JSON refused for `__proto__` is not a parse error: the fixed problem.
+    const proto = await fetch(`${ctl.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping","__proto__":{"x":1}}',
+    });
+    assert.equal(proto.status, 400);
+    assert.match(proto.headers.get('content-type') ?? '', /^application\/problem\+json/);
     // A member named twice stays the fixed problem of every JSON route.
     const dup = await fetch(`${ctl.url}/mcp`, {
       method: 'POST',

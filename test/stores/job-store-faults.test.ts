@@ -47,4 +47,24 @@ describe('job store faults', () => {
     assert.match(failures[0]!, /SQLITE_IOERR_WRITE/);
     await jobs.close();
   });
+
+  it('a job stopped by a store failure that then heals ends failed, never as a user\'s cancel', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
+    const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, pino({ level: 'silent' }));
+    const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 } });
+    const { job_id: jobId } = jobs.apply(plan.confirmation_token);
+    assert.ok(jobId);
+    await eventually(() => (jobs.status(jobId).progress.completed ?? 0) > 0, 10_000);
+    const store = (jobs as unknown as { stores: Record<string, JobStore> }).stores['benchmark']!;
+    const update = store.update.bind(store);
+    let failures = 1;
+    // One write fails (a moment of a full disk), the next ones work again.
+    store.update = (...a: Parameters<JobStore['update']>) => (failures-- > 0 ? diskFull() : update(...a));
+    const ended = await eventually(() => {
+      const st = jobs.status(jobId);
+      return st.state !== 'running' ? st : undefined;
+    }, 10_000);
+    assert.deepEqual([ended.state, ended.outcome], ['failed', 'error']);
+    await jobs.close();
+  });
 });

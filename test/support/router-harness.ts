@@ -250,6 +250,12 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         return;
       }
       const id = 'chatcmpl-rec';
+      if (stream && body.includes('answer-error-first')) {
+        // An engine whose first event is an error (then [DONE]).
+        res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
+        res.end('data: {"object":"error","message":"UPSTREAM-SECRET-FIRST worker=4","type":"BadRequestError","code":400}\n\ndata: [DONE]\n\n');
+        return;
+      }
       if (stream && body.includes('answer-split-error')) {
         // An engine's error event arriving in two reads (its raw text must never be relayed),
         // followed by [DONE], as vLLM sends it.

@@ -7,6 +7,10 @@ import { collect, drained, isContextRejection, safeContentType, sendRawProblem, 
 
 /** Bytes of an upstream error body read to classify it (then discarded). */
 const ERROR_BODY_LIMIT = 64 * 1024;
+/** Buffered answers up to this size are read before they are relayed (the parse costs microseconds). */
+const READ_FIRST_BYTES = 256 * 1024;
+/** The start of a JSON error object: `{"error": ...}` or `{"object": "error", ...}`. */
+const ERROR_HEAD = /^\s*\{\s*"(?:error"\s*:|object"\s*:\s*"error")/;
 /** Longest unfinished SSE line held back for the rest of it; a longer one is relayed as it comes. */
 const MAX_HELD_LINE = 1024 * 1024;
 /** Largest non-streaming upstream body relayed. */
@@ -107,8 +111,11 @@ export async function pipeUpstream(
     const ctype = safeContentType(upRes.headers['content-type'], 'application/json');
     if (/^text\/event-stream/i.test(ctype)) {
       x.streaming = true;
-      // Lazy: the status line and headers reach the client with the first bytes relayed.
-      res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache' });
+      // The status line and headers are written with the first bytes relayed: an engine that
+      // fails before its first event still gets the client a plain 502 problem.
+      const begin = (): void => {
+        if (!res.headersSent) res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache' });
+      };
       // The bytes after a chunk's last newline wait for the rest of their line: every SSE line
       // is seen whole by the observer before any byte of it reaches the client, so an engine's
       // error event (raw text) is never relayed, even when it arrives split across reads.
@@ -134,6 +141,7 @@ export async function pipeUpstream(
             if (x.obs.failedAtByte > 0) {
               x.statusCode = status;
               x.answered = true;
+              begin();
               res.write(chunk.subarray(0, x.obs.failedAtByte));
               a.estimatedCompletionTokens = x.obs.fragments;
             }
@@ -141,6 +149,7 @@ export async function pipeUpstream(
           }
           x.statusCode = status;
           x.answered = true;
+          begin();
           const flowing = res.write(chunk);
           a.estimatedCompletionTokens = x.obs.fragments;
           if (!flowing) await drained(res, abort);
@@ -158,8 +167,19 @@ export async function pipeUpstream(
         upRes.body.destroy();
         return;
       }
-      if (x.obs.done && !x.obs.failed) x.outcome = 'success';
-      else {
+      if (x.obs.failed && !res.headersSent) {
+        // The engine's first word was an error: nothing was relayed, so the client gets the
+        // same fixed 502 a buffered request gets.
+        upRes.body.destroy();
+        x.outcome = 'error';
+        x.statusCode = 502;
+        sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+        return;
+      }
+      if (x.obs.done && !x.obs.failed) {
+        x.outcome = 'success';
+        begin();
+      } else {
         upRes.body.destroy();
         x.outcome = timedOut ? 'timeout' : 'error';
         // Cut by a graceful stop, not failed by the engine: the record's finish says the router
@@ -173,6 +193,7 @@ export async function pipeUpstream(
         }
         // The stream's status line goes out with the error event.
         x.statusCode = status;
+        begin();
         res.write(timedOut ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
       }
       res.end();
@@ -198,12 +219,16 @@ export async function pipeUpstream(
     const endAt = performance.now();
     x.upstreamEndAt = endAt;
     x.answered = true;
-    // Read before it is relayed: a 200 whose body is an error object (`{"error": ...}`) is an
-    // upstream failure, and its text is the engine's, never passed on.
+    // A 200 whose body is an error object (`{"error": ...}`) is an upstream failure, and its
+    // text is the engine's, never passed on: so a body is read before it is relayed when it is
+    // small or starts like one. A large answer (embeddings of a big batch) is relayed first and
+    // read after, as of when it arrived, so the client does not wait for the parse.
     const observed = x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
-    if (observed) x.obs.jsonBody(whole, endAt);
+    const readFirst = observed && (whole.byteLength <= READ_FIRST_BYTES || ERROR_HEAD.test(whole.toString('latin1', 0, 256)));
+    if (readFirst) x.obs.jsonBody(whole, endAt);
     if (clientGone()) {
       x.outcome = 'disconnected';
+      if (observed && !readFirst) x.obs.jsonBody(whole, endAt);
       return;
     }
     if (x.obs.failed) {
@@ -216,6 +241,7 @@ export async function pipeUpstream(
     res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength });
     res.end(whole);
     x.outcome = 'success';
+    if (observed && !readFirst) x.obs.jsonBody(whole, endAt);
   } finally {
     clearTimeout(deadline);
   }

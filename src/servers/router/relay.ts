@@ -320,7 +320,8 @@ function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: number): Ter
   }
   let finish: FinishReason | null = null;
   if (isText) {
-    finish = o.finishReason ?? x.finishOverride;
+    // The router's own verdict (a stream it cut while stopping) comes before the engine's.
+    finish = x.finishOverride ?? o.finishReason;
     if (finish === null && x.outcome === 'disconnected' && dispatched) finish = 'cancelled';
     if (finish === null && (x.outcome === 'error' || x.outcome === 'timeout') && dispatched) finish = 'error';
   }
