@@ -106,16 +106,7 @@ describe('engine sim', () => {
   });
 
   it('fail_after cuts the stream after N tokens with no [DONE], and non-streaming gets no response', async () => {
-    const res = await chat('sim:fail_after=2 sim:tokens=10 sim:token_delay_ms=2', { stream: true });
-    const reader = res.body!.getReader();
-    let text = '';
-    await assert.rejects(async () => {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        text += Buffer.from(value).toString();
-      }
-    });
+    const text = await readUntilCut(await chat('sim:fail_after=2 sim:tokens=10 sim:token_delay_ms=2', { stream: true }));
     assert.equal((text.match(/"content":"tok "/g) ?? []).length, 2);
     assert.equal(text.includes('[DONE]'), false);
     await assert.rejects(chat('sim:fail_after=0'));
@@ -127,16 +118,7 @@ describe('engine sim', () => {
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
     assert.equal(chunks.filter((c) => c.choices[0]?.delta.content === 'tok ').length, 5000);
     assert.equal(chunks.at(-1).usage.completion_tokens, 5000);
-    const cut = await chat('sim:fail_after=600 sim:tokens=5000', { stream: true });
-    const reader = cut.body!.getReader();
-    let text = '';
-    await assert.rejects(async () => {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        text += Buffer.from(value).toString();
-      }
-    });
+    const text = await readUntilCut(await chat('sim:fail_after=600 sim:tokens=5000', { stream: true }));
     assert.equal((text.match(/"content":"tok "/g) ?? []).length, 600);
     assert.equal(text.includes('[DONE]'), false);
   });
@@ -306,6 +288,20 @@ describe('engine sim CLI', () => {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 function json(res: Response): Promise<any> {
   return res.json();
+}
+
+/** Reads a stream the sim cuts off: what arrived before the cut (the read must fail, not end). */
+async function readUntilCut(res: Response): Promise<string> {
+  const reader = res.body!.getReader();
+  let text = '';
+  await assert.rejects(async () => {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString();
+    }
+  });
+  return text;
 }
 
 /** Reads an SSE body into its `data:` payloads. */

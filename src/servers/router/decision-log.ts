@@ -180,13 +180,17 @@ export class DecisionLog {
       this.flush();
     } catch (err) {
       this.retryAt = Date.now() + RETRY_MS;
-      const t = Date.now();
-      if (t - this.lastReport >= REPORT_MS) {
-        this.lastReport = t;
-        this.onWriteError?.(err, this.pending.length);
-      }
+      this.report(err, this.pending.length);
       this.scheduleRetry();
     }
+  }
+
+  /** Reports a write or rotation failure through `onWriteError`, at most once per REPORT_MS. */
+  private report(err: unknown, waiting: number): void {
+    const t = Date.now();
+    if (t - this.lastReport < REPORT_MS) return;
+    this.lastReport = t;
+    this.onWriteError?.(err, waiting);
   }
 
   /** One timer for the next try when it is due (none when nothing waits or the log is closed). */
@@ -343,11 +347,7 @@ export class DecisionLog {
       this.rotate();
     } catch (err) {
       this.rotateBlockedUntil = Date.now() + ROTATE_RETRY_MS;
-      const t = Date.now();
-      if (t - this.lastReport >= REPORT_MS) {
-        this.lastReport = t;
-        this.onWriteError?.(err, 0);
-      }
+      this.report(err, 0);
       if (this.fd < 0) this.reopen();
     }
   }
