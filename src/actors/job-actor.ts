@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Bus } from '../streams/bus.js';
 import { JobStore } from '../stores/job-store.js';
@@ -12,10 +13,18 @@ import { OwnerActor } from './owner-actor.js';
  */
 export function createJobActor(o: { host: string; owner: JobOwner; storePath: string; bus: Bus; staleAfterMs: number; logger?: Logger }): OwnerActor & { closeStore(): void } {
   let store: JobStore | undefined;
+  let opened: { dev: number; ino: number } | undefined;
   const actor = new OwnerActor({
     host: o.host, owner: o.owner, bus: o.bus, staleAfterMs: o.staleAfterMs, pollMs: 1000, minIntervalMs: 100, ...(o.logger ? { logger: o.logger } : {}),
     read: () => {
-      store ??= JobStore.openReadOnly(o.storePath);
+      // The store file removed or replaced under the controller (its state_dir deleted): what
+      // the open handle still sees is gone from disk, so the source is unavailable, not current.
+      const now = statSync(o.storePath);
+      if (opened !== undefined && (now.ino !== opened.ino || now.dev !== opened.dev)) throw new Error('job store replaced');
+      if (store === undefined) {
+        store = JobStore.openReadOnly(o.storePath);
+        opened = { dev: now.dev, ino: now.ino };
+      }
       const rows = store.window(Date.now() - WINDOW_TERMINAL_MS, NATIVE_TERMINAL, DEFAULT_WINDOW_CAP + 1);
       // One more row than the cap says "more than the cap": the exact excess is not counted here.
       const records = rows.slice(0, DEFAULT_WINDOW_CAP).map((r) => mapJob(o.owner, o.host, r));
@@ -26,6 +35,7 @@ export function createJobActor(o: { host: string; owner: JobOwner; storePath: st
     closeStore() {
       store?.close();
       store = undefined;
+      opened = undefined;
     },
   });
 }

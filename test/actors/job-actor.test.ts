@@ -1,0 +1,38 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createJobActor } from '../../src/actors/job-actor.js';
+import type { ObservationBatch } from '../../src/schema/envelopes.js';
+import { JobStore } from '../../src/stores/job-store.js';
+import { InProcessBus } from '../../src/streams/in-process-bus.js';
+import { eventually } from '../support/processes.js';
+
+describe('job actor', () => {
+  it('a store removed under the controller (its state_dir deleted) makes the source unavailable, not current', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-jobactor-'));
+    const path = join(dir, 'benchmark.db');
+    const store = JobStore.openForOwner(path);
+    const t = Date.now();
+    store.insert({ id: 'bench_0123456789abcdef01234567', kind: 'benchmark', native_state: 'running', outcome: null, progress_completed: 1, progress_total: 10, created_at: t, updated_at: t, heartbeat_at: t, summary: null });
+    const bus = new InProcessBus();
+    const batches: ObservationBatch[] = [];
+    const sub = bus.subscribe('svc.v1.node-a.obs.benchmark').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    const actor = createJobActor({ host: 'node-a', owner: 'benchmark', storePath: path, bus, staleAfterMs: 30_000 });
+    actor.start();
+    try {
+      await eventually(() => batches.some((b) => b.status === 'complete' && b.upserts.length === 1), 5_000);
+      rmSync(dir, { recursive: true, force: true });
+      actor.notify();
+      const last = await eventually(() => batches.find((b) => b.status === 'unavailable'), 5_000);
+      assert.equal(last.reason, 'inspection-error');
+    } finally {
+      actor.stop();
+      actor.closeStore();
+      store.close();
+      sub.unsubscribe();
+      await bus.close();
+    }
+  });
+});
