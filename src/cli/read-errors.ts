@@ -33,6 +33,7 @@ export const SNAPSHOT = {
   forbidden: 'the credential lacks the workloads:read grant or the needed access (HTTP 403)',
   routerNotServed: 'this router does not serve workload reads (a documented command does not prove the installed server has it)',
   controllerNotServed: 'this controller does not serve workload reads (a documented command does not prove the installed server has it)',
+  fleetNotServed: 'this controller does not serve fleet reads (fleet_workloads): a node controller answers node_workloads, not fleet reads (or the installed server lacks them)',
   lookupNotServed: 'this router does not serve request lookups (a documented command does not prove the installed server has it)',
   diagnosisNotServed: 'this router serves neither request lookup nor router status (a documented command does not prove the installed server has it)',
   redirect: 'the server answered with a redirect; redirects are never followed',

@@ -137,7 +137,7 @@ async function fleetWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise<
   const { reader, expected } = connection(o.controllerUrl, o);
   try {
     const res = await reader.post('/tools/call', { name: 'fleet_workloads', arguments: filters });
-    if (res.kind !== 'json') throw failureFor(res, 'controllerNotServed');
+    if (res.kind !== 'json') throw failureFor(res, 'fleetNotServed');
     if (res.status !== 200 || !checkFleetResult.Check(res.body)) throw snapshotFailure('malformed');
     const fleet: FleetResult = res.body;
     if (!fleet.nodes.some((n) => n.expected_host === expected)) throw snapshotFailure('fleetIdentity');

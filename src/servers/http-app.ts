@@ -149,10 +149,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
   app.addHook('onResponse', (req, reply, done) => {
     noteEarlyAnswer(req.raw);
-    req.log.info(
-      { method: req.method, route: req.routeOptions.url ?? 'unmatched', status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
-      'request',
-    );
+    const route = req.routeOptions.url ?? 'unmatched';
+    const line = { method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 };
+    // A metrics scrape that worked is routine (a dashboard scrapes every few seconds): debug.
+    if (route === '/metrics' && reply.statusCode < 400) req.log.debug(line, 'request');
+    else req.log.info(line, 'request');
     done();
   });
   return app;

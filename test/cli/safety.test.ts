@@ -144,11 +144,11 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
     await Promise.all(servers.map((s) => s.close()));
   });
 
-  it('the controller variant says the controller does not serve workload reads', async () => {
+  it('the controller variant says the controller does not serve fleet reads', async () => {
     const s = await startFake((_req, res) => sendJson(res, 404, { title: BODY_MARKER }));
     const r = await runCli(['fleet', 'workloads', '--controller-url', s.url, '--auth-env', ENV_NAME, '--expected-node', 'node-a'], { [ENV_NAME]: CANARY }, { cwd: workdir });
     outputs.push(r);
-    assertFixedFailure(r, s.url, /this controller does not serve workload reads/);
+    assertFixedFailure(r, s.url, /this controller does not serve fleet reads \(fleet_workloads\)/);
     await s.close();
   });
 
