@@ -4,7 +4,8 @@ import { GENERATED_ID_RE, type RouteName, type TerminalRecord } from '../schema/
 import type { Truncation } from '../schema/envelopes.js';
 import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
-import { DEFAULT_READ_BUDGET, type Decision, type DecisionLog } from '../servers/router/decision-log.js';
+import { DEFAULT_READ_BUDGET, type DecisionLog } from '../servers/router/decision-log.js';
+import type { Decision } from '../servers/router/decision-lines.js';
 import type { InflightEntry } from '../servers/router/inflight.js';
 import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from './router-mapping.js';
 import type { OwnerReading } from './window.js';

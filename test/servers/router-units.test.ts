@@ -9,7 +9,7 @@ import { normalizeFinishReason } from '../../src/schema/terminal-record.js';
 import { parseMultipart } from '../../src/servers/engine-sim-extras.js';
 import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
-import { parseDecision } from '../../src/servers/router/decision-log.js';
+import { parseDecision } from '../../src/servers/router/decision-lines.js';
 import { RelayAbort } from '../../src/servers/router/relay-support.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';

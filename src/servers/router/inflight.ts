@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import { ALIAS_PATTERN } from '../../config/router-config.js';
 import { takeProcessLock } from '../../stores/process-lock.js';
-import { jsonObjectLine } from './decision-log.js';
+import { jsonObjectLine } from './decision-lines.js';
 import { REQUEST_PHASES } from '../../actors/router-mapping.js';
 import { formatTimestamp, parseTimestamp } from '../../schema/primitives.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, ROUTES, type RouteName } from '../../schema/terminal-record.js';
