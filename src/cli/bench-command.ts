@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { appliedId, confirmOptions, lifecycleAction, lifecycleOptions, type LifecycleFlags } from './lifecycle-client.js';
+import { appliedId, confirmOptions, lifecycleAction, lifecycleOptions, type LifecycleFlags, whileInterruptible } from './lifecycle-client.js';
 import { EXIT } from './run-server.js';
 
 interface BenchFlags extends LifecycleFlags {
@@ -59,21 +59,12 @@ export function registerBenchCommand(program: Command): void {
       const jobId = appliedId(applied, 'job_id', /^bench_[0-9a-f]{24}$/);
       const tty = process.stderr.isTTY === true;
       if (!tty) process.stderr.write(`started ${jobId}\n`);
+      const following = client.follow(jobId, (s) => {
+        const p = (s['progress'] ?? {}) as { completed?: number | null; total?: number | null };
+        if (tty) process.stderr.write(`\r${bar(p.completed ?? 0, p.total ?? f.requests)}`);
+      });
       // Ctrl-C stops following, not the job: say so, and how to stop it.
-      const interrupted = (): void => {
-        process.stderr.write(`${tty ? '\n' : ''}interrupted: ${jobId} keeps running on the controller; stop it with svc-serving bench cancel --job ${jobId} (same --controller-url and --auth-env)\n`);
-        process.exit(EXIT.interrupted);
-      };
-      process.once('SIGINT', interrupted);
-      let status: Record<string, unknown>;
-      try {
-        status = await client.follow(jobId, (s) => {
-          const p = (s['progress'] ?? {}) as { completed?: number | null; total?: number | null };
-          if (tty) process.stderr.write(`\r${bar(p.completed ?? 0, p.total ?? f.requests)}`);
-        });
-      } finally {
-        process.off('SIGINT', interrupted);
-      }
+      const status = await whileInterruptible(following, `${tty ? '\n' : ''}interrupted: ${jobId} keeps running on the controller; stop it with svc-serving bench cancel --job ${jobId} (same --controller-url and --auth-env)\n`);
       if (tty) process.stderr.write('\n');
       if (f.json) process.stdout.write(JSON.stringify(status) + '\n');
       else printSummary(jobId, status);

@@ -96,7 +96,7 @@ export class LifecycleClient {
   async planAndApply(
     command: string, params: object, usage: string, planFailures: StatusFailures = {}, applyFailures: StatusFailures = {},
   ): Promise<Record<string, unknown> | undefined> {
-    const plan = expectJson(await whileInterruptible(this.reader.post('/v1/lifecycle/plan', { command, params }), 'interrupted: nothing was started'), 201, planFailures);
+    const plan = expectJson(await whileInterruptible(this.reader.post('/v1/lifecycle/plan', { command, params }), '\ninterrupted: nothing was started\n'), 201, planFailures);
     const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string') : [];
     const shown = steps.slice(0, MAX_PLAN_LINES).map((s) => `  - ${printable(s)}`);
     if (steps.length > MAX_PLAN_LINES) shown.push(`  (${steps.length - MAX_PLAN_LINES} more lines not shown)`);
@@ -137,7 +137,7 @@ export class LifecycleClient {
       }
     }
     const applying = this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] });
-    return expectJson(await whileInterruptible(applying, 'interrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)'), 200, applyFailures);
+    return expectJson(await whileInterruptible(applying, '\ninterrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)\n'), 200, applyFailures);
   }
 
   /** Polls `GET /v1/lifecycle/status/{id}` until a terminal state; `onStatus` sees every answer. */
@@ -161,10 +161,13 @@ export function appliedId(applied: Record<string, unknown>, key: 'job_id' | 'ope
   return id;
 }
 
-/** Awaits `p`; Ctrl-C meanwhile prints `line` and exits 130 (a request cannot be taken back, only reported). */
-async function whileInterruptible<T>(p: Promise<T>, line: string): Promise<T> {
+/**
+ * Awaits `p`; Ctrl-C meanwhile prints `text` on stderr and exits 130: a request sent cannot
+ * be taken back, and a job or operation being followed keeps running; either is only reported.
+ */
+export async function whileInterruptible<T>(p: Promise<T>, text: string): Promise<T> {
   const interrupted = (): void => {
-    process.stderr.write(`\n${line}\n`);
+    process.stderr.write(text);
     process.exit(EXIT.interrupted);
   };
   process.once('SIGINT', interrupted);

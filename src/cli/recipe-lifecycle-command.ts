@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { isRecipeName } from '../recipes/recipe-config.js';
-import { appliedId, confirmOptions, lifecycleAction, lifecycleOptions, type LifecycleFlags, type StatusFailures } from './lifecycle-client.js';
+import { appliedId, confirmOptions, lifecycleAction, lifecycleOptions, type LifecycleFlags, type StatusFailures, whileInterruptible } from './lifecycle-client.js';
 import { RECIPE_ERRORS } from './recipe-command.js';
 import { EXIT } from './run-server.js';
 
@@ -69,23 +69,14 @@ function register(recipe: Command, verb: 'apply' | 'stop', description: string):
       if (!applied) return;
       const opId = appliedId(applied, 'operation_id', /^op_[0-9a-f]{24}$/);
       process.stderr.write(`operation ${opId}\n`);
-      // Ctrl-C stops following, not the operation (a container start cannot be called back).
-      const interrupted = (): void => {
-        process.stderr.write(`interrupted: operation ${opId} keeps running on the controller; its state: GET /v1/lifecycle/status/${opId}, or svc-serving recipe status ${name}\n`);
-        process.exit(EXIT.interrupted);
-      };
-      process.once('SIGINT', interrupted);
       let last = '';
-      let status: Record<string, unknown>;
-      try {
-        status = await client.follow(opId, (s) => {
-          const state = String(s['state']);
-          if (state !== last) process.stderr.write(`  ${state}\n`);
-          last = state;
-        });
-      } finally {
-        process.off('SIGINT', interrupted);
-      }
+      // Ctrl-C stops following, not the operation (a container start cannot be called back).
+      const following = client.follow(opId, (s) => {
+        const state = String(s['state']);
+        if (state !== last) process.stderr.write(`  ${state}\n`);
+        last = state;
+      });
+      const status = await whileInterruptible(following, `interrupted: operation ${opId} keeps running on the controller; its state: GET /v1/lifecycle/status/${opId}, or svc-serving recipe status ${name}\n`);
       process.stdout.write(f.json ? JSON.stringify(status) + '\n' : describeOutcome(verb, name, status) + '\n');
       if (status['state'] !== 'succeeded') process.exitCode = EXIT.failure;
     });
