@@ -1,4 +1,3 @@
-import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import { GENERATED_ID_RE, type RouteName, type TerminalRecord } from '../schema/terminal-record.js';
 import type { Truncation } from '../schema/envelopes.js';
@@ -77,8 +76,12 @@ export class RouterRegistry {
   private readonly ring: (Buffered | undefined)[];
   private head = 0;
   private readonly byGid = new Map<string, Buffered>();
-  /** Change notifications for the router actor (phase changes, new terminal records). */
-  readonly changes = new Subject<void>();
+  /**
+   * Change listeners (the router actor's nudge): called on every phase change and terminal
+   * record, several times per request, so a plain list and not an RxJS Subject (whose `next`
+   * allocates per call, which showed in the router's profile).
+   */
+  private readonly listeners: (() => void)[] = [];
   finishedTotal = 0;
   /** +1 whenever a request begins or ends (the in-flight journal writes only after a change). */
   activeVersion = 0;
@@ -104,17 +107,30 @@ export class RouterRegistry {
     this.ring = new Array(opts.bufferSize);
   }
 
+  /** Calls `listener` after every change (a request began, changed phase or finished; records restored). Returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
+  }
+
+  private changed(): void {
+    for (const l of this.listeners) l();
+  }
+
   begin(a: ActiveRequest): void {
     this.active.set(a.gid, a);
     this.activeVersion++;
-    this.changes.next();
+    this.changed();
   }
 
   setPhase(a: ActiveRequest, phase: RequestPhase, at = Date.now()): void {
     if (!this.active.has(a.gid) || a.phase === phase) return;
     a.phase = phase;
     a.phaseAt = at;
-    this.changes.next();
+    this.changed();
   }
 
   /**
@@ -130,7 +146,7 @@ export class RouterRegistry {
     this.hold(a.gid, record, finishedMs);
     this.finishedTotal++;
     this.opts.onFinish?.(record.model);
-    this.changes.next();
+    this.changed();
   }
 
   /** Puts a terminal record in the ring; the one it replaces is counted as outside. */
@@ -196,7 +212,7 @@ export class RouterRegistry {
       const d = found[i]!;
       this.hold(d.gid!, d.record, parseTimestamp(d.record.finished_at));
     }
-    if (found.length > 0) this.changes.next();
+    if (found.length > 0) this.changed();
     return found.length;
   }
 
@@ -241,7 +257,7 @@ export class RouterRegistry {
     }
     // Written now, or the start fails: the journal is the only other trace of these requests.
     this.opts.log?.flush();
-    this.changes.next();
+    this.changed();
     return pending.size;
   }
 

@@ -176,7 +176,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     onDemand: true,
     read: () => routerReading(registry, Date.now(), DEFAULT_WINDOW_CAP),
   });
-  const changesSub = registry.changes.subscribe(() => actor.notify());
+  const stopChanges = registry.onChange(() => actor.notify());
   const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log, local: own });
   view.start();
   actor.start();
@@ -211,7 +211,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     },
   });
   const closeAll = async (): Promise<void> => {
-    changesSub.unsubscribe();
+    stopChanges();
     journal?.stop();
     actor.stop();
     view.stop();
