@@ -28,6 +28,8 @@ export interface RouterSetup {
   readonly decisionLog: boolean;
   /** `[server] buffer_size`; undefined keeps the default. */
   readonly bufferSize: number | undefined;
+  /** The built CLI to run (another checkout's `dist/cli/main.js`, for an A/B run); this one's by default. */
+  readonly cli?: string;
 }
 
 /**
@@ -56,7 +58,7 @@ export function startRouter(simUrl: string, dir: string, key: string, o: RouterS
   );
   return spawnNode({
     name: 'router',
-    args: [...nodeArgs, CLI, 'router', 'serve', '--config', toml],
+    args: [...nodeArgs, o.cli ?? CLI, 'router', 'serve', '--config', toml],
     env: { ...process.env, [KEYS_ENV]: key },
     listenLine: true,
   });

@@ -1,0 +1,108 @@
+/**
+ * Router CPU A/B: two or more relays loaded at the same time, CPU milliseconds per request of
+ * each, and each one's ratio to the first, round by round. On a shared machine whose speed
+ * drifts (this project's 2-core VMs: ±20% between two rounds of one build), relays measured
+ * one after the other cannot show a 5% change; measured side by side under the same load they
+ * see the same machine, and the per-round ratio is steady to a few percent.
+ *
+ *   node build/bench/router-ab.js [TARGET ...] [--rounds 6] [--requests 15000] [--connections 32]
+ *
+ * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
+ * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
+ * main); append `:nolog` to run a router without its decision log, `:buf=N` for
+ * `[server] buffer_size = N`. Default: `. bare`. Every router is configured as bench/router.ts
+ * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
+ * Reports only; exits 0 whatever it measures.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { throughputRound, makeTarget, type Target } from './router-load.js';
+import { runBench, spawnNode, type Proc } from './router-procs.js';
+import { CLI, MODEL, startRouter, startSim } from './router-setup.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+interface Spec {
+  readonly label: string;
+  readonly kind: 'router' | 'bare';
+  readonly cli: string;
+  readonly decisionLog: boolean;
+  readonly bufferSize: number | undefined;
+}
+
+function parseSpec(arg: string): Spec {
+  const [where, ...opts] = arg.split(':');
+  if (where === 'bare') return { label: 'bare', kind: 'bare', cli: '', decisionLog: false, bufferSize: undefined };
+  const cli = where === '.' ? CLI : join(resolve(where!), 'dist', 'cli', 'main.js');
+  if (!existsSync(cli)) throw new Error(`${arg}: no built CLI at ${cli} (run npm run build there)`);
+  let decisionLog = true;
+  let bufferSize: number | undefined;
+  for (const o of opts) {
+    if (o === 'nolog') decisionLog = false;
+    else if (/^buf=\d+$/.test(o)) bufferSize = Number(o.slice(4));
+    else throw new Error(`${arg}: unknown option ${o} (nolog, buf=N)`);
+  }
+  return { label: arg, kind: 'router', cli, decisionLog, bufferSize };
+}
+
+function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
+  const out = { specs: [] as Spec[], rounds: 6, requests: 15_000, connections: 32 };
+  const num = (i: number): number => {
+    const v = Number(argv[i + 1]);
+    if (!Number.isInteger(v) || v <= 0) throw new Error(`${argv[i]} needs a positive whole number`);
+    return v;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--rounds') out.rounds = num(i++);
+    else if (a === '--requests') out.requests = num(i++);
+    else if (a === '--connections') out.connections = num(i++);
+    else if (a.startsWith('--')) throw new Error(`unknown argument ${a}`);
+    else out.specs.push(parseSpec(a));
+  }
+  if (out.specs.length === 0) out.specs.push(parseSpec('.'), parseSpec('bare'));
+  if (out.specs.length < 2) throw new Error('name at least two targets to compare');
+  return out;
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1]!;
+};
+
+await runBench('router-ab', async (tmp) => {
+  const o = parseArgs(process.argv.slice(2));
+  const key = randomBytes(16).toString('hex');
+  const sim = await startSim();
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }], max_tokens: 16 });
+  const targets: Target[] = [];
+  for (const [i, s] of o.specs.entries()) {
+    let p: Proc;
+    if (s.kind === 'bare') p = await spawnNode({ name: 'bare relay', args: [join(here, 'bare-relay.js'), sim.url], listenLine: true });
+    else {
+      const dir = join(tmp, `r${i}`);
+      mkdirSync(dir);
+      p = await startRouter(sim.url, dir, key, { decisionLog: s.decisionLog, bufferSize: s.bufferSize, cli: s.cli });
+    }
+    targets.push(makeTarget(s.kind === 'bare' ? 'bare' : 'router', s.label, p.url, s.kind === 'bare' ? {} : { authorization: `Bearer ${key}` }, p));
+  }
+  // Past the default ring (10,000) so each router's ring of terminal records is full.
+  process.stderr.write(`warming ${targets.length} targets with 11,000 requests each\n`);
+  await Promise.all(targets.map((t) => throughputRound(t, sim, body, 16, 0, 11_000)));
+  const per: number[][] = targets.map(() => []);
+  for (let r = 0; r < o.rounds; r++) {
+    const res = await Promise.all(targets.map((t) => throughputRound(t, sim, body, o.connections, 0, o.requests)));
+    res.forEach((x, k) => per[k]!.push(x.cpuPerReq));
+    const failed = res.some((x) => x.non2xx > 0 || x.errors > 0);
+    process.stdout.write(
+      `round ${r + 1}/${o.rounds}: ` + o.specs.map((s, k) => `${s.label} ${res[k]!.cpuPerReq.toFixed(4)} ms (${(res[k]!.cpuPerReq / res[0]!.cpuPerReq).toFixed(3)}x)`).join('  ') + (failed ? '  [some requests failed]' : '') + '\n',
+    );
+  }
+  process.stdout.write(`\nCPU ms per request, median of ${o.rounds} rounds of ${o.requests} requests at c=${o.connections} each, all targets loaded at once:\n`);
+  for (const [k, s] of o.specs.entries()) {
+    const ratio = median(per[k]!.map((v, r) => v / per[0]![r]!));
+    process.stdout.write(`  ${s.label.padEnd(40)} ${median(per[k]!).toFixed(4)} ms   ${ratio.toFixed(3)}x the first (median of per-round ratios)\n`);
+  }
+});
