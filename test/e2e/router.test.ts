@@ -327,7 +327,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.ok(r.usage.completion_tokens! >= 1 && r.usage.completion_tokens! < 200);
   });
 
-  it('upstream timeout: 504 problem and outcome timeout (buffered), SSE timeout event (streaming)', async () => {
+  it('upstream timeout: 504 problem and outcome timeout (buffered, or a stream with nothing relayed yet), SSE timeout event (a stream under way)', async () => {
     const t = Date.now();
     const n = errors.length;
     const err = await client.chat.completions.create({ model: 'timeout-model', messages: user('sim:ttft_ms=2000') }).then(() => undefined, (e: unknown) => e);
@@ -340,13 +340,28 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(r.status_code, 504);
     assert.ok(r.upstream_duration_ms! >= 250 && r.upstream_duration_ms! < 1800, String(r.upstream_duration_ms));
 
-    const res = await chat('sim:ttft_ms=2000', { stream: true }, {}, 'timeout-model');
+    // A stream whose engine said nothing before the deadline: the client was sent nothing yet,
+    // so it gets the same plain 504 problem (an SDK sees a status, not a broken stream).
+    const silent = await chat('sim:ttft_ms=2000', { stream: true }, {}, 'timeout-model');
+    const silentId = gidOf(silent);
+    await assertProblem(silent, 504, 'upstream-timeout');
+    r = await record(silentId);
+    assert.equal(r.outcome, 'timeout');
+    assert.equal(r.status_code, 504);
+    assert.equal(r.finish_reason, 'error');
+
+    // Tokens were flowing when the deadline passed: the stream ends with the router's fixed
+    // timeout event, never [DONE], and the record keeps the stream's status.
+    const res = await chat('sim:ttft_ms=0 sim:token_delay_ms=100 sim:tokens=50', { stream: true }, {}, 'timeout-model');
     const id = gidOf(res);
+    assert.equal(res.status, 200);
     const text = await res.text();
-    assert.match(text, /^event: error$/m);
+    assert.match(text, /^data: \{/m, 'the first tokens were relayed');
+    assert.match(text, /^event: error\ndata: \{"error":\{"type":"upstream_timeout"/m);
     assert.doesNotMatch(text, /\[DONE\]/);
     r = await record(id);
     assert.equal(r.outcome, 'timeout');
+    assert.equal(r.status_code, 200);
   });
 
   it('an engine gone between the readiness check and the dispatch: 502, and the record says it was never reached', async () => {

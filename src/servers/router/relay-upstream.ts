@@ -167,18 +167,18 @@ export async function pipeUpstream(
         upRes.body.destroy();
         return;
       }
-      if (x.obs.failed && !res.headersSent) {
-        // The engine's first word was an error: nothing was relayed, so the client gets the
-        // same fixed 502 a buffered request gets.
-        upRes.body.destroy();
-        x.outcome = 'error';
-        x.statusCode = 502;
-        sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
-        return;
-      }
       if (x.obs.done && !x.obs.failed) {
         x.outcome = 'success';
         begin();
+      } else if (!res.headersSent) {
+        // Nothing was relayed (the engine's first word was an error, it ended or stalled
+        // before its first whole line, or the router is stopping): the client gets the plain
+        // problem a buffered request gets, with the status that says why.
+        upRes.body.destroy();
+        x.outcome = timedOut ? 'timeout' : 'error';
+        x.statusCode = timedOut ? 504 : ctx.stopping.value ? 503 : 502;
+        sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ctx.stopping.value ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED);
+        return;
       } else {
         upRes.body.destroy();
         x.outcome = timedOut ? 'timeout' : 'error';
