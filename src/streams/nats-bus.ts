@@ -59,7 +59,8 @@ const DRAIN_TIMEOUT_MS = 2_000;
  * connected, the client reconnects forever every ~250 ms (plus jitter), re-subscribes on
  * its own and buffers publishes meanwhile.
  * Thrown when: the server refuses the credentials (ConfigError) or cannot be reached
- * (SvcError SVC_ERR_UNAVAILABLE); the message never contains the URL or a credential.
+ * (SvcError SVC_ERR_UNAVAILABLE, naming scheme, host and port only); the message never
+ * contains a credential.
  */
 export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
   let nc: NatsConnection;
@@ -88,9 +89,28 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
     if (err instanceof AuthorizationError || err instanceof UserAuthenticationExpiredError) {
       throw new ConfigError('nats credentials rejected', { cause: err });
     }
-    throw new SvcError(ErrorCode.UNAVAILABLE, 'NATS server unreachable', { cause: err });
+    throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server unreachable at ${endpoints(opts.servers)}`, { cause: err });
   }
   return new NatsBus(nc, opts.logger);
+}
+
+/**
+ * Where a connection was tried, for an operator's message: scheme, host and port of each
+ * server, never a user, password, token, path or query (configurations refuse credentials in
+ * the URL; this holds for any caller).
+ */
+export function endpoints(servers: string | readonly string[]): string {
+  const list = typeof servers === 'string' ? [servers] : servers;
+  return list
+    .map((s) => {
+      try {
+        const u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(s) ? s : `nats://${s}`);
+        return `${u.protocol}//${u.host}`;
+      } catch {
+        return '(a server address that is not a URL)';
+      }
+    })
+    .join(', ');
 }
 
 /** The bus across hosts, one NATS connection per instance; create it with connectNatsBus(). */

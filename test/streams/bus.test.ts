@@ -367,9 +367,20 @@ describe('nats bus only', () => {
     await assert.rejects(connectNatsBus({ servers: `nats://127.0.0.1:${port}` }), (err: unknown) => {
       assert.ok(err instanceof SvcError);
       assert.equal(err.code, ErrorCode.UNAVAILABLE);
+      assert.equal(err.message, `NATS server unreachable at nats://127.0.0.1:${port}`, 'names where it tried');
       return true;
     });
     assert.ok(Date.now() - started < 3_000);
+  });
+
+  it('names the server it could not reach without any credential a URL carries', T, async () => {
+    const port = await freePort();
+    await assert.rejects(connectNatsBus({ servers: [`nats://svc:url-canary-9d1@127.0.0.1:${port}/path?token=q-canary`, `127.0.0.1:${port}`] }), (err: unknown) => {
+      assert.ok(err instanceof SvcError);
+      assert.equal(err.message, `NATS server unreachable at nats://127.0.0.1:${port}, nats://127.0.0.1:${port}`);
+      assert.ok(!/canary/.test(err.message));
+      return true;
+    });
   });
 });
 
