@@ -100,7 +100,8 @@ export class LifecycleClient {
     const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string') : [];
     const shown = steps.slice(0, MAX_PLAN_LINES).map((s) => `  - ${printable(s)}`);
     if (steps.length > MAX_PLAN_LINES) shown.push(`  (${steps.length - MAX_PLAN_LINES} more lines not shown)`);
-    process.stderr.write(`Plan (confirm within 2 minutes):\n${shown.join('\n')}\n`);
+    // With --yes nothing is asked: the plan is shown as what is being applied.
+    process.stderr.write(`${this.yes ? 'Plan (applying it: --yes)' : 'Plan (confirm within 2 minutes)'}:\n${shown.join('\n')}\n`);
     if (!this.yes) {
       if (!process.stdin.isTTY) {
         process.stderr.write(`svc-serving: error: confirmation required: re-run with --yes (see svc-serving ${usage} --help)\n`);

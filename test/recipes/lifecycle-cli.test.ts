@@ -35,6 +35,9 @@ describe('`svc-serving recipe apply|stop` (built CLI) against a controller on th
     assert.deepEqual([s.state, s.outcome, s.summary], ['succeeded', 'success', { action: 'created', containers: 1 }]);
     assert.match(r.stderr, /operation op_[0-9a-f]{24}\n/);
     assert.match(r.stderr, / {2}succeeded\n/);
+    // Nothing was asked, so nothing says "confirm": the plan is shown as what is applied.
+    assert.match(r.stderr, /^Plan \(applying it: --yes\):\n {2}- /m);
+    assert.doesNotMatch(r.stderr, /confirm/);
     assert.equal(node.fake.createBodies.length, 1);
   });
 
