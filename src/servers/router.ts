@@ -103,6 +103,22 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   if (cfg.decisionLog) {
     unlock = lockDecisionLog(cfg.decisionLog.path);
     decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
+    const logPath = cfg.decisionLog.path;
+    // The log's file or folder was removed under the router and made again: so is its lock, or
+    // a second router could start on this log. A lock another live router took meanwhile is
+    // reported, not fought over.
+    decisionLog.onReopened = () => {
+      try {
+        const release = lockDecisionLog(logPath);
+        const previous = unlock;
+        unlock = () => {
+          previous?.();
+          release();
+        };
+      } catch (err) {
+        log.error({ err: { name: (err as Error)?.name } }, 'decision log lock could not be taken again after its file was removed; another router process may be using this log');
+      }
+    };
     try {
       decisionLog.open();
     } catch (err) {

@@ -2,7 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { CLI } from '../support/processes.js';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
@@ -197,6 +198,23 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const r = await h.lookup(id);
     assert.equal(r.body.request.outcome, 'success');
     assert.equal(logged().gids.filter((g) => g === id).length, 1, 'one record, not an extra "interrupted" one');
+  });
+
+  it('a decision-log folder removed while the router runs is made again with its lock: a second router is still refused', async () => {
+    const folder = dirname(h.logPath!);
+    rmSync(folder, { recursive: true, force: true });
+    const res = await chat('after the folder went');
+    assert.equal(res.status, 200);
+    const id = res.headers.get('x-svc-request-id')!;
+    await res.text();
+    // A lookup writes what is queued first: the file, its folder and the lock are back.
+    assert.equal((await h.lookup(id)).body.request.outcome, 'success');
+    assert.ok(existsSync(`${h.logPath!}.lock`), 'the lock is taken again');
+    const second = spawnSync(process.execPath, [CLI, 'router', 'serve', '--config', h.configPath], {
+      env: { PATH: process.env['PATH'] ?? '', ...h.routerEnv }, encoding: 'utf8', timeout: 30_000,
+    });
+    assert.equal(second.status, 2, second.stderr);
+    assert.match(second.stderr, /decision_log_path is in use by another running router process/);
   });
 });
 

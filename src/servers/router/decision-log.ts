@@ -64,6 +64,8 @@ export class DecisionLog {
    * that began just before may have no record at all (`<path>.unclean` keeps this known).
    */
   recordsMayBeMissing = false;
+  /** Called after the file was found removed or replaced and made again (the router re-takes its lock). */
+  onReopened: (() => void) | undefined;
 
   /**
    * @param onWriteError called when a deferred write fails with the number of records that
@@ -284,6 +286,7 @@ export class DecisionLog {
       this.fd = -1;
       this.reopen();
       this.markUnclean();
+      this.onReopened?.();
       return;
     }
     this.reopen();
