@@ -10,7 +10,7 @@
  * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
  * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
  * main); append `:nolog` to run a router without its decision log, `:buf=N` for
- * `[server] buffer_size = N`. Default: `. bare`. Every router is configured as bench/router.ts
+ * `[server] buffer_size = N` (warm-up then runs past N). Default: `. bare`. Every router is configured as bench/router.ts
  * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
  * Reports only; exits 0 whatever it measures.
  */
@@ -33,17 +33,24 @@ interface Spec {
 }
 
 function parseSpec(arg: string): Spec {
-  const [where, ...opts] = arg.split(':');
-  if (where === 'bare') return { label: 'bare', kind: 'bare', cli: '', decisionLog: false, bufferSize: undefined };
-  const cli = where === '.' ? CLI : join(resolve(where!), 'dist', 'cli', 'main.js');
+  // Options are the known suffixes after the last colons; the rest is the target (a path may hold `:`).
+  const parts = arg.split(':');
+  const opts: string[] = [];
+  while (parts.length > 1 && /^(nolog|buf=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
+  const where = parts.join(':');
+  if (where === 'bare') {
+    if (opts.length > 0) throw new Error(`${arg}: the bare relay takes no options`);
+    return { label: 'bare', kind: 'bare', cli: '', decisionLog: false, bufferSize: undefined };
+  }
+  const cli = where === '.' ? CLI : join(resolve(where), 'dist', 'cli', 'main.js');
   if (!existsSync(cli)) throw new Error(`${arg}: no built CLI at ${cli} (run npm run build there)`);
   let decisionLog = true;
   let bufferSize: number | undefined;
   for (const o of opts) {
     if (o === 'nolog') decisionLog = false;
-    else if (/^buf=\d+$/.test(o)) bufferSize = Number(o.slice(4));
-    else throw new Error(`${arg}: unknown option ${o} (nolog, buf=N)`);
+    else bufferSize = Number(o.slice(4));
   }
+  if (bufferSize === 0) throw new Error(`${arg}: buf needs a positive number`);
   return { label: arg, kind: 'router', cli, decisionLog, bufferSize };
 }
 
@@ -69,7 +76,8 @@ function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; re
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
-  return s[s.length >> 1]!;
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
 await runBench('router-ab', async (tmp) => {
@@ -88,21 +96,22 @@ await runBench('router-ab', async (tmp) => {
     }
     targets.push(makeTarget(s.kind === 'bare' ? 'bare' : 'router', s.label, p.url, s.kind === 'bare' ? {} : { authorization: `Bearer ${key}` }, p));
   }
-  // Past the default ring (10,000) so each router's ring of terminal records is full.
-  process.stderr.write(`warming ${targets.length} targets with 11,000 requests each\n`);
-  await Promise.all(targets.map((t) => throughputRound(t, sim, body, 16, 0, 11_000)));
+  // Past the largest ring (default 10,000) so each router's ring of terminal records is full.
+  const warm = Math.max(11_000, ...o.specs.map((s) => (s.bufferSize ?? 0) + 1_000));
+  process.stderr.write(`warming ${targets.length} targets with ${warm} requests each\n`);
+  await Promise.all(targets.map((t) => throughputRound(t, sim, body, 16, 0, warm)));
   const per: number[][] = targets.map(() => []);
   for (let r = 0; r < o.rounds; r++) {
     const res = await Promise.all(targets.map((t) => throughputRound(t, sim, body, o.connections, 0, o.requests)));
     res.forEach((x, k) => per[k]!.push(x.cpuPerReq));
     const failed = res.some((x) => x.non2xx > 0 || x.errors > 0);
     process.stdout.write(
-      `round ${r + 1}/${o.rounds}: ` + o.specs.map((s, k) => `${s.label} ${res[k]!.cpuPerReq.toFixed(4)} ms (${(res[k]!.cpuPerReq / res[0]!.cpuPerReq).toFixed(3)}x)`).join('  ') + (failed ? '  [some requests failed]' : '') + '\n',
+      `round ${r + 1}/${o.rounds}: ` + o.specs.map((s, k) => `${s.label} ${res[k]!.cpuPerReq.toFixed(4)} ms (${res[0]!.cpuPerReq > 0 ? (res[k]!.cpuPerReq / res[0]!.cpuPerReq).toFixed(3) : '-'}x)`).join('  ') + (failed ? '  [some requests failed]' : '') + '\n',
     );
   }
   process.stdout.write(`\nCPU ms per request, median of ${o.rounds} rounds of ${o.requests} requests at c=${o.connections} each, all targets loaded at once:\n`);
   for (const [k, s] of o.specs.entries()) {
-    const ratio = median(per[k]!.map((v, r) => v / per[0]![r]!));
+    const ratio = median(per[k]!.map((v, r) => v / Math.max(per[0]![r]!, Number.MIN_VALUE)));
     process.stdout.write(`  ${s.label.padEnd(40)} ${median(per[k]!).toFixed(4)} ms   ${ratio.toFixed(3)}x the first (median of per-round ratios)\n`);
   }
 });

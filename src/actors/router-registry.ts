@@ -81,7 +81,7 @@ export class RouterRegistry {
    * record, several times per request, so a plain list and not an RxJS Subject (whose `next`
    * allocates per call, which showed in the router's profile).
    */
-  private readonly listeners: (() => void)[] = [];
+  private listeners: readonly (() => void)[] = [];
   finishedTotal = 0;
   /** +1 whenever a request begins or ends (the in-flight journal writes only after a change). */
   activeVersion = 0;
@@ -109,15 +109,22 @@ export class RouterRegistry {
 
   /** Calls `listener` after every change (a request began, changed phase or finished; records restored). Returns the unsubscribe. */
   onChange(listener: () => void): () => void {
-    this.listeners.push(listener);
+    this.listeners = [...this.listeners, listener];
     return () => {
-      const i = this.listeners.indexOf(listener);
-      if (i >= 0) this.listeners.splice(i, 1);
+      // A new array: a notification in progress goes on over the one it started with.
+      this.listeners = this.listeners.filter((l) => l !== listener);
     };
   }
 
   private changed(): void {
-    for (const l of this.listeners) l();
+    for (const l of this.listeners) {
+      try {
+        l();
+      } catch (err) {
+        // A listener's fault must not break the bookkeeping of the request that changed.
+        this.opts.logger?.error({ err: { name: (err as Error)?.name } }, 'router change listener failed');
+      }
+    }
   }
 
   begin(a: ActiveRequest): void {

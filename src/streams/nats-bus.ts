@@ -101,16 +101,21 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
  */
 export function endpoints(servers: string | readonly string[]): string {
   const list = typeof servers === 'string' ? [servers] : servers;
-  return list
-    .map((s) => {
-      try {
-        const u = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(s) ? s : `nats://${s}`);
-        return `${u.protocol}//${u.host}`;
-      } catch {
-        return '(a server address that is not a URL)';
-      }
-    })
-    .join(', ');
+  return list.map(endpoint).join(', ');
+}
+
+function endpoint(s: string): string {
+  const m = /^([a-z][a-z0-9+.-]*:\/\/)?(.*)$/is.exec(s)!;
+  // Whatever comes before the last `@` may be a user, a password or a token (which may hold
+  // `/`, `#` or a backslash, where a URL parser would end the authority): never looked at.
+  const rest = m[2]!.slice(m[2]!.lastIndexOf('@') + 1);
+  try {
+    const u = new URL(`${m[1] ?? 'nats://'}${rest}`);
+    if (u.username === '' && u.password === '' && u.host !== '') return `${u.protocol}//${u.host}`;
+  } catch {
+    // not a URL
+  }
+  return '(a server address that is not a URL)';
 }
 
 /** The bus across hosts, one NATS connection per instance; create it with connectNatsBus(). */

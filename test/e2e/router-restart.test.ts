@@ -185,6 +185,22 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal(r.usage.completion_source, 'estimated', 'what was relayed before the cut is counted');
   });
 
+  it('a stream with nothing relayed yet when a graceful stop cuts it gets the plain 503 problem', async () => {
+    // The engine has answered with its headers but no token: the client has been sent nothing.
+    const pending = chat('sim:ttft_ms=30000', { stream: true });
+    await new Promise((r) => setTimeout(r, 500));
+    const stopping = h.stopRouter();
+    const res = await pending;
+    assert.equal(res.status, 503);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+    assert.equal(((await res.json()) as { type: string }).type, 'urn:svc-serving:problem:unavailable');
+    const id = res.headers.get('x-svc-request-id')!;
+    assert.equal(await stopping, 0);
+    await h.startRouter();
+    const r = (await h.lookup(id)).body.request as TerminalRecord;
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 503, 'error']);
+  });
+
   it('a second router started on the same configuration is refused before it touches the first one\'s records', async () => {
     const res = await chat('sim:tokens=60 sim:token_delay_ms=20', { stream: true });
     const id = res.headers.get('x-svc-request-id')!;

@@ -14,7 +14,7 @@ import {
 } from '../../src/errors.js';
 import type { Bus, BusMsg } from '../../src/streams/bus.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
-import { connectNatsBus, type NatsBus, type NatsBusState } from '../../src/streams/nats-bus.js';
+import { connectNatsBus, endpoints, type NatsBus, type NatsBusState } from '../../src/streams/nats-bus.js';
 import { isValidPattern, isValidSubject, subjectMatches } from '../../src/streams/subject-match.js';
 import { freePort } from '../support/free-port.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
@@ -371,6 +371,24 @@ describe('nats bus only', () => {
       return true;
     });
     assert.ok(Date.now() - started < 3_000);
+  });
+
+  it('endpoints(): scheme, host and port only, whatever a URL carries before its host', () => {
+    const cases: [string, string][] = [
+      ['nats://admin:4222#secret-canary@host:4222', 'nats://host:4222'],
+      ['nats://AbC/dEf==canary@host', 'nats://host'],
+      ['s3cr3t-canary/x@host:4222', 'nats://host:4222'],
+      ['ws://tok\\en-canary@host', 'ws://host'],
+      ['tls://u:p@ss-canary@nats.internal:4443/path?token=canary', 'tls://nats.internal:4443'],
+      ['127.0.0.1:4222', 'nats://127.0.0.1:4222'],
+      ['nats://', '(a server address that is not a URL)'],
+      ['canary@', '(a server address that is not a URL)'],
+    ];
+    for (const [input, shown] of cases) {
+      assert.equal(endpoints(input), shown, input);
+      assert.ok(!endpoints(input).includes('canary'), input);
+    }
+    assert.equal(endpoints(['a:1', 'nats://b:2']), 'nats://a:1, nats://b:2');
   });
 
   it('names the server it could not reach without any credential a URL carries', T, async () => {

@@ -289,7 +289,9 @@ export class DecisionLog {
       this.onReopened?.();
       return;
     }
+    // No file open (reopening after a failed rotation failed): made again now, lock too.
     this.reopen();
+    this.onReopened?.();
   }
 
   private reopen(): void {
