@@ -7,6 +7,7 @@ import { DEFAULT_READ_BUDGET, type DecisionLog } from '../servers/router/decisio
 import type { Decision } from '../servers/router/decision-lines.js';
 import type { InflightEntry } from '../servers/router/inflight.js';
 import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from './router-mapping.js';
+import { TerminalRing } from './terminal-ring.js';
 import type { OwnerReading } from './window.js';
 
 /** Terminal work stays in the window this long (the largest `recent_seconds`). */
@@ -56,16 +57,6 @@ export interface ActiveSummary {
   session_id?: string;
 }
 
-interface Buffered extends Decision {
-  readonly gid: string;
-  readonly finishedMs: number;
-  /**
-   * Its workload record, built the first time a window needs it, then kept: a finished
-   * request never changes (and an unchanged object is not compared again).
-   */
-  workload: WorkloadRecord | undefined;
-}
-
 /**
  * Router memory: requests in flight and a bounded ring of terminal decisions, with the
  * decision log behind it. Every request that begins finishes exactly once; the record is
@@ -73,9 +64,8 @@ interface Buffered extends Decision {
  */
 export class RouterRegistry {
   readonly active = new Map<string, ActiveRequest>();
-  private readonly ring: (Buffered | undefined)[];
-  private head = 0;
-  private readonly byGid = new Map<string, Buffered>();
+  /** Terminal records, newest replacing oldest (out of the JavaScript heap: see TerminalRing). */
+  readonly ring: TerminalRing;
   /**
    * Change listeners (the router actor's nudge): called on every phase change and terminal
    * record, several times per request, so a plain list and not an RxJS Subject (whose `next`
@@ -104,7 +94,7 @@ export class RouterRegistry {
       onFinish?: (model: string) => void;
     },
   ) {
-    this.ring = new Array(opts.bufferSize);
+    this.ring = new TerminalRing(opts.bufferSize);
   }
 
   /** Calls `listener` after every change (a request began, changed phase or finished; records restored). Returns the unsubscribe. */
@@ -149,26 +139,23 @@ export class RouterRegistry {
   finish(a: ActiveRequest, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
     if (!this.active.delete(a.gid)) return;
     this.activeVersion++;
-    this.opts.log?.append(a.gid, record);
-    this.hold(a.gid, record, finishedMs);
+    // Serialized once: the same text goes to the decision log and into the ring.
+    const json = JSON.stringify(record);
+    this.opts.log?.appendJson(a.gid, json);
+    this.hold(a.gid, record, finishedMs, json);
     this.finishedTotal++;
     this.opts.onFinish?.(record.model);
     this.changed();
   }
 
   /** Puts a terminal record in the ring; the one it replaces is counted as outside. */
-  private hold(gid: string, record: TerminalRecord, finishedMs: number): void {
-    const entry: Buffered = { gid, record, finishedMs, workload: undefined };
-    const evicted = this.ring[this.head];
+  private hold(gid: string, record: TerminalRecord, finishedMs: number, json = JSON.stringify(record)): void {
+    const evicted = this.ring.push(gid, record, json, finishedMs);
     if (evicted) {
       // Without a decision log an evicted record is gone for good.
       if (!this.opts.log) this.recordsLost = true;
-      this.byGid.delete(evicted.gid);
       if (evicted.finishedMs > this.outsideNewestMs) this.outsideNewestMs = evicted.finishedMs;
     }
-    this.ring[this.head] = entry;
-    this.head = (this.head + 1) % this.ring.length;
-    this.byGid.set(gid, entry);
   }
 
   /**
@@ -181,7 +168,7 @@ export class RouterRegistry {
     const log = this.opts.log;
     if (!log) return 0;
     const horizon = now - WINDOW_MS;
-    const cap = this.ring.length;
+    const cap = this.ring.capacity;
     const found: Decision[] = [];
     const seen = new Set<string>();
     let oldestFound = Number.POSITIVE_INFINITY;
@@ -233,7 +220,7 @@ export class RouterRegistry {
    * Thrown when: the decision log cannot be written (the journal must then be kept).
    */
   recordInterrupted(entries: readonly InflightEntry[], lastSeenMs: number): number {
-    const pending = new Map(entries.filter((e) => !this.byGid.has(e.gateway_request_id)).map((e) => [e.gateway_request_id, e]));
+    const pending = new Map(entries.filter((e) => this.ring.slotOf(e.gateway_request_id) === undefined).map((e) => [e.gateway_request_id, e]));
     if (pending.size === 0) return 0;
     // One bounded pass over the retained files for all of them (a record may exist there).
     this.opts.log?.scan((d) => {
@@ -274,16 +261,6 @@ export class RouterRegistry {
     this.opts.log?.flushQuietly();
   }
 
-  /** Buffered decisions, newest first. */
-  *recent(): Generator<Buffered> {
-    const n = this.ring.length;
-    for (let i = 1; i <= n; i++) {
-      const e = this.ring[(this.head - i + n) % n];
-      if (!e) return;
-      yield e;
-    }
-  }
-
   /**
    * The terminal record for an id: a generated `req_` id matches only generated ids (the
    * namespace is reserved, even after eviction); any other id matches the newest record
@@ -293,10 +270,10 @@ export class RouterRegistry {
     this.persist();
     const reserved = GENERATED_ID_RE.test(id);
     if (reserved) {
-      const hit = this.byGid.get(id);
-      if (hit) return hit.record;
+      const slot = this.ring.slotOf(id);
+      if (slot !== undefined) return this.ring.record(slot);
     } else {
-      for (const e of this.recent()) if (e.record.request_id === id && e.gid !== id) return e.record;
+      for (const slot of this.ring.newestFirst()) if (this.ring.requestId(slot) === id && this.ring.gid(slot) !== id) return this.ring.record(slot);
     }
     let found: TerminalRecord | undefined;
     this.opts.log?.scan((d) => {
@@ -323,7 +300,10 @@ export class RouterRegistry {
       matched++;
       out.push(d.record);
     };
-    for (const e of this.recent()) visit(e);
+    for (const slot of this.ring.newestFirst()) {
+      // Only the session's records are parsed.
+      if (this.ring.sessionId(slot) === sessionId) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
+    }
     const { truncated } = this.opts.log?.scan((d) => void visit(d)) ?? { truncated: false };
     out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
@@ -351,13 +331,12 @@ export class RouterRegistry {
     for (const a of this.active.values()) records.push(mapActiveRequest(this.opts.host, a, now));
     let omitted = 0;
     const horizon = now - WINDOW_MS;
-    // A plain loop over the ring, newest first (this runs over the whole ring every step).
+    // Newest first; a slot's workload record is built once (a finished request never changes).
     const ring = this.ring;
-    const n = ring.length;
-    for (let i = 1; i <= n; i++) {
-      const e = ring[(this.head - i + n) % n];
-      if (!e || e.finishedMs < horizon) break;
-      if (records.length < cap) records.push((e.workload ??= mapTerminalRequest(this.opts.host, e.gid, e.record)));
+    const map = (gid: string, r: TerminalRecord): WorkloadRecord => mapTerminalRequest(this.opts.host, gid, r);
+    for (const slot of ring.newestFirst()) {
+      if (ring.finishedMs(slot) < horizon) break;
+      if (records.length < cap) records.push(ring.workload(slot, map));
       else omitted++;
     }
     // Terminal records of the day that the ring no longer holds: their number is not kept.

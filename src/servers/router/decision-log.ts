@@ -107,13 +107,17 @@ export class DecisionLog {
 
   /** Queues one decision; it is written within `flushDelayMs`, or sooner by flush(). */
   append(gid: string, record: TerminalRecord): void {
+    this.appendJson(gid, JSON.stringify(record));
+  }
+
+  /** append() with the record already serialized (`json`: `JSON.stringify(record)`). */
+  appendJson(gid: string, json: string): void {
     if (this.fd === CLOSED) {
       // Finished after the log was closed (a stop's last moments): not written, and said so.
       this.markUnclean();
       return;
     }
     // The gateway id joins the record's own members (a `req_` + hex id: nothing to escape).
-    const json = JSON.stringify(record);
     this.pending.push(`${json.slice(0, -1)},"gateway_request_id":${JSON.stringify(gid)}}\n`);
     if (this.timer === undefined) {
       this.timer = setTimeout(() => {

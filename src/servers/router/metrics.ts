@@ -1,10 +1,10 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { RouterRegistry } from '../../actors/router-registry.js';
-import { FINISH_REASONS, REQUEST_OUTCOMES, USAGE_SOURCES, type TerminalRecord } from '../../schema/terminal-record.js';
+import { FINISH_REASONS, REQUEST_OUTCOMES, USAGE_SOURCES } from '../../schema/terminal-record.js';
+import { SAMPLED, type TerminalRing } from '../../actors/terminal-ring.js';
 
 type Stat = { records: number; outcome: Map<string, number>; finish: Map<string, number>; sources: Map<string, number>; tokens: Map<string, number>; samples: Map<string, number[]> };
 
-const SAMPLED = ['latency_ms', 'time_to_first_content_ms', 'upstream_duration_ms', 'readiness_check_ms', 'admission_wait_ms'] as const;
 
 function quantile(sorted: number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -41,7 +41,7 @@ export class RouterMetrics {
     let memo: { at: number; v: Map<string, Stat> } | undefined;
     const stats = (): Map<string, Stat> => {
       const now = Date.now();
-      if (!memo || now - memo.at > 250) memo = { at: now, v: bufferStats(reg.recent()) };
+      if (!memo || now - memo.at > 250) memo = { at: now, v: bufferStats(reg.ring) };
       return memo.v;
     };
     const gauge = (name: string, help: string, pick: (s: Stat) => number): void => {
@@ -77,27 +77,28 @@ export class RouterMetrics {
   }
 }
 
-function bufferStats(recent: Iterable<{ record: TerminalRecord }>): Map<string, Stat> {
+function bufferStats(ring: TerminalRing): Map<string, Stat> {
   const out = new Map<string, Stat>();
-  for (const { record: r } of recent) {
+  ring.forEachSummary((r) => {
     let s = out.get(r.model);
     if (!s) out.set(r.model, (s = { records: 0, outcome: new Map(), finish: new Map(), sources: new Map(), tokens: new Map(), samples: new Map() }));
     s.records++;
     bump(s.outcome, r.outcome);
-    if (r.finish_reason) bump(s.finish, r.finish_reason);
-    bump(s.sources, `prompt:${r.usage.prompt_source}`);
-    bump(s.sources, `completion:${r.usage.completion_source}`);
-    if (r.usage.prompt_tokens !== null && r.usage.prompt_source !== 'unknown') bump(s.tokens, `prompt:${r.usage.prompt_source}`, r.usage.prompt_tokens);
-    if (r.usage.completion_tokens !== null && r.usage.completion_source !== 'unknown') bump(s.tokens, `completion:${r.usage.completion_source}`, r.usage.completion_tokens);
-    for (const k of SAMPLED) {
-      const v = r[k];
+    if (r.finish) bump(s.finish, r.finish);
+    bump(s.sources, `prompt:${r.promptSource}`);
+    bump(s.sources, `completion:${r.completionSource}`);
+    if (r.promptTokens !== null && r.promptSource !== 'unknown') bump(s.tokens, `prompt:${r.promptSource}`, r.promptTokens);
+    if (r.completionTokens !== null && r.completionSource !== 'unknown') bump(s.tokens, `completion:${r.completionSource}`, r.completionTokens);
+    for (let k = 0; k < SAMPLED.length; k++) {
+      const v = r.samples[k]!;
+      const name = SAMPLED[k]!;
       // Embeddings and rerank keep an unmeasured legacy 0 latency: not a sample.
-      if (v === null || (k === 'latency_ms' && (r.route === 'embeddings' || r.route === 'rerank'))) continue;
-      let arr = s.samples.get(k);
-      if (!arr) s.samples.set(k, (arr = []));
+      if (v === null || (name === 'latency_ms' && (r.route === 'embeddings' || r.route === 'rerank'))) continue;
+      let arr = s.samples.get(name);
+      if (!arr) s.samples.set(name, (arr = []));
       arr.push(v);
     }
-  }
+  });
   for (const s of out.values()) for (const arr of s.samples.values()) arr.sort((a, b) => a - b);
   return out;
 }
