@@ -21,16 +21,21 @@ export function newGatewayId(): string {
 }
 
 /**
- * The abort signal of one relayed request. undici takes an EventEmitter as a signal; an
- * AbortController builds an EventTarget per request, which showed in the router's profile.
+ * The abort of one relayed request: its admission wait, its backpressure wait and its
+ * upstream request (`upstream`, set while it runs) end when it fires. An EventEmitter, not
+ * an AbortController, which builds an EventTarget per request (it showed in the router's
+ * profile).
  */
 export class RelayAbort extends EventEmitter {
   aborted = false;
+  /** The upstream request in flight, cancelled directly (no listener, no closure over the exchange). */
+  upstream: { cancel(): void } | undefined;
 
   /** Fires 'abort' once. */
   abort(): void {
     if (this.aborted) return;
     this.aborted = true;
+    this.upstream?.cancel();
     this.emit('abort');
   }
 }

@@ -1,9 +1,9 @@
 import type { ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay.js';
-import { collect, drained, isContextRejection, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
+import { drained, isContextRejection, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
+import { UpstreamCall, type UpstreamAnswer, type UpstreamCallOptions } from './upstream-call.js';
 
 /** Bytes of an upstream error body read to classify it (then discarded). */
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -38,50 +38,72 @@ export async function pipeUpstream(
   clientGone: () => boolean,
 ): Promise<void> {
   let timedOut = false;
+  const a = x.a;
+  const call = new UpstreamCall(CALL_OPTIONS, a);
+  // The deadline, the client leaving and a graceful stop all end the upstream request too.
+  // The link is the call itself (no closure over this scope), dropped when the exchange ends.
+  abort.upstream = call;
+  if (abort.aborted) call.cancel();
   const deadline = setTimeout(() => {
     timedOut = true;
     abort.abort();
   }, up.route.upstreamTimeoutMs);
-  const a = x.a;
   try {
     x.dispatchAt = performance.now();
     ctx.registry.setPhase(a, 'dispatched');
-    let upRes;
+    up.pool.dispatch({ method: 'POST', path, headers, body, headersTimeout: up.route.upstreamTimeoutMs, bodyTimeout: up.route.upstreamTimeoutMs }, call);
+    let answer: UpstreamAnswer;
     try {
-      upRes = await up.pool.request({
-        method: 'POST', path, headers, body, signal: abort,
-        headersTimeout: up.route.upstreamTimeoutMs, bodyTimeout: up.route.upstreamTimeoutMs,
-      });
+      answer = await call.answer;
     } catch (err) {
       x.upstreamEndAt = performance.now();
-      // No connection was made: the engine never saw the request (no prompt went to it, no
-      // finish reason of its, no upstream time).
-      if (NOT_CONNECTED.has((err as { code?: string })?.code ?? '')) {
-        x.dispatchAt = null;
-        x.upstreamEndAt = null;
+      if (call.status === 0) {
+        // No connection was made: the engine never saw the request (no prompt went to it, no
+        // finish reason of its, no upstream time).
+        if (NOT_CONNECTED.has((err as { code?: string })?.code ?? '')) {
+          x.dispatchAt = null;
+          x.upstreamEndAt = null;
+        }
+        if (clientGone()) x.outcome = 'disconnected';
+        else if (ctx.stopping.value && !timedOut) {
+          // Waiting for the engine's first answer when a graceful stop cut it.
+          x.outcome = 'error';
+          x.statusCode = 503;
+          sendRawProblem(res, ErrorCode.UNAVAILABLE);
+        } else if (timedOut || (err as Error)?.name === 'HeadersTimeoutError') {
+          x.outcome = 'timeout';
+          x.statusCode = 504;
+          sendRawProblem(res, ErrorCode.UPSTREAM_TIMEOUT);
+        } else {
+          ctx.readiness.invalidate(up.route.alias);
+          x.outcome = 'error';
+          x.statusCode = 502;
+          sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+        }
+        return;
       }
-      if (clientGone()) x.outcome = 'disconnected';
-      else if (ctx.stopping.value && !timedOut) {
-        // Waiting for the engine's first answer when a graceful stop cut it.
-        x.outcome = 'error';
-        x.statusCode = 503;
-        sendRawProblem(res, ErrorCode.UNAVAILABLE);
-      } else if (timedOut || (err as Error)?.name === 'HeadersTimeoutError') {
-        x.outcome = 'timeout';
-        x.statusCode = 504;
-        sendRawProblem(res, ErrorCode.UPSTREAM_TIMEOUT);
+      if (call.status >= 400 && !clientGone() && !timedOut && !ctx.stopping.value) {
+        // An error answer whose body failed or ran long: classified without its text.
+        answer = { kind: 'whole', status: call.status, contentType: undefined, body: Buffer.alloc(0) };
       } else {
-        ctx.readiness.invalidate(up.route.alias);
-        x.outcome = 'error';
-        x.statusCode = 502;
-        sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+        // The answer's body failed, ran past its deadline or its limit, or the exchange was cut.
+        if (clientGone()) x.outcome = 'disconnected';
+        else if (ctx.stopping.value && !timedOut) {
+          x.outcome = 'error';
+          x.statusCode = 503;
+          sendRawProblem(res, ErrorCode.UNAVAILABLE);
+        } else {
+          x.outcome = timedOut ? 'timeout' : 'error';
+          x.statusCode = timedOut ? 504 : 502;
+          sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ErrorCode.UPSTREAM_FAILED);
+        }
+        return;
       }
-      return;
     }
-    a.lastUpstreamAt = Date.now();
-    const status = upRes.statusCode;
+    const status = answer.status;
     if (status >= 400) {
-      const errBody = await readBounded(upRes.body, ERROR_BODY_LIMIT).catch(() => Buffer.alloc(0));
+      const errBody = answer.kind === 'whole' ? answer.body : Buffer.alloc(0);
+      if (answer.kind === 'stream') answer.body.destroy();
       x.upstreamEndAt = performance.now();
       if (isContextRejection(status, errBody)) {
         x.outcome = 'rejected';
@@ -101,15 +123,16 @@ export async function pipeUpstream(
     if (status < 200 || status > 299 || status === 204 || status === 205) {
       // A redirect or a bodiless answer is not an answer to an inference request: never
       // passed on (its Location and body are the upstream's), recorded as an upstream error.
-      await readBounded(upRes.body, ERROR_BODY_LIMIT).catch(() => undefined);
+      if (answer.kind === 'stream') answer.body.destroy();
       x.upstreamEndAt = performance.now();
       x.outcome = 'error';
       x.statusCode = 502;
       sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
       return;
     }
-    const ctype = safeContentType(upRes.headers['content-type'], 'application/json');
-    if (/^text\/event-stream/i.test(ctype)) {
+    const ctype = safeContentType(answer.contentType, 'application/json');
+    if (answer.kind === 'stream') {
+      const upBody = answer.body;
       x.streaming = true;
       // The status line and headers are written with the first bytes relayed: an engine that
       // fails before its first event still gets the client a plain 502 problem.
@@ -121,7 +144,7 @@ export async function pipeUpstream(
       // error event (raw text) is never relayed, even when it arrives split across reads.
       let carry: Buffer | undefined;
       try {
-        for await (const part of upRes.body as AsyncIterable<Buffer>) {
+        for await (const part of upBody as AsyncIterable<Buffer>) {
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
           a.lastUpstreamAt = Date.now();
           const at = performance.now();
@@ -164,7 +187,7 @@ export async function pipeUpstream(
       if (clientGone()) {
         // Status stays 0 when nothing was relayed: the client was sent nothing.
         x.outcome = 'disconnected';
-        upRes.body.destroy();
+        upBody.destroy();
         return;
       }
       if (x.obs.done && !x.obs.failed) {
@@ -174,13 +197,13 @@ export async function pipeUpstream(
         // Nothing was relayed (the engine's first word was an error, it ended or stalled
         // before its first whole line, or the router is stopping): the client gets the plain
         // problem a buffered request gets, with the status that says why.
-        upRes.body.destroy();
+        upBody.destroy();
         x.outcome = timedOut ? 'timeout' : 'error';
         x.statusCode = timedOut ? 504 : ctx.stopping.value ? 503 : 502;
         sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ctx.stopping.value ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED);
         return;
       } else {
-        upRes.body.destroy();
+        upBody.destroy();
         x.outcome = timedOut ? 'timeout' : 'error';
         // Cut by a graceful stop, not failed by the engine: the record's finish says the router
         // cancelled it (diagnosis reads `router_ended`), since its status is the stream's 200.
@@ -199,23 +222,7 @@ export async function pipeUpstream(
       res.end();
       return;
     }
-    let whole: Buffer;
-    try {
-      whole = await readBounded(upRes.body, BUFFERED_LIMIT);
-    } catch {
-      x.upstreamEndAt = performance.now();
-      if (clientGone()) x.outcome = 'disconnected';
-      else if (ctx.stopping.value && !timedOut) {
-        x.outcome = 'error';
-        x.statusCode = 503;
-        sendRawProblem(res, ErrorCode.UNAVAILABLE);
-      } else {
-        x.outcome = timedOut ? 'timeout' : 'error';
-        x.statusCode = timedOut ? 504 : 502;
-        sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ErrorCode.UPSTREAM_FAILED);
-      }
-      return;
-    }
+    const whole = answer.body;
     const endAt = performance.now();
     x.upstreamEndAt = endAt;
     x.answered = true;
@@ -244,13 +251,18 @@ export async function pipeUpstream(
     if (observed && !readFirst) x.obs.jsonBody(whole, endAt);
   } finally {
     clearTimeout(deadline);
+    abort.upstream = undefined;
   }
 }
 
 /** Errors of a connection that was never made (undici passes the socket's code through). */
 const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
-/** Reads an upstream body up to `limit` bytes; a larger one is cut off. Thrown when: larger, aborted, or failed. */
-function readBounded(body: Readable, limit: number): Promise<Buffer> {
-  return collect(body, limit, (b) => b.destroy());
-}
+/** An answer relayed as an event stream (by its content type, once made safe). */
+const SSE = /^text\/event-stream/i;
+
+/** How every upstream answer is read: only a 2xx event stream is relayed as it comes; anything else whole, bounded. */
+const CALL_OPTIONS: UpstreamCallOptions = {
+  streams: (status, ct) => status >= 200 && status <= 299 && status !== 204 && status !== 205 && SSE.test(safeContentType(ct, 'application/json')),
+  wholeLimit: (status) => (status >= 200 && status <= 299 ? BUFFERED_LIMIT : ERROR_BODY_LIMIT),
+};
