@@ -76,3 +76,33 @@ export function parseDecision(line: string): Decision | undefined {
   const gid = typeof g === 'string' && GENERATED_ID_RE.test(g) ? g : GENERATED_ID_RE.test(rec['request_id'] as string) ? (rec['request_id'] as string) : undefined;
   return { gid, record: rec as TerminalRecord };
 }
+
+/**
+ * Decisions newest first across `files` (newest file first), reading at most `budget` bytes.
+ * Torn or foreign lines are skipped. `visit` returning true stops the scan. `truncated` says
+ * the budget stopped it before the oldest file's start.
+ */
+export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number): { truncated: boolean } {
+  let left = budget;
+  for (const [n, file] of files.entries()) {
+    let text: string;
+    let cut = false;
+    try {
+      // Only the file's last `left` bytes are read: the budget bounds memory, not just parsing.
+      const tail = readTail(file, left);
+      cut = tail.cut;
+      left -= tail.buf.byteLength;
+      text = tail.buf.toString('utf8');
+    } catch {
+      continue; // rotated away while reading
+    }
+    const lines = text.split('\n');
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const d = parseDecision(lines[i]!);
+      if (d && visit(d) === true) return { truncated: false };
+    }
+    // Truncated only when something was left unread: this file's head or an older file.
+    if (cut || (left === 0 && n < files.length - 1)) return { truncated: true };
+  }
+  return { truncated: false };
+}

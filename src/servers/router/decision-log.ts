@@ -1,7 +1,7 @@
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
-import { parseDecision, readTail, type Decision } from './decision-lines.js';
+import { scanDecisionFiles, type Decision } from './decision-lines.js';
 
 /** Total bytes one lookup may read from the retained files. */
 export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
@@ -306,42 +306,12 @@ export class DecisionLog {
     this.torn = this.size > 0;
   }
 
-  /**
-   * Decisions newest first across the retained files, reading at most `budget` bytes.
-   * Torn or foreign lines are skipped; older records are normalized (missing provenance ->
-   * unknown). `truncated` says the budget stopped the scan before the oldest file's start.
-   */
+  /** Decisions newest first across the retained files (scanDecisionFiles), what is queued written first. */
   scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET): { truncated: boolean } {
     this.flushQuietly();
-    let left = budget;
-    const files = this.files();
-    for (const [n, file] of files.entries()) {
-      let text: string;
-      let cut = false;
-      try {
-        // Only the file's last `left` bytes are read: the budget bounds memory, not just parsing.
-        const tail = readTail(file, left);
-        cut = tail.cut;
-        left -= tail.buf.byteLength;
-        text = tail.buf.toString('utf8');
-      } catch {
-        continue; // rotated away while reading
-      }
-      const lines = text.split('\n');
-      for (let i = lines.length - 1; i >= 0; i--) {
-        const d = parseDecision(lines[i]!);
-        if (d && visit(d) === true) return { truncated: false };
-      }
-      // Truncated only when something was left unread: this file's head or an older file.
-      if (cut || (left === 0 && n < files.length - 1)) return { truncated: true };
-    }
-    return { truncated: false };
-  }
-
-  private files(): string[] {
-    const out = [this.path];
-    for (let i = 1; i < this.maxFiles; i++) out.push(`${this.path}.${i}`);
-    return out.filter((f) => existsSync(f));
+    const files = [this.path];
+    for (let i = 1; i < this.maxFiles; i++) files.push(`${this.path}.${i}`);
+    return scanDecisionFiles(files.filter((f) => existsSync(f)), visit, budget);
   }
 
   private write(s: string): void {
