@@ -65,20 +65,12 @@ export async function pipeUpstream(
           x.upstreamEndAt = null;
         }
         if (clientGone()) x.outcome = 'disconnected';
-        else if (ctx.stopping.value && !timedOut) {
-          // Waiting for the engine's first answer when a graceful stop cut it.
-          x.outcome = 'error';
-          x.statusCode = 503;
-          sendRawProblem(res, ErrorCode.UNAVAILABLE);
-        } else if (timedOut || (err as Error)?.name === 'HeadersTimeoutError') {
-          x.outcome = 'timeout';
-          x.statusCode = 504;
-          sendRawProblem(res, ErrorCode.UPSTREAM_TIMEOUT);
-        } else {
-          ctx.readiness.invalidate(up.route.alias);
-          x.outcome = 'error';
-          x.statusCode = 502;
-          sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+        else {
+          // A graceful stop can cut the wait for the engine's first answer too.
+          let cut = cutOf(timedOut, ctx.stopping.value);
+          if (cut === 'failed' && (err as Error)?.name === 'HeadersTimeoutError') cut = 'timeout';
+          if (cut === 'failed') ctx.readiness.invalidate(up.route.alias);
+          refuse(x, res, cut);
         }
         return;
       }
@@ -88,22 +80,14 @@ export async function pipeUpstream(
       } else {
         // The answer's body failed, ran past its deadline or its limit, or the exchange was cut.
         if (clientGone()) x.outcome = 'disconnected';
-        else if (ctx.stopping.value && !timedOut) {
-          x.outcome = 'error';
-          x.statusCode = 503;
-          sendRawProblem(res, ErrorCode.UNAVAILABLE);
-        } else {
-          x.outcome = timedOut ? 'timeout' : 'error';
-          x.statusCode = timedOut ? 504 : 502;
-          sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ErrorCode.UPSTREAM_FAILED);
-        }
+        else refuse(x, res, cutOf(timedOut, ctx.stopping.value));
         return;
       }
     }
     const status = answer.status;
     if (status >= 400) {
+      // Never a stream (CALL_OPTIONS streams 2xx answers only).
       const errBody = answer.kind === 'whole' ? answer.body : Buffer.alloc(0);
-      if (answer.kind === 'stream') answer.body.destroy();
       x.upstreamEndAt = performance.now();
       if (isContextRejection(status, errBody)) {
         x.outcome = 'rejected';
@@ -113,21 +97,14 @@ export async function pipeUpstream(
         x.outcome = 'rejected';
         x.statusCode = 429;
         sendRawProblem(res, ErrorCode.ADMISSION_REFUSED);
-      } else {
-        x.outcome = 'error';
-        x.statusCode = 502;
-        sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
-      }
+      } else refuse(x, res, 'failed');
       return;
     }
     if (status < 200 || status > 299 || status === 204 || status === 205) {
       // A redirect or a bodiless answer is not an answer to an inference request: never
       // passed on (its Location and body are the upstream's), recorded as an upstream error.
-      if (answer.kind === 'stream') answer.body.destroy();
       x.upstreamEndAt = performance.now();
-      x.outcome = 'error';
-      x.statusCode = 502;
-      sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+      refuse(x, res, 'failed');
       return;
     }
     const ctype = safeContentType(answer.contentType, 'application/json');
@@ -198,9 +175,7 @@ export async function pipeUpstream(
         // before its first whole line, or the router is stopping): the client gets the plain
         // problem a buffered request gets, with the status that says why.
         upBody.destroy();
-        x.outcome = timedOut ? 'timeout' : 'error';
-        x.statusCode = timedOut ? 504 : ctx.stopping.value ? 503 : 502;
-        sendRawProblem(res, timedOut ? ErrorCode.UPSTREAM_TIMEOUT : ctx.stopping.value ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED);
+        refuse(x, res, cutOf(timedOut, ctx.stopping.value));
         return;
       } else {
         upBody.destroy();
@@ -239,9 +214,7 @@ export async function pipeUpstream(
       return;
     }
     if (x.obs.failed) {
-      x.outcome = 'error';
-      x.statusCode = 502;
-      sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
+      refuse(x, res, 'failed');
       return;
     }
     x.statusCode = status;
@@ -257,6 +230,25 @@ export async function pipeUpstream(
 
 /** Errors of a connection that was never made (undici passes the socket's code through). */
 const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/** Why an exchange ends with nothing relayed to its client. */
+type Cut = 'timeout' | 'stopping' | 'failed';
+
+/** A missed deadline first, then a graceful stop's cut, else the upstream failed. */
+function cutOf(timedOut: boolean, stopping: boolean): Cut {
+  return timedOut ? 'timeout' : stopping ? 'stopping' : 'failed';
+}
+
+/**
+ * Ends an exchange whose client was sent nothing with the plain problem, and records the
+ * same: 504 at the deadline (outcome timeout), 503 when a graceful stop cut it (the router,
+ * not an upstream, stopped), else 502 (outcome error).
+ */
+function refuse(x: Exchange, res: ServerResponse, cut: Cut): void {
+  x.outcome = cut === 'timeout' ? 'timeout' : 'error';
+  x.statusCode = cut === 'timeout' ? 504 : cut === 'stopping' ? 503 : 502;
+  sendRawProblem(res, cut === 'timeout' ? ErrorCode.UPSTREAM_TIMEOUT : cut === 'stopping' ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED);
+}
 
 /** An answer relayed as an event stream (by its content type, once made safe). */
 const SSE = /^text\/event-stream/i;
