@@ -230,6 +230,40 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.deepEqual([b.outcome, b.status_code], ['error', 502]);
   });
 
+  it('SSE lines ended by a bare CR are relayed as they come and read: success with its first content time', async () => {
+    const t0 = performance.now();
+    const res = await chat('answer-cr-lines', { stream: true }, {}, 'recorded');
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    // The first event arrived before the engine's 400 ms pause ended: it was not held back.
+    assert.ok(performance.now() - t0 < 350, 'first event relayed before the rest of the stream');
+    assert.match(Buffer.from(first.value!).toString('utf8'), /"content":"hi "/);
+    let text = Buffer.from(first.value!).toString('utf8');
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString('utf8');
+    }
+    assert.match(text, /data: \[DONE\]\r\r$/);
+    const r = await record(gidOf(res));
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['success', 200, 'stop']);
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [2, 'estimated']);
+    assert.equal(typeof r.time_to_first_content_ms, 'number');
+  });
+
+  it('an SSE line longer than the router reads before relaying (1 MiB) ends the stream as a failure, never relayed', async () => {
+    const res = await chat('answer-long-error', { stream: true }, {}, 'recorded');
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.match(text, /"content":"hi "/);
+    assert.match(text, /^event: error\ndata: \{"error":\{"type":"upstream_failed"/m);
+    assert.doesNotMatch(text, /UPSTREAM-SECRET|xxxxxxxx|\[DONE\]/);
+    assert.ok(text.length < 4096, 'none of the long line was relayed');
+    const r = await record(gidOf(res));
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 200, 'error']);
+  });
+
   it('a reasoning model\'s thinking counts as output: first content time and the estimate include reasoning fragments', async () => {
     const res = await chat('sim:reasoning=6 sim:tokens=2 sim:token_delay_ms=40 sim:ttft_ms=0', { stream: true });
     const id = gidOf(res);

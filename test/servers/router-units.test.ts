@@ -141,6 +141,23 @@ describe('stream observer', () => {
     assert.equal(o.toolCall, false);
   });
 
+  it('reads lines ended by CR, LF or CRLF alike, whatever the chunk boundaries', () => {
+    const lf = chunk({ content: 'ab' }) + chunk({ content: 'cd' }, 'length') + 'data: [DONE]\n\n';
+    for (const eol of ['\r', '\r\n', '\n']) {
+      const bytes = Buffer.from(lf.replaceAll('\n', eol), 'utf8');
+      for (const step of [1, 7, bytes.length]) {
+        const o = new StreamObserver(() => 0);
+        for (let i = 0; i < bytes.length; i += step) o.sseChunk(bytes.subarray(i, i + step));
+        assert.deepEqual([o.fragments, o.contentChars, o.finishReason, o.done], [2, 4, 'length', true], JSON.stringify({ eol, step }));
+      }
+    }
+    // An error event ended by a bare CR is seen as one, and what came before it may be relayed.
+    const o = new StreamObserver(() => 0);
+    const before = chunk({ content: 'ok' }).replaceAll('\n', '\r');
+    o.sseChunk(Buffer.from(before + 'data: {"error":{"message":"x"}}\r\r'));
+    assert.deepEqual([o.failed, o.failedAtByte], [true, Buffer.byteLength(before)]);
+  });
+
   it('dates first content by the arrival time it is given (observed after relaying), else by its clock', () => {
     const o = new StreamObserver(() => 1_000);
     o.sseChunk(Buffer.from('data: {"choices":[{"delta":{"content":""}}]}\n\n'), 5);

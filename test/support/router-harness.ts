@@ -264,6 +264,22 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         setTimeout(() => res.end('SPLIT worker=3","type":"server_error","code":500}}\n\ndata: [DONE]\n\n'), 60);
         return;
       }
+      if (stream && body.includes('answer-cr-lines')) {
+        // Lines ended by a bare CR (the SSE grammar allows it): the first event, a pause, the rest.
+        res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
+        const cr = (delta: unknown, finish: string | null): string =>
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\r\r`;
+        res.write(cr({ role: 'assistant', content: 'hi ' }, null));
+        setTimeout(() => res.end(cr({ content: 'there' }, null) + cr({}, 'stop') + 'data: [DONE]\r\r'), 400);
+        return;
+      }
+      if (stream && body.includes('answer-long-error')) {
+        // One content event, then an error line longer than the router holds back (1 MiB).
+        res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
+        res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\n`);
+        res.end(`data: {"error":{"message":"UPSTREAM-SECRET-LONG ${'x'.repeat(1200 * 1024)}","code":500}}\n\ndata: [DONE]\n\n`);
+        return;
+      }
       if (stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
         const chunk = (delta: unknown, finish: string | null): string =>

@@ -11,7 +11,11 @@ const ERROR_BODY_LIMIT = 64 * 1024;
 const READ_FIRST_BYTES = 256 * 1024;
 /** The start of a JSON error object: `{"error": ...}` or `{"object": "error", ...}`. */
 const ERROR_HEAD = /^\s*\{\s*"(?:error"\s*:|object"\s*:\s*"error")/;
-/** Longest unfinished SSE line held back for the rest of it; a longer one is relayed as it comes. */
+/**
+ * Longest unfinished SSE line held back for the rest of it. A longer one cannot be read before
+ * it is relayed (it could be the engine's error text), so it ends the stream as a failure: no
+ * engine sends a delta of a megabyte in one line.
+ */
 const MAX_HELD_LINE = 1024 * 1024;
 /** Largest non-streaming upstream body relayed. */
 const BUFFERED_LIMIT = 64 * 1024 * 1024;
@@ -127,13 +131,31 @@ export async function pipeUpstream(
           const at = performance.now();
           let chunk = carry === undefined ? part : Buffer.concat([carry, part]);
           carry = undefined;
-          const nl = chunk.lastIndexOf(0x0a);
-          if (nl < chunk.length - 1 && chunk.length - nl - 1 <= MAX_HELD_LINE) {
-            carry = chunk.subarray(nl + 1);
+          // A line ends at LF, CR or CRLF (a CRLF split between reads ends at its CR; the LF
+          // that follows is an empty line).
+          const last = chunk[chunk.length - 1];
+          let overlong = false;
+          if (last !== 0x0a && last !== 0x0d) {
+            const nl = Math.max(chunk.lastIndexOf(0x0a), chunk.lastIndexOf(0x0d));
+            overlong = chunk.length - nl - 1 > MAX_HELD_LINE;
+            if (!overlong) carry = chunk.subarray(nl + 1);
             chunk = chunk.subarray(0, nl + 1);
           }
+          if (chunk.length > 0) x.obs.sseChunk(chunk, at);
+          // What came before the overlong line is relayed (when nothing before it failed), then
+          // the stream ends as the engine's failure.
+          if (overlong && !x.obs.failed) {
+            if (chunk.length > 0) {
+              x.statusCode = status;
+              x.answered = true;
+              begin();
+              res.write(chunk);
+              a.estimatedCompletionTokens = x.obs.fragments;
+            }
+            x.obs.fail();
+            break;
+          }
           if (chunk.length === 0) continue;
-          x.obs.sseChunk(chunk, at);
           // An error event from the engine ends the stream here: the client gets what came
           // before it, then the router's fixed error event (below), never the engine's words,
           // even if [DONE] followed.

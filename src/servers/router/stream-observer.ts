@@ -38,8 +38,14 @@ export class StreamObserver {
     if (this.failed) return;
     const text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
     let start = 0;
+    // A line ends at LF, CR or CRLF (the SSE grammar). CRLF reads as a line and an empty one,
+    // which carries nothing. The next CR is looked up again only once passed: one scan of the
+    // text for the usual engine that sends LF alone.
+    let cr = text.indexOf('\r');
     for (;;) {
-      const nl = text.indexOf('\n', start);
+      if (cr >= 0 && cr < start) cr = text.indexOf('\r', start);
+      const lf = text.indexOf('\n', start);
+      const nl = cr < 0 ? lf : lf < 0 ? cr : Math.min(cr, lf);
       if (nl < 0) break;
       this.lineStart = this.pending.length === 0 && !this.skipping ? start : 0;
       const line = this.skipping ? '' : this.pending + text.slice(start, nl);
@@ -71,6 +77,11 @@ export class StreamObserver {
       return;
     }
     this.event(v, false, at);
+  }
+
+  /** Marks the answer failed from outside (a line too long to read before relaying it). */
+  fail(): void {
+    this.failed = true;
   }
 
   private line(line: string, at: number | undefined): void {
