@@ -29,6 +29,12 @@ export interface Evicted {
 }
 
 const FIRST_BYTES = 64 * 1024;
+/**
+ * Above this size the text buffer grows by half instead of doubling: at `buffer_size`
+ * 1,000,000 its records' text is most of a gigabyte, and the old and new buffers coexist
+ * while the live records are copied.
+ */
+const LARGE_BYTES = 64 * 1024 * 1024;
 
 function codes<T extends string>(values: readonly T[]): Map<string, number> {
   return new Map(values.map((v, i) => [v, i]));
@@ -67,6 +73,8 @@ export class TerminalRing {
   // The JSON text of each slot's record: bytes [off, off + len) of `bytes`.
   private bytes: Buffer;
   private byteHead = 0;
+  /** Bytes of the records held (the rest of `bytes` is free or waste at its end). */
+  private liveBytes = 0;
   private readonly off: Uint32Array;
   private readonly len: Uint32Array;
   // Metrics columns.
@@ -124,11 +132,13 @@ export class TerminalRing {
       evicted = { gid: old, finishedMs: this.finished[slot]! };
       if (this.byGid.get(old) === slot) this.byGid.delete(old);
       this.count--;
+      this.liveBytes -= this.len[slot]!;
     }
     const n = Buffer.byteLength(json);
     const at = this.place(n);
     this.bytes.write(json, at, n, 'utf8');
     this.byteHead = at + n;
+    this.liveBytes += n;
     this.off[slot] = at;
     this.len[slot] = n;
     this.gids[slot] = gid;
@@ -154,7 +164,9 @@ export class TerminalRing {
   /**
    * Where `n` bytes of the next record go: after the newest record's, or at the start of the
    * buffer when the end is short and the start is free; else the buffer grows (live records
-   * copied, oldest first, to the start of a larger one).
+   * copied, oldest first, to the start of a larger one). When the writing wraps to the start
+   * of a buffer that is mostly free (a burst of large records has left it), the buffer
+   * shrinks to twice what it holds: it stays bounded by what the ring holds now.
    */
   private place(n: number): number {
     if (this.count === 0) {
@@ -165,16 +177,21 @@ export class TerminalRing {
     const headAt = this.byteHead;
     if (headAt >= tail) {
       if (headAt + n <= this.bytes.length) return headAt;
-      if (n < tail) return 0;
+      if (n < tail) {
+        const want = Math.max(FIRST_BYTES, (this.liveBytes + n) * 2);
+        if (want * 2 > this.bytes.length) return 0;
+        this.resize(want);
+        return this.byteHead;
+      }
     } else if (headAt + n < tail) return headAt;
-    this.grow(n);
+    const need = this.liveBytes + n;
+    this.resize(Math.max(this.bytes.length + n, Math.ceil(need * (this.bytes.length >= LARGE_BYTES ? 1.5 : 2))));
     return this.byteHead;
   }
 
-  private grow(n: number): void {
-    let live = 0;
-    for (let i = 0, s = this.oldestSlot(); i < this.count; i++, s = (s + 1) % this.capacity) live += this.len[s]!;
-    const bigger = Buffer.allocUnsafe(Math.max(this.bytes.length * 2, (live + n) * 2));
+  /** Copies the live records, oldest first, to the start of a new buffer of `size` bytes. */
+  private resize(size: number): void {
+    const bigger = Buffer.allocUnsafe(size);
     let at = 0;
     for (let i = 0, s = this.oldestSlot(); i < this.count; i++, s = (s + 1) % this.capacity) {
       const o = this.off[s]!;

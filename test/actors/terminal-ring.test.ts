@@ -84,6 +84,28 @@ describe('terminal ring (records kept as text outside the heap)', () => {
     assert.ok(ring.byteCapacity <= 4 * CAP * 2048, String(ring.byteCapacity));
   });
 
+  it('after a burst of large records its byte buffer shrinks back to what the ring holds, records intact', () => {
+    const CAP = 16;
+    const ring = new TerminalRing(CAP);
+    const pushed: TerminalRecord[] = [];
+    const push = (n: number, record: TerminalRecord): void => {
+      ring.push(gid(n), record, JSON.stringify(record), n);
+      pushed.push(record);
+    };
+    for (let n = 1; n <= CAP; n++) push(n, rec({ package_version: `${n}-`.padEnd(100_000, 'x') }));
+    const burst = ring.byteCapacity;
+    assert.ok(burst >= CAP * 100_000, String(burst));
+    // The writing wraps to the start once the end of the big buffer is reached: then it shrinks.
+    for (let n = CAP + 1; n <= 400 * CAP; n++) push(n, rec({ request_id: gid(n) }));
+    assert.ok(ring.byteCapacity <= 256 * 1024, `shrank from ${burst} to ${ring.byteCapacity}`);
+    const live = [...ring.newestFirst()];
+    assert.equal(live.length, CAP);
+    live.forEach((slot, i) => assert.deepEqual(ring.record(slot), pushed[pushed.length - 1 - i]));
+    // And grows again when it must.
+    for (let n = 400 * CAP + 1; n <= 401 * CAP; n++) push(n, rec({ package_version: `${n}-`.padEnd(50_000, 'y') }));
+    [...ring.newestFirst()].forEach((slot, i) => assert.deepEqual(ring.record(slot), pushed[pushed.length - 1 - i]));
+  });
+
   it('summaries carry what the metrics read, newest first, for every record', () => {
     const r = rng(11);
     const ring = new TerminalRing(40);
