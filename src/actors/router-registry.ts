@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { GENERATED_ID_RE, type RouteName, type TerminalRecord } from '../schema/terminal-record.js';
+import { GENERATED_ID_RE, terminalRecordJson, type RouteName, type TerminalRecord } from '../schema/terminal-record.js';
 import type { Truncation } from '../schema/envelopes.js';
 import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
@@ -140,7 +140,7 @@ export class RouterRegistry {
     if (!this.active.delete(a.gid)) return;
     this.activeVersion++;
     // Serialized once: the same text goes to the decision log and into the ring.
-    const json = JSON.stringify(record);
+    const json = terminalRecordJson(record);
     this.opts.log?.appendJson(a.gid, json);
     this.hold(a.gid, record, finishedMs, json);
     this.finishedTotal++;
@@ -149,7 +149,7 @@ export class RouterRegistry {
   }
 
   /** Puts a terminal record in the ring; the one it replaces is counted as outside. */
-  private hold(gid: string, record: TerminalRecord, finishedMs: number, json = JSON.stringify(record)): void {
+  private hold(gid: string, record: TerminalRecord, finishedMs: number, json = terminalRecordJson(record)): void {
     const evicted = this.ring.push(gid, record, json, finishedMs);
     if (evicted) {
       // Without a decision log an evicted record is gone for good.

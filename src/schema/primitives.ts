@@ -13,9 +13,27 @@ export function isHostId(s: unknown): s is string {
 export const TIMESTAMP_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$';
 const TIMESTAMP_RE = new RegExp(TIMESTAMP_PATTERN);
 
-/** Formats epoch milliseconds as the contract's timestamp. */
+/** Last epoch second formatted, and its text up to the milliseconds (`2026-11-25T21:49:10.`). */
+let formattedSecond = Number.NaN;
+let formattedPrefix = '';
+/** Latest epoch ms whose year has four digits (9999-12-31T23:59:59.999Z). */
+const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_799_999;
+
+/**
+ * Formats epoch milliseconds as the contract's timestamp. The router stamps two per request,
+ * mostly within the same second: the date and time up to the second are formatted once per
+ * second, the milliseconds appended (the answer is `new Date(ms).toISOString()`'s, bit for bit).
+ */
 export function formatTimestamp(ms: number): string {
-  return new Date(ms).toISOString();
+  if (!(ms >= 0 && ms <= LAST_FOUR_DIGIT_YEAR_MS)) return new Date(ms).toISOString();
+  const whole = Math.trunc(ms);
+  const second = Math.floor(whole / 1000);
+  if (second !== formattedSecond) {
+    formattedPrefix = new Date(second * 1000).toISOString().slice(0, 20);
+    formattedSecond = second;
+  }
+  const milli = whole - second * 1000;
+  return `${formattedPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
 // Batches repeat the same few timestamps across many records; remembering recent answers

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { isHostId, parseTimestamp } from '../../src/schema/primitives.js';
+import { formatTimestamp, isHostId, parseTimestamp } from '../../src/schema/primitives.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { canonicalRecord, isValidRecord, recordRuleViolation } from '../../src/schema/record.js';
 import { done, rec } from '../support/records.js';
@@ -31,6 +31,20 @@ describe('timestamps', () => {
     assert.equal(parseTimestamp('2026-11-25T21:49:10.123Z'), Date.parse('2026-11-25T21:49:10.123Z'));
     for (const bad of ['2026-11-25T21:49:10Z', '2026-11-25T21:49:10.123+00:00', '2026-02-30T00:00:00.000Z', 'x']) {
       assert.ok(Number.isNaN(parseTimestamp(bad)), bad);
+    }
+  });
+
+  it('formats exactly as Date#toISOString does, within a second, across seconds and at the edges', () => {
+    const at = Date.parse('2026-11-25T21:49:59.990Z');
+    // Within one second (the cached prefix), across a second, a minute and a day boundary.
+    const cases = [at, at + 5, at + 9.7, at + 10, at + 109, at + 1_000, 0, 1, 999, 1_000, 86_399_999, 86_400_000];
+    cases.push(Date.parse('2026-12-31T23:59:59.999Z'), Date.parse('2027-01-01T00:00:00.000Z'), 253_402_300_799_999, 253_402_300_800_000, -1, -1_500);
+    for (const ms of cases) assert.equal(formatTimestamp(ms), new Date(ms).toISOString(), String(ms));
+    // Out of a Date's range: the same RangeError.
+    assert.throws(() => formatTimestamp(Number.NaN), RangeError);
+    for (let i = 0; i < 2_000; i++) {
+      const ms = at + i * 7.3;
+      assert.equal(formatTimestamp(ms), new Date(ms).toISOString(), String(ms));
     }
   });
 });
