@@ -264,6 +264,65 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 200, 'error']);
   });
 
+  it('engine text in a stream is never relayed, however it is framed (an error over two data lines, an error event, text as data, a stray line): the fixed error event instead', async () => {
+    for (const name of ['multiline-error', 'event-error', 'text-data', 'traceback-line']) {
+      const res = await chat(`answer-raw=${name}`, { stream: true }, {}, 'recorded');
+      assert.equal(res.status, 200, name);
+      const text = await res.text();
+      assert.match(text, /"content":"hi "/, name);
+      assert.match(text, /^event: error\ndata: \{"error":\{"type":"upstream_failed"/m, name);
+      assert.doesNotMatch(text, /UPSTREAM-SECRET|Traceback|\[DONE\]/, name);
+      const r = await record(gidOf(res));
+      assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 200, 'error'], name);
+    }
+    // As the engine's first words (after a byte order mark, or text then its close): nothing
+    // was relayed, so the plain 502 problem.
+    for (const name of ['text-first', 'bom-error-first']) {
+      const res = await chat(`answer-raw=${name}`, { stream: true }, {}, 'recorded');
+      const text = await assertProblem(res, 502, 'upstream-failed');
+      assert.doesNotMatch(text, /UPSTREAM-SECRET/, name);
+      const r = await record(gidOf(res));
+      assert.deepEqual([r.outcome, r.status_code], ['error', 502], name);
+    }
+  });
+
+  it('an event written over several data lines is read as one; a last event the engine left unclosed still ends the answer', async () => {
+    const res = await chat('answer-raw=multiline-ok', { stream: true }, {}, 'recorded');
+    assert.match(await res.text(), /data: \[DONE\]\n\n$/);
+    const r = await record(gidOf(res));
+    assert.deepEqual([r.outcome, r.finish_reason, r.usage.completion_tokens, r.usage.completion_source], ['success', 'stop', 2, 'estimated']);
+    const un = await chat('answer-raw=unterminated-done', { stream: true }, {}, 'recorded');
+    assert.match(await un.text(), /"content":"hi "[^]*data: \[DONE\]$/);
+    assert.deepEqual([(await record(gidOf(un))).outcome, (await record(gidOf(un))).usage.completion_tokens], ['success', 1]);
+  });
+
+  it('[DONE] ends the client\'s answer at once though the engine keeps its stream open; the engine is cut after a grace, the record a success', async () => {
+    const t0 = performance.now();
+    const res = await chat('answer-raw=done-stall', { stream: true }, {}, 'recorded');
+    const text = await res.text();
+    assert.ok(performance.now() - t0 < 800, 'ended at [DONE], not when the engine closes (10 s)');
+    assert.match(text, /data: \[DONE\]\n\n$/);
+    const id = gidOf(res);
+    // Recorded once the engine is cut (a grace of 1 s), well before the engine's own close.
+    const found = await eventually(async () => {
+      const l = await h.lookup(id);
+      return l.status === 200 ? (l.body as { request: TerminalRecord }).request : undefined;
+    }, 4000, 50);
+    assert.deepEqual([found.outcome, found.status_code, found.usage.completion_tokens], ['success', 200, 1]);
+    assert.ok(found.upstream_duration_ms! < 800, 'the answer was complete at [DONE]');
+  });
+
+  it('answers that cannot be read before they are relayed are upstream failures, never passed on: compressed, not JSON, empty, not an object', async () => {
+    for (const [name, stream] of [['gzip-whole', false], ['gzip-stream', true], ['plain-text-200', false], ['plain-text-200', true], ['empty-200', false], ['json-array-200', false]] as const) {
+      const res = await chat(`answer-raw=${name}`, stream ? { stream: true } : {}, {}, 'recorded');
+      const text = await assertProblem(res, 502, 'upstream-failed');
+      assert.doesNotMatch(text, /UPSTREAM-SECRET/, name);
+      assert.equal(res.headers.get('content-encoding'), null, name);
+      const r = await record(gidOf(res));
+      assert.deepEqual([r.outcome, r.status_code], ['error', 502], `${name} stream=${stream}`);
+    }
+  });
+
   it('a reasoning model\'s thinking counts as output: first content time and the estimate include reasoning fragments', async () => {
     const res = await chat('sim:reasoning=6 sim:tokens=2 sim:token_delay_ms=40 sim:ttft_ms=0', { stream: true });
     const id = gidOf(res);

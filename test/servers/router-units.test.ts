@@ -11,6 +11,7 @@ import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
 import { parseDecision } from '../../src/servers/router/decision-lines.js';
 import { RelayAbort } from '../../src/servers/router/relay-support.js';
+import { lastEventEnd } from '../../src/servers/router/relay-upstream.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';
@@ -156,6 +157,52 @@ describe('stream observer', () => {
     const before = chunk({ content: 'ok' }).replaceAll('\n', '\r');
     o.sseChunk(Buffer.from(before + 'data: {"error":{"message":"x"}}\r\r'));
     assert.deepEqual([o.failed, o.failedAtByte], [true, Buffer.byteLength(before)]);
+  });
+
+  it('reads events as SSE does: data lines joined (a CRLF split between chunks included), comments and ids ignored, anything else the engine\'s failure', () => {
+    const feed = (...parts: string[]): StreamObserver => {
+      const o = new StreamObserver(() => 0);
+      for (const p of parts) o.sseChunk(Buffer.from(p, 'utf8'));
+      return o;
+    };
+    // One event over two data lines, its CRLF split between two chunks: read once, whole.
+    const joined = feed(': keep-alive\r\nid: 7\r\nretry: 100\r\ndata: {"choices":[{"delta":\r', '\ndata: {"content":"ab"}}]}\r\n\r\n', 'data: [DONE]\r\n\r\n');
+    assert.deepEqual([joined.failed, joined.fragments, joined.contentChars, joined.done], [false, 1, 2, true]);
+    // Not read until the event ends.
+    const open = feed('data: {"choices":[{"delta":{"content":"ab"}}]}\n');
+    assert.equal(open.fragments, 0);
+    open.sseChunk(Buffer.from('\n'));
+    assert.equal(open.fragments, 1);
+    for (const bad of ['event: error\ndata: {}\n\n', 'data: not json\n\n', 'data: [1,2]\n\n', 'data: "text"\n\n', 'Traceback: x\n', 'oops\n', 'data: {"error":\ndata: {"message":"x"}}\n\n']) {
+      const before = 'data: {"choices":[{"delta":{"content":"ok"}}]}\n\n';
+      const o = feed(before + bad);
+      assert.deepEqual([o.failed, o.failedAtByte], [true, Buffer.byteLength(before)], JSON.stringify(bad));
+    }
+    // An event left unclosed at the end of the body is read as if closed; a byte order mark is skipped.
+    const last = feed('\ufeffdata: {"choices":[{"delta":{"content":"ab"}}]}\n\ndata: [DONE]');
+    assert.equal(last.done, false);
+    last.sseEnd();
+    assert.deepEqual([last.failed, last.done, last.fragments], [false, true, 1]);
+    // A whole body that is no JSON object fails.
+    for (const body of ['', 'text', '[]', '"s"', 'null', '\ufeff{}']) {
+      const o = new StreamObserver(() => 0);
+      o.jsonBody(Buffer.from(body, 'utf8'));
+      assert.equal(o.failed, true, JSON.stringify(body));
+    }
+  });
+
+  it('finds the end of the last whole event of a chunk, whatever its line endings', () => {
+    const at = (s: string): number => lastEventEnd(Buffer.from(s, 'latin1'));
+    assert.equal(at('data: a\n\n'), 9);
+    assert.equal(at('data: a\n\ndata: b\n'), 9);
+    assert.equal(at('data: a\r\n\r\ndata: b'), 11);
+    assert.equal(at('data: a\r\r'), 9);
+    assert.equal(at('data: a\n\r\n'), 10);
+    assert.equal(at('data: a\r\n\n'), 10);
+    assert.equal(at('data: a\r\n'), 0);
+    assert.equal(at('data: a'), 0);
+    assert.equal(at('\n'), 1);
+    assert.equal(at(''), 0);
   });
 
   it('dates first content by the arrival time it is given (observed after relaying), else by its clock', () => {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -214,6 +215,95 @@ export interface RecordingUpstream {
   close(): Promise<void>;
 }
 
+interface RawContext {
+  readonly id: string;
+  readonly model: string;
+  readonly extra: Record<string, string>;
+}
+
+/** One SSE content event of a chat completion stream. */
+function sseContent(c: RawContext, content: string): string {
+  return `data: ${JSON.stringify({ id: c.id, object: 'chat.completion.chunk', created: 1, model: c.model, choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`;
+}
+
+/** A whole chat completion answer. */
+function wholeAnswer(c: RawContext): string {
+  return JSON.stringify({
+    id: c.id, object: 'chat.completion', created: 1, model: c.model,
+    choices: [{ index: 0, message: { role: 'assistant', content: 'hi there' }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+  });
+}
+
+const SSE_HEAD = { 'content-type': 'text/event-stream' };
+
+/**
+ * Misbehaving engines (`answer-raw=NAME`): each is engine text the router must never relay,
+ * or an answer framed in a way the router must still read right. Secrets are `UPSTREAM-SECRET`.
+ */
+const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: RawContext) => void> = {
+  // An error object written over two data lines of one event.
+  'multiline-error': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + 'data: {"error":\ndata: {"message":"UPSTREAM-SECRET-MULTI"}}\n\ndata: [DONE]\n\n');
+  },
+  // An answer written over two data lines of one event (valid SSE): read as one.
+  'multiline-ok': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end('data: {"choices":[{"index":0,"delta":\ndata: {"content":"hi "}}]}\n\n' + sseContent(c, 'there') + 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n');
+  },
+  'event-error': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + 'event: error\ndata: UPSTREAM-SECRET-EVENT\n\ndata: [DONE]\n\n');
+  },
+  'text-data': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + 'data: Internal Server Error UPSTREAM-SECRET-TEXT\n\ndata: [DONE]\n\n');
+  },
+  'traceback-line': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + 'Traceback (most recent call last): UPSTREAM-SECRET-TRACE\n\ndata: [DONE]\n\n');
+  },
+  // The engine's first words are its own text, then it closes (no empty line).
+  'text-first': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end('Internal error: UPSTREAM-SECRET-FIRSTLINE\n');
+  },
+  // A byte order mark, then an error object as the first event.
+  'bom-error-first': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end('\ufeffdata: {"error":{"message":"UPSTREAM-SECRET-BOM"}}\n\ndata: [DONE]\n\n');
+  },
+  // [DONE], then the engine keeps its stream open.
+  'done-stall': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.write(sseContent(c, 'hi ') + 'data: [DONE]\n\n');
+    setTimeout(() => res.end(), 10_000).unref();
+  },
+  // The last event is not closed by an empty line (nor its line by a line end).
+  'unterminated-done': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + 'data: [DONE]');
+  },
+  'gzip-whole': (res, c) => {
+    const zipped = gzipSync(wholeAnswer(c));
+    res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': zipped.length, ...c.extra }).end(zipped);
+  },
+  'gzip-stream': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, 'content-encoding': 'gzip', ...c.extra });
+    res.end(gzipSync(sseContent(c, 'hi ') + 'data: [DONE]\n\n'));
+  },
+  'plain-text-200': (res, c) => {
+    res.writeHead(200, { 'content-type': 'text/plain', ...c.extra }).end('hello UPSTREAM-SECRET-PLAIN');
+  },
+  'empty-200': (res, c) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '0', ...c.extra }).end();
+  },
+  'json-array-200': (res, c) => {
+    res.writeHead(200, { 'content-type': 'application/json', ...c.extra }).end('["UPSTREAM-SECRET-ARRAY"]');
+  },
+};
+
 /**
  * A tiny OpenAI-compatible upstream that records every request (headers and body) and answers
  * chat completions with a fixed two-token answer. It sets response headers of its own
@@ -262,6 +352,12 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
         res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\ndata: {"error":{"message":"UPSTREAM-SECRET-`);
         setTimeout(() => res.end('SPLIT worker=3","type":"server_error","code":500}}\n\ndata: [DONE]\n\n'), 60);
+        return;
+      }
+      // `answer-raw=NAME` in the prompt: one of the raw answers below, written as they are.
+      const raw = /answer-raw=([a-z0-9-]+)/.exec(body.toString('utf8'))?.[1];
+      if (raw !== undefined && RAW_ANSWERS[raw]) {
+        RAW_ANSWERS[raw]!(res, { id, model, extra });
         return;
       }
       if (stream && body.includes('answer-cr-lines')) {

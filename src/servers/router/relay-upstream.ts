@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay.js';
@@ -9,14 +10,18 @@ import { UpstreamCall, type UpstreamAnswer, type UpstreamCallOptions } from './u
 const ERROR_BODY_LIMIT = 64 * 1024;
 /** Buffered answers up to this size are read before they are relayed (the parse costs microseconds). */
 const READ_FIRST_BYTES = 256 * 1024;
+/** The start of a JSON object. */
+const OBJECT_HEAD = /^\s*\{/;
 /** The start of a JSON error object: `{"error": ...}` or `{"object": "error", ...}`. */
 const ERROR_HEAD = /^\s*\{\s*"(?:error"\s*:|object"\s*:\s*"error")/;
 /**
- * Longest unfinished SSE line held back for the rest of it. A longer one cannot be read before
- * it is relayed (it could be the engine's error text), so it ends the stream as a failure: no
- * engine sends a delta of a megabyte in one line.
+ * Longest unfinished SSE event held back for the rest of it. A longer one cannot be read
+ * before it is relayed (it could be the engine's error text), so it ends the stream as a
+ * failure: no engine sends a delta of a megabyte in one event.
  */
-const MAX_HELD_LINE = 1024 * 1024;
+const MAX_HELD_EVENT = 1024 * 1024;
+/** How long an engine may take to close its stream after `[DONE]` before it is cut. */
+const DONE_GRACE_MS = 1_000;
 /** Largest non-streaming upstream body relayed. */
 const BUFFERED_LIMIT = 64 * 1024 * 1024;
 
@@ -80,7 +85,7 @@ export async function pipeUpstream(
       }
       if (call.status >= 400 && !clientGone() && !timedOut && !ctx.stopping.value) {
         // An error answer whose body failed or ran long: classified without its text.
-        answer = { kind: 'whole', status: call.status, contentType: undefined, body: Buffer.alloc(0) };
+        answer = { kind: 'whole', status: call.status, contentType: undefined, encoded: false, body: Buffer.alloc(0) };
       } else {
         // The answer's body failed, ran past its deadline or its limit, or the exchange was cut.
         if (clientGone()) x.outcome = 'disconnected';
@@ -112,6 +117,13 @@ export async function pipeUpstream(
       return;
     }
     const ctype = safeContentType(answer.contentType, 'application/json');
+    if (answer.encoded) {
+      // Compressed (the router asks for no encoding): it cannot be read before it is relayed.
+      if (answer.kind === 'stream') answer.body.destroy();
+      x.upstreamEndAt = performance.now();
+      refuse(x, res, 'failed');
+      return;
+    }
     if (answer.kind === 'stream') {
       const upBody = answer.body;
       x.streaming = true;
@@ -120,66 +132,85 @@ export async function pipeUpstream(
       const begin = (): void => {
         if (!res.headersSent) res.writeHead(status, { 'content-type': ctype, 'cache-control': 'no-cache' });
       };
-      // The bytes after a chunk's last newline wait for the rest of their line: every SSE line
-      // is seen whole by the observer before any byte of it reaches the client, so an engine's
-      // error event (raw text) is never relayed, even when it arrives split across reads.
+      /** Writes bytes the observer has read to the client; false when its buffer is full. */
+      const relayed = (bytes: Buffer): boolean => {
+        x.statusCode = status;
+        x.answered = true;
+        begin();
+        const flowing = res.write(bytes);
+        a.estimatedCompletionTokens = x.obs.fragments;
+        return flowing;
+      };
+      // Whole SSE events only: the bytes after a chunk's last event wait for the rest of it, so
+      // every event is read by the observer before any byte of it reaches the client, and an
+      // engine's error (raw text) is never relayed, even when it arrives split across reads or
+      // lines.
       let carry: Buffer | undefined;
+      let doneGrace: NodeJS.Timeout | undefined;
       try {
         for await (const part of upBody as AsyncIterable<Buffer>) {
+          // After `[DONE]` the client's answer has ended: what else comes is read, not relayed.
+          if (x.obs.done) continue;
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
           a.lastUpstreamAt = Date.now();
           const at = performance.now();
           let chunk = carry === undefined ? part : Buffer.concat([carry, part]);
           carry = undefined;
-          // A line ends at LF, CR or CRLF (a CRLF split between reads ends at its CR; the LF
-          // that follows is an empty line).
-          const last = chunk[chunk.length - 1];
           let overlong = false;
-          if (last !== 0x0a && last !== 0x0d) {
-            const nl = Math.max(chunk.lastIndexOf(0x0a), chunk.lastIndexOf(0x0d));
-            overlong = chunk.length - nl - 1 > MAX_HELD_LINE;
-            if (!overlong) carry = chunk.subarray(nl + 1);
-            chunk = chunk.subarray(0, nl + 1);
+          const end = lastEventEnd(chunk);
+          if (end < chunk.length) {
+            overlong = chunk.length - end > MAX_HELD_EVENT;
+            if (!overlong) carry = chunk.subarray(end);
+            chunk = chunk.subarray(0, end);
           }
           if (chunk.length > 0) x.obs.sseChunk(chunk, at);
-          // What came before the overlong line is relayed (when nothing before it failed), then
+          // What came before the overlong event is relayed (when nothing before it failed), then
           // the stream ends as the engine's failure.
           if (overlong && !x.obs.failed) {
-            if (chunk.length > 0) {
-              x.statusCode = status;
-              x.answered = true;
-              begin();
-              res.write(chunk);
-              a.estimatedCompletionTokens = x.obs.fragments;
-            }
+            if (chunk.length > 0) relayed(chunk);
             x.obs.fail();
             break;
           }
           if (chunk.length === 0) continue;
-          // An error event from the engine ends the stream here: the client gets what came
-          // before it, then the router's fixed error event (below), never the engine's words,
-          // even if [DONE] followed.
+          // An error from the engine ends the stream here: the client gets what came before it,
+          // then the router's fixed error event (below), never the engine's words, even if
+          // [DONE] followed.
           if (x.obs.failed) {
-            if (x.obs.failedAtByte > 0) {
-              x.statusCode = status;
-              x.answered = true;
-              begin();
-              res.write(chunk.subarray(0, x.obs.failedAtByte));
-              a.estimatedCompletionTokens = x.obs.fragments;
-            }
+            if (x.obs.failedAtByte > 0) relayed(chunk.subarray(0, x.obs.failedAtByte));
             break;
           }
-          x.statusCode = status;
-          x.answered = true;
-          begin();
-          const flowing = res.write(chunk);
-          a.estimatedCompletionTokens = x.obs.fragments;
+          const flowing = relayed(chunk);
+          if (x.obs.done) {
+            // The answer is complete: the client's response ends now, not when the engine
+            // closes its own; an engine that never does is cut after a grace.
+            x.upstreamEndAt = performance.now();
+            res.end();
+            if (!call.ended) doneGrace = setTimeout(cutAfterDone, DONE_GRACE_MS, upBody);
+            continue;
+          }
           if (!flowing) await drained(res, abort);
           if (clientGone() || abort.aborted) break;
         }
       } catch {
         // upstream failed, timed out, or we aborted it because the client left
+      } finally {
+        clearTimeout(doneGrace);
       }
+      if (x.obs.done && !x.obs.failed) {
+        a.upstreamPromptTokens = x.obs.promptTokens;
+        a.upstreamCompletionTokens = x.obs.completionTokens;
+        x.outcome = 'success';
+        return;
+      }
+      // The engine's stream ended (not cut, failed or left by the client).
+      const ended = upBody.readableEnded;
+      if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
+        // The engine ended with an event it did not close (`data: [DONE]` and no empty line):
+        // read as if it had, and relayed when it is one.
+        x.obs.sseChunk(carry, performance.now());
+        x.obs.sseEnd();
+        if (!x.obs.failed) relayed(carry);
+      } else if (ended) x.obs.sseEnd();
       x.upstreamEndAt = performance.now();
       a.upstreamPromptTokens = x.obs.promptTokens;
       a.upstreamCompletionTokens = x.obs.completionTokens;
@@ -194,7 +225,7 @@ export async function pipeUpstream(
         begin();
       } else if (!res.headersSent) {
         // Nothing was relayed (the engine's first word was an error, it ended or stalled
-        // before its first whole line, or the router is stopping): the client gets the plain
+        // before its first whole event, or the router is stopping): the client gets the plain
         // problem a buffered request gets, with the status that says why.
         upBody.destroy();
         refuse(x, res, cutOf(timedOut, ctx.stopping.value));
@@ -223,12 +254,17 @@ export async function pipeUpstream(
     const endAt = performance.now();
     x.upstreamEndAt = endAt;
     x.answered = true;
-    // A 200 whose body is an error object (`{"error": ...}`) is an upstream failure, and its
-    // text is the engine's, never passed on: so a body is read before it is relayed when it is
-    // small or starts like one. A large answer (embeddings of a big batch) is relayed first and
-    // read after, as of when it arrived, so the client does not wait for the parse.
+    // A 200 whose body is an error object (`{"error": ...}`) or no JSON object at all (an error
+    // page, a traceback, nothing) is an upstream failure, and its text is the engine's, never
+    // passed on: so a body is read before it is relayed when it is small or does not start
+    // like an answer. A large answer (embeddings of a big batch) is relayed first and read
+    // after, as of when it arrived, so the client does not wait for the parse.
     const observed = x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
-    const readFirst = observed && (whole.byteLength <= READ_FIRST_BYTES || ERROR_HEAD.test(whole.toString('latin1', 0, 256)));
+    let readFirst = observed && whole.byteLength <= READ_FIRST_BYTES;
+    if (observed && !readFirst) {
+      const head = whole.toString('latin1', 0, 256);
+      readFirst = !OBJECT_HEAD.test(head) || ERROR_HEAD.test(head);
+    }
     if (readFirst) x.obs.jsonBody(whole, endAt);
     if (clientGone()) {
       x.outcome = 'disconnected';
@@ -243,11 +279,38 @@ export async function pipeUpstream(
     res.writeHead(status, { 'content-type': ctype, 'content-length': whole.byteLength });
     res.end(whole);
     x.outcome = 'success';
-    if (observed && !readFirst) x.obs.jsonBody(whole, endAt);
+    if (observed && !readFirst) {
+      x.obs.jsonBody(whole, endAt);
+      // Relayed before it was read, and it was no answer: recorded as the engine's failure.
+      if (x.obs.failed) x.outcome = 'error';
+    }
   } finally {
     clearTimeout(deadline);
     abort.upstream = undefined;
   }
+}
+
+/** Cuts an engine's stream that stayed open past the grace after its `[DONE]`. */
+function cutAfterDone(body: Readable): void {
+  body.destroy();
+}
+
+/**
+ * Index just past the last empty line of `b` (the end of its last whole SSE event), or 0 when
+ * it has none. Lines end at LF, CR or CRLF. `b` starts where an event may start.
+ */
+export function lastEventEnd(b: Buffer): number {
+  for (let i = b.length - 1; i >= 0; i--) {
+    const c = b[i];
+    if (c !== 0x0a && c !== 0x0d) continue;
+    // Where this line ending starts (CRLF is one).
+    const t = c === 0x0a && i > 0 && b[i - 1] === 0x0d ? i - 1 : i;
+    if (t === 0) return i + 1;
+    const p = b[t - 1];
+    if (p === 0x0a || p === 0x0d) return i + 1;
+    i = t;
+  }
+  return 0;
 }
 
 /** Errors of a connection that was never made (undici passes the socket's code through). */

@@ -18,46 +18,81 @@ export class StreamObserver {
   promptTokens: number | null = null;
   completionTokens: number | null = null;
   done = false;
-  /** The engine sent an error object (`{"error": ...}` or `"object": "error"`) instead of an answer. */
+  /**
+   * The engine did not answer: it sent an error object (`{"error": ...}` or `"object":
+   * "error"`), an `error` event, an event whose data is not a JSON object (its own text), a
+   * line that is no SSE field, or a buffered body that is not a JSON object.
+   */
   failed = false;
   /**
-   * Once failed: the bytes of the last chunk before the line that carried the error (what may
-   * still be relayed); 0 when that line began in an earlier chunk.
+   * Once failed: the bytes of the last chunk before the event that carried the failure (what
+   * may still be relayed); 0 when that event began in an earlier chunk.
    */
   failedAtByte = 0;
-  private lineStart = -1;
   private pending = '';
   private skipping = false;
+  /** The previous chunk ended with CR: an LF first in this one completes that CRLF. */
+  private afterCr = false;
+  private started = false;
+  // The event being read: its data lines (joined by LF) and its type.
+  private data: string | undefined;
+  private eventType = '';
+  /** A line of an event was read and its ending empty line was not, yet. */
+  private inEvent = false;
+  /** Where the event being read began in the current chunk's text; -2: in an earlier chunk; -1: none. */
+  private eventStart = -1;
+  /** Bytes of a byte order mark left out of the current chunk's text (its first chunk's only). */
+  private bomBytes = 0;
   // Made on the first SSE chunk: a buffered (non-streaming) answer never needs one.
   private decoder: StringDecoder | undefined;
 
   constructor(private readonly now: () => number) {}
 
-  /** Feeds one chunk of an SSE body that arrived at `at`. */
+  /**
+   * Feeds one chunk of an SSE body that arrived at `at`. Events are read as the SSE grammar
+   * says: lines end at LF, CR or CRLF; `data:` lines join; an empty line ends the event.
+   */
   sseChunk(chunk: Buffer, at?: number): void {
     if (this.failed) return;
-    const text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
+    let text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
+    this.bomBytes = 0;
+    if (!this.started && text.length > 0) {
+      this.started = true;
+      // A byte order mark opens the stream, as stream readers allow: not part of the first line.
+      if (text.charCodeAt(0) === 0xfeff) {
+        text = text.slice(1);
+        this.bomBytes = 3;
+      }
+    }
     let start = 0;
-    // A line ends at LF, CR or CRLF (the SSE grammar). CRLF reads as a line and an empty one,
-    // which carries nothing. The next CR is looked up again only once passed: one scan of the
-    // text for the usual engine that sends LF alone.
+    if (this.afterCr && text.charCodeAt(0) === 10) start = 1;
+    this.afterCr = false;
+    this.eventStart = this.inEvent ? -2 : -1;
+    // The next CR is looked up again only once passed: one scan of the text for the usual
+    // engine that sends LF alone.
     let cr = text.indexOf('\r');
     for (;;) {
       if (cr >= 0 && cr < start) cr = text.indexOf('\r', start);
       const lf = text.indexOf('\n', start);
       const nl = cr < 0 ? lf : lf < 0 ? cr : Math.min(cr, lf);
       if (nl < 0) break;
-      this.lineStart = this.pending.length === 0 && !this.skipping ? start : 0;
-      const line = this.skipping ? '' : this.pending + text.slice(start, nl);
+      const lineStart = this.pending.length === 0 && !this.skipping ? start : -1;
+      const line = this.skipping ? undefined : this.pending + text.slice(start, nl);
       this.pending = '';
       this.skipping = false;
-      this.line(line, at);
+      let next = nl + 1;
+      if (nl === cr) {
+        if (nl + 1 === text.length) this.afterCr = true;
+        else if (text.charCodeAt(nl + 1) === 10) next = nl + 2;
+      }
+      if (line !== undefined) this.line(line, lineStart, at);
       if (this.failed) {
-        // Nothing after the error counts; what came before it in this chunk may be relayed.
-        this.failedAtByte = this.lineStart === 0 ? 0 : Buffer.byteLength(text.slice(0, this.lineStart));
+        // Nothing from the failed event on counts; what came before it in this chunk may be relayed.
+        // (A byte order mark alone before it is not worth relaying.)
+        this.failedAtByte = this.eventStart <= 0 ? 0 : this.bomBytes + Buffer.byteLength(text.slice(0, this.eventStart));
         return;
       }
-      start = nl + 1;
+      start = next;
     }
     if (!this.skipping) {
       this.pending += text.slice(start);
@@ -68,12 +103,30 @@ export class StreamObserver {
     }
   }
 
-  /** Observes a whole JSON response body (non-streaming) that arrived at `at`. */
+  /**
+   * The SSE body ended: a last line or event the engine left unterminated is read as if it
+   * were (lenient: an engine that ends with `data: [DONE]` and no empty line is not failed).
+   */
+  sseEnd(at?: number): void {
+    if (this.failed) return;
+    const rest = (this.decoder?.end() ?? '') + (this.skipping ? '' : this.pending);
+    this.pending = '';
+    this.eventStart = -1;
+    if (rest.length > 0) this.line(rest, -1, at);
+    if (!this.failed) this.line('', -1, at);
+  }
+
+  /** Observes a whole JSON response body (non-streaming) that arrived at `at`; one that is not a JSON object fails. */
   jsonBody(body: Buffer, at = this.now()): void {
     let v: unknown;
     try {
       v = JSON.parse(body.toString('utf8'));
     } catch {
+      this.failed = true;
+      return;
+    }
+    if (!isObject(v)) {
+      this.failed = true;
       return;
     }
     this.event(v, false, at);
@@ -84,10 +137,41 @@ export class StreamObserver {
     this.failed = true;
   }
 
-  private line(line: string, at: number | undefined): void {
-    if (!line.startsWith('data:')) return;
-    const data = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
-    const trimmed = data.trimEnd();
+  /** One SSE line; `lineStart` is where it began in the current chunk's text (-1: earlier). */
+  private line(line: string, lineStart: number, at: number | undefined): void {
+    if (line.length === 0) {
+      // The event ends.
+      if (!this.inEvent) return;
+      const data = this.data;
+      const type = this.eventType;
+      this.data = undefined;
+      this.eventType = '';
+      this.inEvent = false;
+      if (type === 'error') this.failed = true;
+      else if (data !== undefined) this.dispatch(data, at);
+      if (!this.failed) this.eventStart = -1;
+      return;
+    }
+    if (!this.inEvent) {
+      this.inEvent = true;
+      this.eventStart = lineStart < 0 ? -2 : lineStart;
+    }
+    if (line.charCodeAt(0) === 58) return; // `:` a comment (keep-alive)
+    const colon = line.indexOf(':');
+    const name = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    if (name === 'data') this.data = this.data === undefined ? value : `${this.data}\n${value}`;
+    else if (name === 'event') this.eventType = value;
+    else if (name !== 'id' && name !== 'retry') {
+      // No SSE field: text of the engine's own (a traceback, an error page), never relayed.
+      this.failed = true;
+    }
+  }
+
+  /** One event's data: `[DONE]`, or a JSON object; anything else is the engine's text. */
+  private dispatch(data: string, at: number | undefined): void {
+    const trimmed = data.trim();
     if (trimmed === '[DONE]') {
       this.done = true;
       return;
@@ -96,13 +180,17 @@ export class StreamObserver {
     try {
       v = JSON.parse(trimmed);
     } catch {
+      this.failed = true;
+      return;
+    }
+    if (!isObject(v)) {
+      this.failed = true;
       return;
     }
     this.event(v, true, at);
   }
 
-  private event(v: unknown, streaming: boolean, at?: number): void {
-    if (!v || typeof v !== 'object') return;
+  private event(v: object, streaming: boolean, at?: number): void {
     const o = v as { choices?: unknown; usage?: unknown; error?: unknown; object?: unknown };
     // vLLM and others report a failure during generation as an error object in the stream
     // (then often `[DONE]`); some answer a buffered request with one and status 200.
@@ -142,6 +230,10 @@ export class StreamObserver {
 }
 
 const FINISH_SET: ReadonlySet<string> = new Set(FINISH_REASONS);
+
+function isObject(v: unknown): v is object {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
 
 /**
  * normalizeFinishReason, guarded: its alias table is a plain object, so a provider string

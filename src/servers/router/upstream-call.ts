@@ -3,8 +3,8 @@ import type { Dispatcher } from 'undici';
 
 /** What the upstream answered: an event stream to relay chunk by chunk, or a whole body. */
 export type UpstreamAnswer =
-  | { readonly kind: 'stream'; readonly status: number; readonly contentType: string | undefined; readonly body: Readable }
-  | { readonly kind: 'whole'; readonly status: number; readonly contentType: string | undefined; readonly body: Buffer };
+  | { readonly kind: 'stream'; readonly status: number; readonly contentType: string | undefined; readonly encoded: boolean; readonly body: Readable }
+  | { readonly kind: 'whole'; readonly status: number; readonly contentType: string | undefined; readonly encoded: boolean; readonly body: Buffer };
 
 /** A whole body longer than its limit: the upstream request was aborted. */
 export class UpstreamBodyTooLarge extends Error {
@@ -53,6 +53,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined;
   private cancelledWith: Error | undefined;
   private contentType: string | undefined;
+  /** The answer has a content encoding other than identity (gzip, br...). */
+  private encoded = false;
   private stream: Readable | undefined;
   private streamEnded = false;
   private chunks: Buffer[] = [];
@@ -68,6 +70,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       this.settle = resolve;
       this.fail = reject;
     });
+  }
+
+  /** A streamed answer's body has been received whole (the upstream ended it). */
+  get ended(): boolean {
+    return this.streamEnded;
   }
 
   /** Aborts the upstream request (now, or as soon as it starts); `answer` or the stream fails with `reason`. */
@@ -86,6 +93,8 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.status = statusCode;
     const ct = headers['content-type'];
     this.contentType = typeof ct === 'string' ? ct : undefined;
+    const ce = headers['content-encoding'];
+    this.encoded = ce !== undefined && !(typeof ce === 'string' && /^\s*(?:identity)?\s*$/i.test(ce));
     this.active.lastUpstreamAt = Date.now();
     if (this.opts.streams(statusCode, this.contentType)) {
       this.stream = new Readable({
@@ -96,7 +105,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
           cb(err);
         },
       });
-      this.resolve({ kind: 'stream', status: statusCode, contentType: this.contentType, body: this.stream });
+      this.resolve({ kind: 'stream', status: statusCode, contentType: this.contentType, encoded: this.encoded, body: this.stream });
     } else this.limit = this.opts.wholeLimit(statusCode);
   }
 
@@ -127,7 +136,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     this.chunks = [];
     // Read whole: nothing more to abort.
     this.controller = undefined;
-    this.resolve({ kind: 'whole', status: this.status, contentType: this.contentType, body });
+    this.resolve({ kind: 'whole', status: this.status, contentType: this.contentType, encoded: this.encoded, body });
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
