@@ -294,6 +294,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const un = await chat('answer-raw=unterminated-done', { stream: true }, {}, 'recorded');
     assert.match(await un.text(), /"content":"hi "[^]*data: \[DONE\]$/);
     assert.deepEqual([(await record(gidOf(un))).outcome, (await record(gidOf(un))).usage.completion_tokens], ['success', 1]);
+    // What an engine sends after [DONE] is neither read nor relayed.
+    const late = await chat('answer-raw=error-after-done', { stream: true }, {}, 'recorded');
+    const lateText = await late.text();
+    assert.match(lateText, /data: \[DONE\]\n\n$/);
+    assert.doesNotMatch(lateText, /UPSTREAM-SECRET|event: error/);
+    assert.equal((await record(gidOf(late))).outcome, 'success');
   });
 
   it('[DONE] ends the client\'s answer at once though the engine keeps its stream open; the engine is cut after a grace, the record a success', async () => {

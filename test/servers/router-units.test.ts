@@ -178,6 +178,12 @@ describe('stream observer', () => {
       const o = feed(before + bad);
       assert.deepEqual([o.failed, o.failedAtByte], [true, Buffer.byteLength(before)], JSON.stringify(bad));
     }
+    // Nothing after [DONE] is read: its end is where the relay stops.
+    const head = 'data: {"choices":[{"delta":{"content":"ab"}}]}\n\ndata: [DONE]\n\n';
+    const after = feed(head + 'data: {"error":{"message":"late"}}\n\n');
+    assert.deepEqual([after.done, after.failed, after.doneAtByte, after.fragments], [true, false, Buffer.byteLength(head), 1]);
+    const exact = feed(head);
+    assert.equal(exact.doneAtByte, Buffer.byteLength(head));
     // An event left unclosed at the end of the body is read as if closed; a byte order mark is skipped.
     const last = feed('\ufeffdata: {"choices":[{"delta":{"content":"ab"}}]}\n\ndata: [DONE]');
     assert.equal(last.done, false);

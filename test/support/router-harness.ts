@@ -280,6 +280,11 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
     res.write(sseContent(c, 'hi ') + 'data: [DONE]\n\n');
     setTimeout(() => res.end(), 10_000).unref();
   },
+  // An error event after [DONE], in the same write: after [DONE] nothing is read or relayed.
+  'error-after-done': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + 'data: [DONE]\n\ndata: {"error":{"message":"UPSTREAM-SECRET-AFTER"}}\n\n');
+  },
   // The last event is not closed by an empty line (nor its line by a line end).
   'unterminated-done': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });

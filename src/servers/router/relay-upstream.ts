@@ -179,7 +179,8 @@ export async function pipeUpstream(
             if (x.obs.failedAtByte > 0) relayed(chunk.subarray(0, x.obs.failedAtByte));
             break;
           }
-          const flowing = relayed(chunk);
+          // Up to the end of `[DONE]`: what an engine sends after it is not relayed.
+          const flowing = relayed(x.obs.done ? chunk.subarray(0, x.obs.doneAtByte) : chunk);
           if (x.obs.done) {
             // The answer is complete: the client's response ends now, not when the engine
             // closes its own; an engine that never does is cut after a grace.
@@ -208,8 +209,9 @@ export async function pipeUpstream(
         // The engine ended with an event it did not close (`data: [DONE]` and no empty line):
         // read as if it had, and relayed when it is one.
         x.obs.sseChunk(carry, performance.now());
+        const doneWithin = x.obs.done;
         x.obs.sseEnd();
-        if (!x.obs.failed) relayed(carry);
+        if (!x.obs.failed) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
       } else if (ended) x.obs.sseEnd();
       x.upstreamEndAt = performance.now();
       a.upstreamPromptTokens = x.obs.promptTokens;

@@ -29,6 +29,11 @@ export class StreamObserver {
    * may still be relayed); 0 when that event began in an earlier chunk.
    */
   failedAtByte = 0;
+  /**
+   * Once done: the bytes of the last chunk up to the end of the `[DONE]` event (what is
+   * relayed of it; nothing after `[DONE]` is read or relayed).
+   */
+  doneAtByte = 0;
   private pending = '';
   private skipping = false;
   /** The previous chunk ended with CR: an LF first in this one completes that CRLF. */
@@ -53,7 +58,7 @@ export class StreamObserver {
    * says: lines end at LF, CR or CRLF; `data:` lines join; an empty line ends the event.
    */
   sseChunk(chunk: Buffer, at?: number): void {
-    if (this.failed) return;
+    if (this.failed || this.done) return;
     let text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
     this.bomBytes = 0;
     if (!this.started && text.length > 0) {
@@ -92,6 +97,10 @@ export class StreamObserver {
         this.failedAtByte = this.eventStart <= 0 ? 0 : this.bomBytes + Buffer.byteLength(text.slice(0, this.eventStart));
         return;
       }
+      if (this.done) {
+        this.doneAtByte = next >= text.length ? chunk.length : this.bomBytes + Buffer.byteLength(text.slice(0, next));
+        return;
+      }
       start = next;
     }
     if (!this.skipping) {
@@ -108,7 +117,7 @@ export class StreamObserver {
    * were (lenient: an engine that ends with `data: [DONE]` and no empty line is not failed).
    */
   sseEnd(at?: number): void {
-    if (this.failed) return;
+    if (this.failed || this.done) return;
     const rest = (this.decoder?.end() ?? '') + (this.skipping ? '' : this.pending);
     this.pending = '';
     this.eventStart = -1;
