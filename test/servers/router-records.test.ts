@@ -254,7 +254,9 @@ describe('router registry with a decision log', () => {
     const end = (n: number) => {
       const a = active(n, { sessionId: 'S' });
       reg.begin(a);
-      reg.finish(a, rec({ request_id: gid(n), session_id: 'S' }));
+      // Finished now: the actor's window holds the last day only.
+      const at = new Date().toISOString();
+      reg.finish(a, rec({ request_id: gid(n), session_id: 'S', started_at: at, finished_at: at }));
     };
     end(1);
     assert.ok(reg.lookup(gid(1)));
