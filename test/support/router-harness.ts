@@ -212,6 +212,8 @@ export interface RecordingUpstream {
   /** Base URL to configure as a model's upstream (`<origin>/v1`). */
   readonly url: string;
   readonly requests: RecordedRequest[];
+  /** Raw answers (`answer-raw=NAME`) whose connection was closed before they ended. */
+  readonly closedStreams: string[];
   close(): Promise<void>;
 }
 
@@ -219,6 +221,8 @@ interface RawContext {
   readonly id: string;
   readonly model: string;
   readonly extra: Record<string, string>;
+  /** Names of raw answers whose connection the router closed before the answer ended. */
+  readonly closed: string[];
 }
 
 /** One SSE content event of a chat completion stream. */
@@ -276,6 +280,9 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
   },
   // [DONE], then the engine keeps its stream open.
   'done-stall': (res, c) => {
+    res.on('close', () => {
+      if (!res.writableFinished) c.closed.push('done-stall');
+    });
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
     res.write(sseContent(c, 'hi ') + 'data: [DONE]\n\n');
     setTimeout(() => res.end(), 10_000).unref();
@@ -316,6 +323,7 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
  */
 export async function startRecordingUpstream(model = 'recorded-model'): Promise<RecordingUpstream> {
   const requests: RecordedRequest[] = [];
+  const closedStreams: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -362,7 +370,7 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
       // `answer-raw=NAME` in the prompt: one of the raw answers below, written as they are.
       const raw = /answer-raw=([a-z0-9-]+)/.exec(body.toString('utf8'))?.[1];
       if (raw !== undefined && RAW_ANSWERS[raw]) {
-        RAW_ANSWERS[raw]!(res, { id, model, extra });
+        RAW_ANSWERS[raw]!(res, { id, model, extra, closed: closedStreams });
         return;
       }
       if (stream && body.includes('answer-cr-lines')) {
@@ -402,6 +410,7 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
   return {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
+    closedStreams,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -146,11 +146,10 @@ export async function pipeUpstream(
       // engine's error (raw text) is never relayed, even when it arrives split across reads or
       // lines.
       let carry: Buffer | undefined;
-      let doneGrace: NodeJS.Timeout | undefined;
       try {
-        for await (const part of upBody as AsyncIterable<Buffer>) {
-          // After `[DONE]` the client's answer has ended: what else comes is read, not relayed.
-          if (x.obs.done) continue;
+        // Leaving the loop does not destroy the body: every way out but `[DONE]` destroys it
+        // below; after `[DONE]` the rest of it is drained.
+        for await (const part of upBody.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
           a.lastUpstreamAt = Date.now();
           const at = performance.now();
@@ -182,20 +181,19 @@ export async function pipeUpstream(
           // Up to the end of `[DONE]`: what an engine sends after it is not relayed.
           const flowing = relayed(x.obs.done ? chunk.subarray(0, x.obs.doneAtByte) : chunk);
           if (x.obs.done) {
-            // The answer is complete: the client's response ends now, not when the engine
-            // closes its own; an engine that never does is cut after a grace.
+            // The answer is complete: the client's response ends, and the exchange is recorded,
+            // now, not when the engine closes its stream (drained; cut after a grace).
             x.upstreamEndAt = performance.now();
             res.end();
-            if (!call.ended) doneGrace = setTimeout(cutAfterDone, DONE_GRACE_MS, upBody);
-            continue;
+            if (call.ended) upBody.destroy();
+            else drainAfterDone(upBody);
+            break;
           }
           if (!flowing) await drained(res, abort);
           if (clientGone() || abort.aborted) break;
         }
       } catch {
         // upstream failed, timed out, or we aborted it because the client left
-      } finally {
-        clearTimeout(doneGrace);
       }
       if (x.obs.done && !x.obs.failed) {
         a.upstreamPromptTokens = x.obs.promptTokens;
@@ -292,9 +290,17 @@ export async function pipeUpstream(
   }
 }
 
-/** Cuts an engine's stream that stayed open past the grace after its `[DONE]`. */
-function cutAfterDone(body: Readable): void {
-  body.destroy();
+/**
+ * The rest of an engine's stream after `[DONE]`: read and dropped, and cut when it is still
+ * open after the grace. Holds the stream only (no closure over an exchange).
+ */
+function drainAfterDone(body: Readable): void {
+  const cut = setTimeout(() => body.destroy(), DONE_GRACE_MS);
+  const settle = (): void => clearTimeout(cut);
+  // A cut or failed rest is expected and of no consequence: the answer was whole.
+  body.on('error', settle);
+  body.on('close', settle);
+  body.resume();
 }
 
 /**
