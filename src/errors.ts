@@ -137,7 +137,7 @@ export function problemFor(code: ErrorCode): { type: string; title: string; stat
 }
 
 /** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */
-const PATH_ERROR_CODES: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'EEXIST']);
+const PATH_ERROR_CODES: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'EEXIST', 'ENOTREG']);
 
 /**
  * The error for a file a configured path names that cannot be written: ConfigError with

@@ -1,4 +1,32 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
+
+/**
+ * Opens a path that must be a regular file without ever waiting on it: O_NONBLOCK, so a FIFO
+ * with no writer (or no reader) does not hold the open, and anything but a regular file (a
+ * FIFO, a device, a socket, a directory) is refused at once. `flags` are `fs.constants` O_*
+ * flags. Thrown when: it cannot be opened, or is not a regular file (code ENOTREG).
+ */
+export function openRegularFile(path: string, flags: number, mode?: number): number {
+  const fd = openSync(path, flags | constants.O_NONBLOCK, mode);
+  let regular = false;
+  try {
+    regular = fstatSync(fd).isFile();
+  } finally {
+    if (!regular) closeSync(fd);
+  }
+  if (!regular) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
+  return fd;
+}
+
+/** A regular file's whole text, never waiting on a FIFO or reading a device. Thrown when: as openRegularFile, or the read fails. */
+export function readRegularFile(path: string): string {
+  const fd = openRegularFile(path, constants.O_RDONLY);
+  try {
+    return readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** Largest configuration or policy file read (a real one is a few KiB). */
 export const MAX_CONFIG_BYTES = 1024 * 1024;

@@ -21,6 +21,12 @@ export interface HttpAppOptions {
    */
   readonly requestTimeoutMs?: number;
   readonly connectionsCheckIntervalMs?: number;
+  /**
+   * Headers added to the fixed 400 answer to a request node:http refuses on its own after
+   * reading its headers (an unsupported `Expect`): the router's request id on its
+   * authenticated inference routes.
+   */
+  readonly refusedHeaders?: (req: IncomingMessage) => Record<string, string> | undefined;
 }
 
 /** Default time a request may take to arrive whole on a Fastify-built server (ms). */
@@ -92,9 +98,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // Requests node:http answers on its own, outside any route: an `Expect` other than
   // 100-continue (node's bare 417) and CONNECT (node closes without a word). Both get the
   // fixed 400 problem, as every request the server cannot take does.
-  app.server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     res.shouldKeepAlive = false;
-    res.writeHead(400, { 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(CLIENT_ERROR), connection: 'close' }).end(CLIENT_ERROR);
+    res
+      .writeHead(400, { ...opts.refusedHeaders?.(req), 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(CLIENT_ERROR), connection: 'close' })
+      .end(CLIENT_ERROR);
   });
   app.server.on('connect', (_req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => undefined);

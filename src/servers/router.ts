@@ -55,6 +55,16 @@ export function decodeUnreserved(path: string): string {
   });
 }
 
+/** The inference route a request's path names, or undefined. */
+function inferenceRoute(req: IncomingMessage): RouteName | undefined {
+  const q = req.url?.indexOf('?') ?? -1;
+  let path = q < 0 ? req.url : req.url!.slice(0, q);
+  // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
+  // routes already treat it: unreserved characters are decoded before the match.
+  if (path !== undefined && path.includes('%')) path = decodeUnreserved(path);
+  return path ? INFERENCE.get(path) : undefined;
+}
+
 /**
  * Longest time a request may take to arrive whole at the router (node's own default, made
  * explicit): an upload of up to `max_body_bytes` of audio on a slow link needs minutes.
@@ -199,14 +209,11 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
 
   const app = createHttpApp({
     logger: log,
+    // An authenticated inference request refused by node:http itself still gets its id.
+    refusedHeaders: (req) => (inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization) ? { 'x-svc-request-id': newGatewayId() } : undefined),
     serverFactory: (handler) =>
       createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
-        const q = req.url?.indexOf('?') ?? -1;
-        let path = q < 0 ? req.url : req.url!.slice(0, q);
-        // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
-        // routes already treat it: unreserved characters are decoded before the match.
-        if (path !== undefined && path.includes('%')) path = decodeUnreserved(path);
-        const route = path ? INFERENCE.get(path) : undefined;
+        const route = inferenceRoute(req);
         if (route === undefined) handler(req, res);
         else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
         else {

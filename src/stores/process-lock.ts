@@ -1,4 +1,5 @@
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readRegularFile } from '../config/read-small-file.js';
 import { dirname } from 'node:path';
 import { ConfigError, pathFailure } from '../errors.js';
 
@@ -104,7 +105,7 @@ function takeStaged(lockPath: string, staged: string, mine: string, messages: Lo
         if (released) return;
         released = true;
         try {
-          if (readFileSync(lockPath, 'utf8') === mine) rmSync(lockPath, { force: true });
+          if (readRegularFile(lockPath) === mine) rmSync(lockPath, { force: true });
         } catch {
           // already gone
         }
@@ -113,7 +114,7 @@ function takeStaged(lockPath: string, staged: string, mine: string, messages: Lo
       if ((err as { code?: string }).code !== 'EEXIST') throw new ConfigError(messages.failed);
       let text = '';
       try {
-        text = readFileSync(lockPath, 'utf8');
+        text = readRegularFile(lockPath);
       } catch {
         // removed meanwhile: try again
       }

@@ -219,7 +219,12 @@ describe('router end to end: one record per request, identifiers, headers, activ
     problem400(await raw(url, `GET /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`));
     assert.match(await raw(url, `GET /metrics HTTP/1.0\r\n\r\n`), /^HTTP\/1\.1 200 /);
     // Requests node:http would answer itself: an unknown expectation, CONNECT.
-    problem400(await raw(url, head('Expect: something-else\r\n')));
+    const expect = await raw(url, head('Expect: something-else\r\n'));
+    problem400(expect);
+    assert.match(expect, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i, 'authenticated: the answer carries its identifier');
+    const expectNoKey = await raw(url, head('Expect: something-else\r\n').replace(`Authorization: Bearer ${h.key}\r\n`, ''));
+    problem400(expectNoKey);
+    assert.doesNotMatch(expectNoKey, /x-svc-request-id/i, 'no credential, no identifier');
     problem400(await raw(url, `CONNECT ${url.host} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`));
     // A wrong method on an inference route, with a valid key: 405, with an identifier.
     const wrong = await raw(url, `GET /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`);

@@ -1,6 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { appendFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { ConfigError } from '../../src/errors.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -479,6 +481,38 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', 'decision_log_path = "file/sub/d.jsonl"', '',
       '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
     await assert.rejects(startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } }), /decision_log_path cannot be opened/);
+  });
+
+  it('a decision log path that is a FIFO (or a rotated file, a lock or a journal that is one) never blocks the router: refused at start, skipped when read', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-fifo-log-'));
+    const fifo = (p: string): void => {
+      const r = spawnSync('mkfifo', [p]);
+      assert.equal(r.status, 0, 'mkfifo');
+    };
+    const toml = (log: string): string => {
+      const path = join(dir, `${log.replace(/\W/g, '_')}.toml`);
+      writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', `decision_log_path = "${log}"`, '',
+        '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
+      return path;
+    };
+    fifo(join(dir, 'fifo.jsonl'));
+    const err = await startRouter(loadRouterConfig(toml('fifo.jsonl')), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ConfigError, 'a configuration error (exit 2)');
+    assert.match((err as Error).message, /decision_log_path cannot be opened/);
+    // FIFOs where a rotated file, the lock and the journal go: the router starts, restores what
+    // it can and answers lookups, never waiting on any of them.
+    mkdirSync(join(dir, 'logs'));
+    for (const f of ['d.jsonl.1', 'd.jsonl.lock', 'd.jsonl.inflight', 'd.jsonl.inflight.tmp']) fifo(join(dir, 'logs', f));
+    const r = await startRouter(loadRouterConfig(toml('logs/d.jsonl')), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } });
+    try {
+      const res = await fetch(`${r.url}/v1/requests/req_${'0'.repeat(32)}`, { headers: { authorization: `Bearer ${KEY}` }, signal: AbortSignal.timeout(5000) });
+      assert.equal(res.status, 404);
+    } finally {
+      await r.close();
+    }
   });
 
   it('a data-plane key that is also a policy client\'s token stops start-up, naming the client, never the token', async () => {

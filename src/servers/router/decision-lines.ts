@@ -1,4 +1,5 @@
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, readSync } from 'node:fs';
+import { openRegularFile } from '../../config/read-small-file.js';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
 import { finishReasonOf } from './stream-observer.js';
 
@@ -15,7 +16,8 @@ export interface Decision {
 
 /** The last `max` bytes of a file (all of it when smaller); `cut`: bytes before them were left unread. */
 export function readTail(file: string, max: number): { buf: Buffer; cut: boolean } {
-  const fd = openSync(file, 'r');
+  // Never waits on a FIFO put in a rotated file's place: a regular file or an error.
+  const fd = openRegularFile(file, constants.O_RDONLY);
   try {
     const size = fstatSync(fd).size;
     const n = Math.min(size, max);

@@ -1,9 +1,13 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { openRegularFile } from '../../config/read-small-file.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
 import { scanDecisionFiles, type Decision } from './decision-lines.js';
 
 /** Total bytes one lookup may read from the retained files. */
+/** The log is opened to append (`a+`); never a FIFO or a device, which could block every write. */
+const APPEND_FLAGS = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT;
+
 export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
 
 /** How long a finished record may wait in memory for the next grouped write (ms). */
@@ -82,7 +86,7 @@ export class DecisionLog {
   /** Opens (creating the folder); a torn last line from a crash is closed off first. */
   open(): void {
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-    this.fd = openSync(this.path, 'a+', 0o600);
+    this.fd = openRegularFile(this.path, APPEND_FLAGS, 0o600);
     this.size = fstatSync(this.fd).size;
     // Every file slot in use (with one file: any content): an earlier process's rotation may
     // already have deleted records.
@@ -300,7 +304,7 @@ export class DecisionLog {
 
   private reopen(): void {
     mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
-    this.fd = openSync(this.path, 'a+', 0o600);
+    this.fd = openRegularFile(this.path, APPEND_FLAGS, 0o600);
     this.size = fstatSync(this.fd).size;
     // Whatever the file ends with, the next record starts on a line of its own.
     this.torn = this.size > 0;
@@ -378,7 +382,7 @@ export class DecisionLog {
     }
     closeSync(this.fd);
     this.fd = -1;
-    this.fd = openSync(this.path, 'a+', 0o600);
+    this.fd = openRegularFile(this.path, APPEND_FLAGS, 0o600);
     this.size = 0;
     this.torn = false;
   }

@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readRegularFile } from '../../config/read-small-file.js';
 import type { Logger } from 'pino';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import { ALIAS_PATTERN } from '../../config/router-config.js';
@@ -80,7 +81,9 @@ export class InflightJournal {
         };
         text += JSON.stringify(e) + '\n';
       }
-      writeFileSync(tmp, text, { mode: 0o600 });
+      // Made anew (`wx`): whatever was left in its place, a FIFO included, is never opened.
+      rmSync(tmp, { force: true });
+      writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
       renameSync(tmp, this.path);
       this.written = version;
       this.failed = false;
@@ -109,7 +112,7 @@ export class InflightJournal {
     try {
       const writtenAt = statSync(path).mtimeMs;
       const entries: InflightEntry[] = [];
-      for (const line of readFileSync(path, 'utf8').split('\n')) {
+      for (const line of readRegularFile(path).split('\n')) {
         const e = parseEntry(line);
         if (e) entries.push(e);
       }
