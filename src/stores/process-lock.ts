@@ -76,7 +76,7 @@ export function takeProcessLock(lockPath: string, messages: LockMessages): () =>
   // written (an empty lock would read as stale and be taken over by a second starter).
   const staged = `${lockPath}.${process.pid}.${Date.now()}`;
   try {
-    writeFileSync(staged, mine, { mode: 0o600 });
+    writeFileSync(staged, mine, { mode: 0o600, flag: 'wx' });
   } catch (err) {
     rmSync(staged, { force: true });
     throw pathFailure(err, messages.failed);

@@ -294,6 +294,15 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const un = await chat('answer-raw=unterminated-done', { stream: true }, {}, 'recorded');
     assert.match(await un.text(), /"content":"hi "[^]*data: \[DONE\]$/);
     assert.deepEqual([(await record(gidOf(un))).outcome, (await record(gidOf(un))).usage.completion_tokens], ['success', 1]);
+    // An unclosed last event that is not [DONE]: not relayed; the stream fails cleanly (the
+    // error event on lines of its own), or with nothing relayed, the plain 502.
+    const half = await chat('answer-raw=unterminated-content', { stream: true }, {}, 'recorded');
+    const halfText = await half.text();
+    assert.match(halfText, /"content":"hi "\}[^]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
+    assert.doesNotMatch(halfText, /UPSTREAM-SECRET/);
+    assert.equal((await record(gidOf(half))).outcome, 'error');
+    const only = await chat('answer-raw=only-unterminated', { stream: true }, {}, 'recorded');
+    assert.doesNotMatch(await assertProblem(only, 502, 'upstream-failed'), /UPSTREAM-SECRET/);
     // What an engine sends after [DONE] is neither read nor relayed.
     const late = await chat('answer-raw=error-after-done', { stream: true }, {}, 'recorded');
     const lateText = await late.text();
@@ -314,6 +323,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.ok(found.upstream_duration_ms! < 800 && found.latency_ms! < 800, 'the answer was complete at [DONE]');
     // The engine's open stream is cut after the grace (1 s), not held for its 10 s.
     await eventually(() => rec.closedStreams.includes('done-stall'), 3000, 50);
+    // An engine that sends more after [DONE] (more than a stream buffer holds), then ends its
+    // stream within the grace, is read to its end, not cut (its connection stays usable).
+    const more = await chat('answer-raw=done-then-more', { stream: true }, {}, 'recorded');
+    assert.match(await more.text(), /data: \[DONE\]\n\n$/);
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal(rec.closedStreams.includes('done-then-more'), false, 'drained to its end, not cut');
   });
 
   it('answers that cannot be read before they are relayed are upstream failures, never passed on: compressed, not JSON, empty, not an object', async () => {

@@ -186,6 +186,14 @@ describe('stream observer', () => {
     assert.deepEqual([after.done, after.failed, after.doneAtByte, after.fragments], [true, false, Buffer.byteLength(head), 1]);
     const exact = feed(head);
     assert.equal(exact.doneAtByte, Buffer.byteLength(head));
+    // Bytes that are not UTF-8 before the cut: the offsets are still the chunk's bytes.
+    const invalid = Buffer.concat([Buffer.from('data: {"choices":[{"delta":{"content":"'), Buffer.alloc(40, 0xff), Buffer.from('"}}]}\n\n')]);
+    const bad = new StreamObserver(() => 0);
+    bad.sseChunk(Buffer.concat([Buffer.from('\ufeff'), invalid, Buffer.from('data: SECRET\n\n')]));
+    assert.deepEqual([bad.failed, bad.failedAtByte], [true, 3 + invalid.length]);
+    const done = new StreamObserver(() => 0);
+    done.sseChunk(Buffer.concat([invalid, Buffer.from('data: [DONE]\n\nevent: error\ndata: SECRET\n\n')]));
+    assert.deepEqual([done.done, done.doneAtByte], [true, invalid.length + 'data: [DONE]\n\n'.length]);
     // An event left unclosed at the end of the body is read as if closed; a byte order mark is skipped.
     const last = feed('\ufeffdata: {"choices":[{"delta":{"content":"ab"}}]}\n\ndata: [DONE]');
     assert.equal(last.done, false);
@@ -505,7 +513,7 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     // FIFOs where a rotated file, the lock and the journal go: the router starts, restores what
     // it can and answers lookups, never waiting on any of them.
     mkdirSync(join(dir, 'logs'));
-    for (const f of ['d.jsonl.1', 'd.jsonl.lock', 'd.jsonl.inflight', 'd.jsonl.inflight.tmp']) fifo(join(dir, 'logs', f));
+    for (const f of ['d.jsonl.1', 'd.jsonl.lock', 'd.jsonl.inflight', 'd.jsonl.inflight.tmp', 'd.jsonl.unclean']) fifo(join(dir, 'logs', f));
     const r = await startRouter(loadRouterConfig(toml('logs/d.jsonl')), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } });
     try {
       const res = await fetch(`${r.url}/v1/requests/req_${'0'.repeat(32)}`, { headers: { authorization: `Bearer ${KEY}` }, signal: AbortSignal.timeout(5000) });

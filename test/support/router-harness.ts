@@ -292,6 +292,25 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
     res.end(sseContent(c, 'hi ') + 'data: [DONE]\n\ndata: {"error":{"message":"UPSTREAM-SECRET-AFTER"}}\n\n');
   },
+  // A content event, then one the engine leaves unclosed (no empty line, no [DONE]) and ends.
+  'unterminated-content': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + sseContent(c, 'UPSTREAM-SECRET-HALF').trimEnd());
+  },
+  'only-unterminated': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'UPSTREAM-SECRET-HALF').trimEnd());
+  },
+  // [DONE], then more than a stream buffer holds (2 MiB), then the engine ends its stream (late).
+  'done-then-more': (res, c) => {
+    // The router's side of the connection closing (a cut) is what shows: the answer itself
+    // finishes into the socket's buffers either way.
+    res.socket?.on('close', () => c.closed.push('done-then-more'));
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.write(sseContent(c, 'hi ') + 'data: [DONE]\n\n');
+    res.write(`: ${'x'.repeat(2 * 1024 * 1024)}\n\n`);
+    setTimeout(() => res.end(), 250).unref();
+  },
   // The last event is not closed by an empty line (nor its line by a line end).
   'unterminated-done': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });

@@ -103,7 +103,10 @@ export class DecisionLog {
   markUnclean(): void {
     this.recordsMayBeMissing = true;
     try {
-      writeFileSync(`${this.path}.unclean`, 'a router using this decision log was killed; records of its last requests may be missing\n', { mode: 0o600 });
+      // Made anew (`wx`): whatever was left in its place, a FIFO included, is never opened.
+      const mark = `${this.path}.unclean`;
+      rmSync(mark, { force: true });
+      writeFileSync(mark, 'a router using this decision log was killed; records of its last requests may be missing\n', { mode: 0o600, flag: 'wx' });
     } catch {
       // in memory at least, for this process
     }

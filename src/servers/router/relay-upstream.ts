@@ -205,11 +205,13 @@ export async function pipeUpstream(
       const ended = upBody.readableEnded;
       if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
         // The engine ended with an event it did not close (`data: [DONE]` and no empty line):
-        // read as if it had, and relayed when it is one.
+        // read as if it had, and relayed when it is the end of the answer (anything else is
+        // not an answer that ended well: the stream fails, and the client never gets half an
+        // event run into the router's error event).
         x.obs.sseChunk(carry, performance.now());
         const doneWithin = x.obs.done;
         x.obs.sseEnd();
-        if (!x.obs.failed) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
+        if (x.obs.done && !x.obs.failed) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
       } else if (ended) x.obs.sseEnd();
       x.upstreamEndAt = performance.now();
       a.upstreamPromptTokens = x.obs.promptTokens;
@@ -296,11 +298,18 @@ export async function pipeUpstream(
  */
 function drainAfterDone(body: Readable): void {
   const cut = setTimeout(() => body.destroy(), DONE_GRACE_MS);
+  // A graceful stop does not wait for it.
+  cut.unref();
   const settle = (): void => clearTimeout(cut);
   // A cut or failed rest is expected and of no consequence: the answer was whole.
   body.on('error', settle);
   body.on('close', settle);
-  body.resume();
+  // A data listener, not resume(): the loop that left the body still held it paused.
+  body.on('data', discard);
+}
+
+function discard(): void {
+  // read and dropped
 }
 
 /**

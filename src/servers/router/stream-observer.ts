@@ -46,8 +46,6 @@ export class StreamObserver {
   private inEvent = false;
   /** Where the event being read began in the current chunk's text; -2: in an earlier chunk; -1: none. */
   private eventStart = -1;
-  /** Bytes of a byte order mark left out of the current chunk's text (its first chunk's only). */
-  private bomBytes = 0;
   // Made on the first SSE chunk: a buffered (non-streaming) answer never needs one.
   private decoder: StringDecoder | undefined;
 
@@ -60,14 +58,10 @@ export class StreamObserver {
   sseChunk(chunk: Buffer, at?: number): void {
     if (this.failed || this.done) return;
     let text = (this.decoder ??= new StringDecoder('utf8')).write(chunk);
-    this.bomBytes = 0;
     if (!this.started && text.length > 0) {
       this.started = true;
       // A byte order mark opens the stream, as stream readers allow: not part of the first line.
-      if (text.charCodeAt(0) === 0xfeff) {
-        text = text.slice(1);
-        this.bomBytes = 3;
-      }
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     }
     let start = 0;
     if (this.afterCr && text.charCodeAt(0) === 10) start = 1;
@@ -94,11 +88,11 @@ export class StreamObserver {
       if (this.failed) {
         // Nothing from the failed event on counts; what came before it in this chunk may be relayed.
         // (A byte order mark alone before it is not worth relaying.)
-        this.failedAtByte = this.eventStart <= 0 ? 0 : this.bomBytes + Buffer.byteLength(text.slice(0, this.eventStart));
+        this.failedAtByte = this.eventStart <= 0 ? 0 : byteAfterLineEnds(chunk, text, this.eventStart);
         return;
       }
       if (this.done) {
-        this.doneAtByte = next >= text.length ? chunk.length : this.bomBytes + Buffer.byteLength(text.slice(0, next));
+        this.doneAtByte = next >= text.length ? chunk.length : byteAfterLineEnds(chunk, text, next);
         return;
       }
       start = next;
@@ -236,6 +230,26 @@ export class StreamObserver {
       if (Number.isSafeInteger(u.completion_tokens) && (u.completion_tokens as number) >= 0) this.completionTokens = u.completion_tokens as number;
     }
   }
+}
+
+/**
+ * The byte offset in `chunk` of text index `at`, where `at` is just after a line ending (or
+ * 0). Counted in line endings, not characters: CR and LF are single bytes that no UTF-8
+ * sequence holds, while the decoded text can differ in length from the bytes (an invalid byte
+ * decodes to U+FFFD, three bytes; a leading byte order mark is left out).
+ */
+function byteAfterLineEnds(chunk: Buffer, text: string, at: number): number {
+  let ends = 0;
+  for (let i = 0; i < at; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10 || c === 13) ends++;
+  }
+  if (ends === 0) return 0;
+  for (let j = 0; j < chunk.length; j++) {
+    const b = chunk[j];
+    if ((b === 10 || b === 13) && --ends === 0) return j + 1;
+  }
+  return chunk.length;
 }
 
 const FINISH_SET: ReadonlySet<string> = new Set(FINISH_REASONS);
