@@ -200,7 +200,10 @@ describe('stream observer', () => {
     last.sseEnd();
     assert.deepEqual([last.failed, last.done, last.fragments], [false, true, 1]);
     // A whole body that is no JSON object fails.
-    for (const body of ['', 'text', '[]', '"s"', 'null', '\ufeff{}']) {
+    const bom = new StreamObserver(() => 0);
+    bom.jsonBody(Buffer.from('\ufeff{"choices":[{"message":{"content":"ab"},"finish_reason":"stop"}]}', 'utf8'));
+    assert.deepEqual([bom.failed, bom.finishReason], [false, 'stop'], 'a byte order mark before the JSON is ignored');
+    for (const body of ['', 'text', '[]', '"s"', 'null', '\ufeff', '\ufeff[]']) {
       const o = new StreamObserver(() => 0);
       o.jsonBody(Buffer.from(body, 'utf8'));
       assert.equal(o.failed, true, JSON.stringify(body));

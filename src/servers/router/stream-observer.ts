@@ -122,8 +122,11 @@ export class StreamObserver {
   /** Observes a whole JSON response body (non-streaming) that arrived at `at`; one that is not a JSON object fails. */
   jsonBody(body: Buffer, at = this.now()): void {
     let v: unknown;
+    let text = body.toString('utf8');
+    // A byte order mark before the JSON text is ignored, as JSON parsers may (RFC 8259 8.1).
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     try {
-      v = JSON.parse(body.toString('utf8'));
+      v = JSON.parse(text);
     } catch {
       this.failed = true;
       return;
