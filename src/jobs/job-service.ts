@@ -14,6 +14,8 @@ import type { RecipeLifecycle, RecipeResult } from '../recipes/recipe-lifecycle.
 /** How long a plan's confirmation token stays valid. */
 export const CONFIRMATION_TTL_MS = 120_000;
 const HEARTBEAT_MS = 1_000;
+/** How often end states a full store refused are tried again. */
+const RETRY_WRITE_MS = 2_000;
 /** Shortest spacing of the "job store cannot be written" log lines. */
 const WRITE_REPORT_MS = 10_000;
 
@@ -69,6 +71,12 @@ export class JobService {
   /** Store writes from background work that failed since the last report line (see persist). */
   private failedWrites = 0;
   private lastWriteReport = 0;
+  /**
+   * End states of jobs whose store could not take them (a full disk): answered by `status` from
+   * here, and written as soon as the store takes writes again (retried every RETRY_WRITE_MS).
+   */
+  private readonly unwritten = new Map<string, { owner: JobOwner; fields: Partial<JobRow>; t: number }>();
+  private retryTimer: NodeJS.Timeout | undefined;
 
   constructor(
     stateDir: string,
@@ -162,8 +170,11 @@ export class JobService {
   /** An operation and, for job commands, the job it started (lifecycle status route). */
   status(id: string): { id: string; state: string; outcome: string | null; progress: { completed: number | null; total: number | null }; summary: unknown } {
     for (const owner of ['controller', 'benchmark', 'media'] as const) {
-      const row = this.stores[owner].get(id);
-      if (row) {
+      const stored = this.stores[owner].get(id);
+      if (stored) {
+        // An end state the store could not take yet is the job's state all the same.
+        const u = this.unwritten.get(id);
+        const row = u ? { ...stored, ...u.fields } : stored;
         return {
           id: row.id, state: row.native_state, outcome: row.outcome, progress: { completed: row.progress_completed, total: row.progress_total },
           summary: row.summary ? (JSON.parse(row.summary) as unknown) : null,
@@ -304,10 +315,10 @@ export class JobService {
         const outcome = outcomeOf[state] ?? 'error';
         // Progress writes are spaced 200 ms apart: the last count is written with the end, so
         // the record's progress and its summary agree (requests still in flight at a cancel end after it).
-        record({ native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
+        this.finish(owner, id, { native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
       } catch (err) {
         this.logger.error({ err: { name: (err as Error)?.name }, job: id }, 'job failed');
-        record({ native_state: NATIVE.failed, outcome: 'error' }, this.now());
+        this.finish(owner, id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());
       } finally {
         stopBeat();
         this.running.delete(id);
@@ -317,6 +328,32 @@ export class JobService {
     this.tasks.add(task);
     void task.finally(() => this.tasks.delete(task));
     return id;
+  }
+
+  /**
+   * A job's end state: written now, or, when the store cannot take it, kept (status answers
+   * from it) and written as soon as the store takes writes again, so a job stopped by a full
+   * disk is never shown running for good.
+   */
+  private finish(owner: JobOwner, id: string, fields: Partial<JobRow>, t: number): void {
+    if (this.persist(id, () => this.stores[owner].update(id, fields, t))) return;
+    this.unwritten.set(id, { owner, fields, t });
+    this.retryTimer ??= setInterval(() => this.writeUnwritten(), RETRY_WRITE_MS).unref();
+  }
+
+  /** Writes the end states the store could not take before; stops retrying once all are written. */
+  private writeUnwritten(): void {
+    for (const [id, u] of this.unwritten) {
+      try {
+        this.stores[u.owner].update(id, u.fields, u.t);
+      } catch {
+        return; // still failing: the next turn tries again (persist already reported it)
+      }
+      this.unwritten.delete(id);
+      this.changes.next(u.owner);
+    }
+    clearInterval(this.retryTimer);
+    this.retryTimer = undefined;
   }
 
   /**
@@ -369,6 +406,10 @@ export class JobService {
     this.closing = true;
     for (const ctl of this.running.values()) ctl.abort();
     await Promise.allSettled([...this.tasks]);
+    // A last try for end states still unwritten (the next start marks what is left interrupted).
+    this.writeUnwritten();
+    clearInterval(this.retryTimer);
+    this.retryTimer = undefined;
     await this.recipes?.close();
     for (const s of Object.values(this.stores)) s.close();
   }

@@ -22,7 +22,7 @@ describe('job store faults', () => {
   });
   after(() => sim.close());
 
-  it('a job whose store can no longer be written is stopped and logged once; the process keeps running', async () => {
+  it('a job whose store can no longer be written is stopped and logged once, its end answered at once and written when the store heals', async () => {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
     const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
@@ -40,11 +40,20 @@ describe('job store faults', () => {
     const sent = sim.stats().requests;
     await new Promise((r) => setTimeout(r, 1_500));
     assert.equal(sim.stats().requests, sent, 'no load is sent for a job nobody can follow');
-    // Its record keeps the last state written (running): a reader sees its heartbeat age.
-    assert.equal(jobs.status(jobId).state, 'running');
+    // Its stored record keeps the last state written (running: a reader sees its heartbeat
+    // age), but the lifecycle status says how it ended: a follower (`bench run`) is not left
+    // waiting on a job that will never move again.
+    const store = stores['benchmark']!;
+    assert.equal(store.get(jobId)!.native_state, 'running');
+    assert.deepEqual([jobs.status(jobId).state, jobs.status(jobId).outcome], ['failed', 'error']);
     const failures = lines.filter((l) => l.includes('job store cannot be written'));
     assert.equal(failures.length, 1, 'one line per 10 s, not one per write');
     assert.match(failures[0]!, /SQLITE_IOERR_WRITE/);
+    // The disk has room again: the end state is written, and the record stops showing it running.
+    delete (store as { update?: unknown }).update;
+    delete (store as { heartbeat?: unknown }).heartbeat;
+    await eventually(() => store.get(jobId)!.native_state === 'failed', 5_000);
+    assert.equal(store.get(jobId)!.outcome, 'error');
     await jobs.close();
   });
 
