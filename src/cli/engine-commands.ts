@@ -51,10 +51,12 @@ Directives: words of the last user message (chat) or the prompt (completions) ch
   sim:tokens=N           tokens in the answer (at most 1000000; max_tokens still caps it: finish "length")
   sim:finish=WORD        the finish_reason sent, verbatim (tool_calls: the answer is a tool call)
   sim:usage=off          no usage member, even with stream_options.include_usage
-  sim:fail_after=N       the connection is cut after N tokens (streaming: no [DONE]; buffered: no answer)
+  sim:fail_after=N       when N < the answer's tokens: the connection is cut after N tokens
+                         (streaming: no [DONE]; buffered: no answer)
   sim:error_after=N      when N < the answer's tokens: streaming, an error event after N tokens,
                          then [DONE] (vLLM's way); buffered, status 200 with an error body
-  sim:reasoning=N        chat (not with finish=tool_calls): N reasoning_content fragments first
+  sim:reasoning=N        chat (not with finish=tool_calls): N reasoning_content fragments first,
+                         counted within max_tokens (a budget they use up: finish "length")
   sim:status=NNN         answer with that error status (400-599) and an OpenAI-style error body
   sim:reject=context     a vLLM-style context-length rejection (400)
 Malformed values and unknown keys are ignored.

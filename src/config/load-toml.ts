@@ -20,18 +20,55 @@ export function loadTomlConfig<T extends TSchema>(path: string, schema: T, what:
   }
   let raw: unknown;
   try {
-    raw = parseToml(text);
+    // Integers as BigInt: a TOML float (`2.0`) stays apart from an integer (`2`), and an
+    // integer past 2^53 is read, not refused as a file that is not TOML.
+    raw = parseToml(text, { integersAsBigInt: true });
   } catch {
     throw new ConfigError(`${what} configuration is not valid TOML`);
   }
-  // smol-toml returns prototype-less objects and TOML dates; a JSON round trip makes them plain.
-  const plain = Value.Default(schema, JSON.parse(JSON.stringify(raw)));
+  const float = floatForInteger(schema, raw, '');
+  if (float !== undefined) throw new ConfigError(`${what} configuration: invalid member ${float || '/'} (an integer is expected)`);
+  // smol-toml returns prototype-less objects and TOML dates; a JSON round trip makes them plain
+  // (integers as numbers again: one past 2^53 is past every bound the schemas set).
+  const plain = Value.Default(schema, JSON.parse(JSON.stringify(raw, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v))));
   const check = TypeCompiler.Compile(schema);
   if (!check.Check(plain)) {
     const first = [...check.Errors(plain)][0];
     throw new ConfigError(`${what} configuration: invalid member ${first?.path || '/'}`);
   }
   return { value: deepFreeze(plain as Static<T>), dir: dirname(resolve(path)) };
+}
+
+/**
+ * The path of the first TOML float (a JS number: integers are BigInt here) where the schema
+ * takes integers only, or undefined. TypeBox's integer check alone would take `2.0`.
+ */
+function floatForInteger(schema: TSchema, v: unknown, path: string): string | undefined {
+  const s = schema as { type?: unknown; anyOf?: TSchema[]; properties?: Record<string, TSchema>; items?: TSchema };
+  if (typeof v === 'number') {
+    const types = s.anyOf ? s.anyOf.map((x) => (x as { type?: unknown }).type) : [s.type];
+    return types.includes('integer') && !types.includes('number') ? path : undefined;
+  }
+  if (Array.isArray(v)) {
+    const items = s.items ?? s.anyOf?.find((x) => (x as { type?: unknown }).type === 'array')?.items;
+    if (!items) return undefined;
+    for (let i = 0; i < v.length; i++) {
+      const f = floatForInteger(items as TSchema, v[i], `${path}/${i}`);
+      if (f !== undefined) return f;
+    }
+    return undefined;
+  }
+  if (v && typeof v === 'object') {
+    const props = s.properties ?? s.anyOf?.find((x) => (x as { type?: unknown }).type === 'object')?.properties;
+    if (!props) return undefined;
+    for (const [k, x] of Object.entries(v)) {
+      const p = props[k];
+      if (p === undefined) continue;
+      const f = floatForInteger(p, x, `${path}/${k}`);
+      if (f !== undefined) return f;
+    }
+  }
+  return undefined;
 }
 
 function deepFreeze<T>(v: T): T {

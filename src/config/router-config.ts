@@ -22,7 +22,8 @@ export const ModelSchema = Type.Object(
     max_queue: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
     queue_timeout_ms: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 30_000 }),
     upstream_timeout_ms: Type.Integer({ minimum: 1, maximum: 86_400_000, default: 600_000 }),
-    readiness_path: Type.String({ pattern: '^/[^\\s]*$', default: '/health', maxLength: 256 }),
+    // A path sent as it is: printable ASCII, no space, no fragment (`#`).
+    readiness_path: Type.String({ pattern: '^/[\\x21\\x22\\x24-\\x7e]*$', default: '/health', maxLength: 256 }),
   },
   { additionalProperties: false },
 );
@@ -111,6 +112,8 @@ export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterCo
       throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
     }
     if (url.search || url.hash || url.username || url.password) throw new ConfigError(`router configuration: upstream of "${m.alias}" must be a plain origin and path`);
+    // A host that is really there (`http:///v1` parses with `v1` as its host) and a real port.
+    if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]/.test(m.upstream) || url.port === '0') throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
     const prefix = url.pathname.replace(/\/+$/, '');
     return {
       alias: m.alias,

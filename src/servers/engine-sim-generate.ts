@@ -70,9 +70,12 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
   }
 
   const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
-  const n = maxTokens !== undefined && maxTokens < want ? maxTokens : want;
-  // Reasoning fragments come first and count as completion tokens (as vLLM reports them).
-  const reasoning = chat && d?.finish !== 'tool_calls' ? (d?.reasoning ?? 0) : 0;
+  // Reasoning fragments come first and count as completion tokens, within max_tokens (as vLLM
+  // counts them): a budget spent on thinking leaves less (or nothing) of the answer.
+  const wantReasoning = chat && d?.finish !== 'tool_calls' ? (d?.reasoning ?? 0) : 0;
+  const total = maxTokens !== undefined && maxTokens < wantReasoning + want ? maxTokens : wantReasoning + want;
+  const reasoning = Math.min(wantReasoning, total);
+  const n = total - reasoning;
   const plan: Plan = {
     id: (chat ? 'chatcmpl-' : 'cmpl-') + ctx.nextId(),
     created: Math.floor(Date.now() / 1000),
@@ -104,8 +107,9 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
     return;
   }
   const usage = d?.usageOff !== true;
-  const cut = failAfter >= 0;
-  const emitted = cut && failAfter < n ? failAfter : n;
+  // Cut only when the answer has more tokens than fail_after: a shorter one ends normally.
+  const cut = failAfter >= 0 && failAfter < n + reasoning;
+  const emitted = cut ? Math.min(failAfter, n) : n;
   const wait = ttft + (emitted > 1 ? (emitted - 1) * delay : 0);
   const fire = (): void => {
     res.simTimer = undefined;
@@ -207,8 +211,9 @@ const BURST_TOKENS = 256;
  * `close` listener clears the timers when the client goes away first.
  */
 function runStream(res: SimResponse, s: Script, n: number, failAfter: number, ttft: number, delay: number): void {
-  const cut = failAfter >= 0;
-  const limit = cut && failAfter < n ? failAfter : n;
+  // Cut only when the answer has more tokens than fail_after: a shorter one ends normally.
+  const cut = failAfter >= 0 && failAfter < n;
+  const limit = cut ? failAfter : n;
   let k = 0;
   let started = false;
   const step = (): void => {

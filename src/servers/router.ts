@@ -17,7 +17,7 @@ import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, lacksHost, listen } from './http-app.js';
 import { Admission } from './router/admission.js';
-import { DataPlaneKeys, digest } from './router/api-keys.js';
+import { DataPlaneKeys, digest, isCredentialText } from './router/api-keys.js';
 import { DecisionLog } from './router/decision-log.js';
 import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
@@ -173,6 +173,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     if (m.upstreamApiKeyEnv) {
       apiKey = env[m.upstreamApiKeyEnv];
       if (!apiKey) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not set`);
+      // Sent as `Authorization: Bearer <key>`: one a header cannot carry would fail every request.
+      apiKey = apiKey.trim();
+      if (!isCredentialText(apiKey)) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not 1-4096 printable ASCII characters without spaces`);
     }
     const pool = new Pool(m.upstreamOrigin, { connections: m.maxConcurrency + 2, keepAliveTimeout: 30_000, pipelining: 1 });
     pools.push(pool);

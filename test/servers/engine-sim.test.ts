@@ -110,6 +110,24 @@ describe('engine sim', () => {
     assert.equal((text.match(/"content":"tok "/g) ?? []).length, 2);
     assert.equal(text.includes('[DONE]'), false);
     await assert.rejects(chat('sim:fail_after=0'));
+    // An answer shorter than fail_after never reaches it: it ends normally, streaming or not.
+    const short = await sse(await chat('sim:tokens=2 sim:fail_after=5', { stream: true }));
+    assert.equal(short.at(-1), '[DONE]');
+    assert.equal((await json(await chat('sim:tokens=2 sim:fail_after=5'))).choices[0].finish_reason, 'stop');
+    assert.equal((await json(await chat('sim:tokens=5 sim:fail_after=3', { max_tokens: 2 }))).choices[0].finish_reason, 'length');
+  });
+
+  it('reasoning counts within max_tokens, as vLLM counts it: a budget it uses up ends with length', async () => {
+    const capped = await json(await chat('sim:reasoning=5 sim:tokens=1', { max_tokens: 3 }));
+    assert.deepEqual([capped.usage.completion_tokens, capped.choices[0].finish_reason, capped.choices[0].message.content], [3, 'length', '']);
+    const fits = await json(await chat('sim:reasoning=2 sim:tokens=2', { max_tokens: 10 }));
+    assert.deepEqual([fits.usage.completion_tokens, fits.choices[0].finish_reason, fits.choices[0].message.content], [4, 'stop', 'tok tok ']);
+    const events = await sse(await chat('sim:reasoning=5 sim:tokens=1', { max_tokens: 3, stream: true, stream_options: { include_usage: true } }));
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    assert.equal(chunks.filter((c) => c.choices[0]?.delta.reasoning_content !== undefined).length, 3);
+    assert.equal(chunks.filter((c) => c.choices[0]?.delta.content === 'tok ').length, 0);
+    assert.equal(chunks.at(-1).usage.completion_tokens, 3);
+    assert.equal(chunks.find((c) => c.choices[0]?.finish_reason)?.choices[0].finish_reason, 'length');
   });
 
   it('a long answer with no token delay arrives whole, in bursts; fail_after cuts it at the exact token', async () => {

@@ -14,6 +14,8 @@ export class DataPlaneKeys {
     const raw = env[name];
     const keys = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0);
     if (keys.length === 0) throw new ConfigError(`router configuration: environment variable ${name} holds no data-plane key`);
+    // A key no Authorization header can carry would authenticate nobody.
+    if (!keys.every(isCredentialText)) throw new ConfigError(`router configuration: environment variable ${name} holds a key that is not 1-4096 printable ASCII characters without spaces`);
     return new DataPlaneKeys(new Set(keys.map(digest)));
   }
 
@@ -27,6 +29,11 @@ export class DataPlaneKeys {
     const t = bearerToken(header);
     return t !== undefined && this.digests.has(digest(t));
   }
+}
+
+/** A credential a header can carry: 1-4096 printable ASCII characters, no space (as policy credentials). */
+export function isCredentialText(v: string): boolean {
+  return /^[\x21-\x7e]{1,4096}$/.test(v);
 }
 
 /** SHA-256 of a token, hex: what `digestsHex` holds. */

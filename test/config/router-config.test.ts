@@ -1,0 +1,62 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { loadRouterConfig } from '../../src/config/router-config.js';
+import { ConfigError } from '../../src/errors.js';
+import { startRouter } from '../../src/servers/router.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'svc-router-cfg-'));
+let n = 0;
+
+/** A router configuration file: `server` and `model` lines added to a valid one. */
+function file(server: string[] = [], model: string[] = []): string {
+  const path = join(dir, `r${++n}.toml`);
+  writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "CFG_KEYS"', ...server, '',
+    '[[models]]', 'alias = "m1"', ...(model.some((l) => l.startsWith('upstream =')) ? [] : ['upstream = "http://127.0.0.1:9/v1"']), ...model, ''].join('\n'));
+  return path;
+}
+
+describe('router configuration: values that could never work are refused at start (exit 2), naming the member', () => {
+  it('a TOML float where an integer is required is refused, even 2.0; an integer past 2^53 is out of range, not "not TOML"', () => {
+    for (const [server, model, member] of [
+      [[], ['max_concurrency = 2.0'], '/models/0/max_concurrency'],
+      [[], ['max_output_tokens = 2.0'], '/models/0/max_output_tokens'],
+      [[], ['queue_timeout_ms = 2.0'], '/models/0/queue_timeout_ms'],
+      [['buffer_size = 1e3'], [], '/server/buffer_size'],
+      [['buffer_size = 9223372036854775807'], [], '/server/buffer_size'],
+    ] as const) {
+      assert.throws(() => loadRouterConfig(file([...server], [...model])), (e: unknown) => e instanceof ConfigError && e.message.includes(member), `${server} ${model}`);
+    }
+    // The same values as integers are fine.
+    assert.equal(loadRouterConfig(file(['buffer_size = 1000'], ['max_concurrency = 2'])).bufferSize, 1000);
+  });
+
+  it('an upstream with no host or port 0, or a readiness path that cannot go on the wire as it is, is refused', () => {
+    for (const upstream of ['http:///v1', 'http://127.0.0.1:0/v1', 'http:/x/v1']) {
+      assert.throws(() => loadRouterConfig(file([], [`upstream = "${upstream}"`])), /upstream of "m1" is not a URL|must be a plain origin|invalid member \/models\/0\/upstream/, upstream);
+    }
+    for (const path of ['/\\u0000x', '/health#f', '/h\\u00e9alth', '/a b', 'health']) {
+      assert.throws(() => loadRouterConfig(file([], [`readiness_path = "${path}"`])), /invalid member \/models\/0\/readiness_path/, path);
+    }
+    assert.equal(loadRouterConfig(file([], ['readiness_path = "/health?ready=1"'])).models[0]!.readinessPath, '/health?ready=1');
+  });
+
+  it('data-plane and upstream keys no header can carry stop the start, naming the variable, never the key', async () => {
+    const start = (env: Record<string, string>, model: string[] = []) => startRouter(loadRouterConfig(file([], model)), { logger: pino({ level: 'silent' }), env });
+    for (const keys of ['CANARY-KEY é-long-enough', 'CANARY KEY-with-a-space', `CANARY-${'a'.repeat(5000)}`, 'good-key-0123456789abcdef,CANARY\u0001x']) {
+      const err = await start({ CFG_KEYS: keys }).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof ConfigError, JSON.stringify(keys.slice(0, 30)));
+      assert.match(err.message, /CFG_KEYS holds a key that is not 1-4096 printable ASCII/);
+      assert.doesNotMatch(err.message, /CANARY/);
+    }
+    for (const up of ['CANARY-UP\r\nX-Evil: 1', 'CANARY\u0001', 'CANARY☃']) {
+      const err = await start({ CFG_KEYS: 'good-key-0123456789abcdef', CFG_UP: up }, ['upstream_api_key_env = "CFG_UP"']).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /CFG_UP \(upstream key of "m1"\) is not 1-4096 printable ASCII/);
+      assert.doesNotMatch(err.message, /CANARY/);
+    }
+  });
+});
