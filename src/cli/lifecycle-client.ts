@@ -28,6 +28,7 @@ const MAX_PLAN_CHARS = 300;
 const LIFECYCLE = {
   forbidden: 'the credential lacks the node-admin:lifecycle grant (HTTP 403)',
   notServed: 'this controller does not serve lifecycle commands (a documented command does not prove the installed server has it)',
+  confirmationRefused: 'the controller refused the confirmation (HTTP 400): the plan expired (2 minutes), was already used, or the controller restarted since; nothing was started by it: run the command again',
 } as const;
 
 /** A plan line from the server as the terminal shows it: printable characters only (no escape sequences), bounded. */
@@ -138,7 +139,11 @@ export class LifecycleClient {
       }
     }
     const applying = this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] });
-    return expectJson(await whileInterruptible(applying, '\ninterrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)\n'), 200, applyFailures);
+    return expectJson(
+      await whileInterruptible(applying, '\ninterrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)\n'),
+      200,
+      { 400: LIFECYCLE.confirmationRefused, ...applyFailures },
+    );
   }
 
   /** Polls `GET /v1/lifecycle/status/{id}` until a terminal state; `onStatus` sees every answer. */

@@ -21,6 +21,8 @@ const ID_RE = /^(op|bench|media)_[0-9a-f]{24}$/;
 export const lifecycleRoutes: FastifyPluginAsync<LifecycleOptions> = async (app: FastifyInstance, o) => {
   app.addHook('onRequest', async (req) => {
     o.policy.authorize(req.headers.authorization, 'node-admin:lifecycle');
+    // No lifecycle route takes a parameter in its URL: a query string is refused, never ignored.
+    if (req.url.includes('?')) throw new InvalidInputError();
   });
   app.post('/v1/lifecycle/plan', async (req, reply) => reply.code(201).send(o.jobs.plan(parseCommand(req.body))));
   app.post('/v1/lifecycle/apply', async (req, reply) => {

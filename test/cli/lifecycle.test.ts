@@ -102,4 +102,16 @@ describe('lifecycle commands against a misbehaving controller', () => {
     assert.equal(o.code, 4);
     assert.match(o.stderr, /not a valid envelope of the expected schema/);
   });
+
+  it('a confirmation the controller refuses (the plan expired or was used) says so and to run it again, not "refused the read"', async () => {
+    const s = await startFake((_req, res, hit) => {
+      if (hit.url === '/v1/lifecycle/plan') return sendJson(res, 201, { operation_id: 'op_1', command: 'benchmark.start', plan: ['run it'], confirmation_token: 'a'.repeat(48), expires_at: '2026-11-26T00:00:00.000Z' });
+      return sendJson(res, 400, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+    });
+    servers.push(s);
+    const r = await bench(s);
+    assert.equal(r.code, 4, r.stderr);
+    assert.match(r.stderr, /refused the confirmation \(HTTP 400\): the plan expired .* run the command again/);
+    assert.doesNotMatch(r.stderr, /refused the read/);
+  });
 });

@@ -85,6 +85,12 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     // Cancelling a job this controller never had is refused before anyone confirms it.
     const unknown = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'media.cancel', params: { job_id: 'media_' + '0'.repeat(24) } });
     assert.equal(unknown.status, 404);
+    // No lifecycle route takes a query string: refused, never ignored (nothing is planned).
+    const before = source(await read(), 'controller').records.length;
+    assert.equal((await call('/v1/lifecycle/plan?x=1', policy.tokens.lifecycle, { command: 'benchmark.start', params: { alias: 'm', requests: 2 } })).status, 400);
+    assert.equal((await call('/v1/lifecycle/apply?x=1', policy.tokens.lifecycle, { confirmation_token: 'f'.repeat(48) })).status, 400);
+    assert.equal((await call(`/v1/lifecycle/status/bench_${'0'.repeat(24)}?x=1`, policy.tokens.lifecycle)).status, 400);
+    assert.equal(source(await read(), 'controller').records.length, before, 'nothing was planned');
   });
 
   it('a benchmark shows queued/running with progress, then its terminal outcome and summary', async () => {
