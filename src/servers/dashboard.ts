@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -78,11 +79,14 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   const hub = new TelemetryHub({ nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi', intervalMs: o.sampleIntervalMs ?? 3_000, routerMetricsUrl: o.routerMetricsUrl });
 
   const app = createHttpApp({ logger: log, bodyLimit: MAX_MESSAGE_BYTES });
-  // DNS rebinding: on loopback, only Host values that name this server are served.
-  let allowedHosts: ReadonlySet<string> | undefined;
-  app.addHook('onRequest', async (req) => {
-    if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
+  // Every connection, upgraded or refused ones included (node:http stops tracking a socket
+  // once it emits 'upgrade'): what is left at shutdown is cut, never waited on.
+  const connections = new Set<Socket>();
+  app.server.on('connection', (c: Socket) => {
+    connections.add(c);
+    c.on('close', () => connections.delete(c));
   });
+  let allowedHosts: ReadonlySet<string> | undefined;
   // A socket the ws library closes for a protocol error (oversized, invalid UTF-8, bad opcode,
   // unmasked) leaves one warn line with the error's name and code, at most 10 a second; never
   // its message or stack (they carry install paths and would let any page flood the log).
@@ -93,6 +97,12 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
       if (protocolErrors.take(Date.now())) log.warn({ err: { name: (err as Error)?.name, code: (err as { code?: unknown })?.code } }, 'websocket closed on a protocol error');
       socket.terminate();
     },
+  });
+  // DNS rebinding: on loopback, only Host values that name this server are served. Added after
+  // the WebSocket plugin's own hook, so a refused upgrade is known as one and its socket is
+  // closed with the answer (else it stayed open and held the server's close for good).
+  app.addHook('onRequest', async (req) => {
+    if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
   // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
   const sameOrigin = async (req: FastifyRequest): Promise<void> => {
@@ -161,7 +171,10 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
       hub.stop();
       for (const s of sockets) s.terminate();
       const closing = app.close();
-      const cut = setTimeout(() => app.server.closeAllConnections(), 1_000);
+      const cut = setTimeout(() => {
+        app.server.closeAllConnections();
+        for (const c of connections) c.destroy();
+      }, 1_000);
       await closing;
       clearTimeout(cut);
       await reader?.close();

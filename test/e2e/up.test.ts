@@ -2,7 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { createServer, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
@@ -36,6 +37,20 @@ describe('svc-serving up: the whole node in one process', () => {
     for (const f of ['reader.token', 'router.key']) {
       assert.ok(!out.includes(readFileSync(join(home, f), 'utf8').trim()), `${f} never printed or logged`);
     }
+  });
+
+  it('a refused WebSocket upgrade (a Host that is not the dashboard\'s) does not hold the stop: exit 0 on SIGTERM (checked after)', async () => {
+    const dashboard = new URL(/dashboard +(http:\/\/\S+)/.exec(node.output())![1]!);
+    const sock = connect(Number(dashboard.port), '127.0.0.1');
+    sock.on('error', () => undefined);
+    await once(sock, 'connect');
+    sock.write(
+      `GET /ws HTTP/1.1\r\nHost: evil.example:${dashboard.port}\r\nOrigin: http://evil.example:${dashboard.port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+    );
+    const [answer] = (await once(sock, 'data')) as [Buffer];
+    assert.match(answer.toString('latin1'), /^HTTP\/1\.1 403 /);
+    // The client end stays open, as curl's or a hostile page's may: the stop must not wait on it.
   });
 
   it('keeps generated credentials 0600 under SVC_SERVING_HOME and prints only their paths', () => {
