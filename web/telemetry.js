@@ -5,6 +5,8 @@ import { send } from './app.js';
 
 const $ = (id) => document.getElementById(id);
 let credential = null;
+/** What a credential is (docs/api.md): 1-4096 printable ASCII characters without spaces. */
+const CREDENTIAL_RE = /^[\x21-\x7e]{1,4096}$/;
 let required = false;
 const charts = new Map(); // uuid -> { root, plot, figures, note }
 
@@ -208,8 +210,14 @@ export function init() {
   $('telemetry-auth').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const input = $('telemetry-credential');
-    credential = input.value.trim();
+    const value = input.value.trim();
     input.value = '';
+    // Never sent when no server could take it (see workloads.js).
+    if (!CREDENTIAL_RE.test(value)) {
+      $('telemetry-auth-status').textContent = 'not a credential: 1-4096 printable ASCII characters without spaces';
+      return;
+    }
+    credential = value;
     $('telemetry-auth-status').textContent = '';
     send({ type: 'telemetry-auth', credential });
   });

@@ -16,6 +16,8 @@ const HOST_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 const INT_RE = /^(?:0|[1-9][0-9]{0,8})$/;
 
 let credential = null;
+/** What a credential is (docs/api.md): 1-4096 printable ASCII characters without spaces. */
+const CREDENTIAL_RE = /^[\x21-\x7e]{1,4096}$/;
 let gen = 0;
 let connected = false;
 /** The pill's text while the controller accepts the credential. */
@@ -64,6 +66,9 @@ function connect(ev) {
   // The input is emptied at once: the value lives only in the module variable from here on.
   input.value = '';
   if (value === '') return setSession('type a credential first', 'idle');
+  // Never sent when no server could take it (its message would be over the socket's bound,
+  // and the page would reconnect in a loop saying the server is unreachable).
+  if (!CREDENTIAL_RE.test(value)) return setSession('not a credential: 1-4096 printable ASCII characters without spaces', 'idle');
   credential = value;
   gen += 1;
   clearInventory();

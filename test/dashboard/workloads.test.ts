@@ -181,6 +181,19 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await scan('disconnect');
   });
 
+  it('a value no server could take as a credential (20,000 characters, a space inside) is refused on the page, never sent', async () => {
+    for (const bad of ['x'.repeat(20_000), 'two words']) {
+      const t = Date.now();
+      await b.page.fill('#credential', bad);
+      await b.page.click('#connect');
+      await b.page.locator('#session-status', { hasText: 'not a credential' }).waitFor();
+      await sleep(1_500);
+      assert.ok(!b.frames.some((f) => f.at >= t && f.dir === 'sent' && f.payload.includes('"type":"connect"')), 'no connect message');
+      assert.equal(await b.page.locator('#credential').inputValue(), '', 'the input is emptied');
+    }
+    assert.doesNotMatch(await b.page.locator('body').innerText(), /unreachable/);
+  });
+
   it('Connect with an invalid filter value waits for valid filters: nothing is read with others', async () => {
     await setLimit('0');
     const t = Date.now();
