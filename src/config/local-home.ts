@@ -1,3 +1,4 @@
+import { makeDirs } from './read-small-file.js';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -36,7 +37,7 @@ export function ensureLocalCredentials(env: NodeJS.ProcessEnv = process.env): Lo
   // Made private when made here; an existing directory keeps the mode its owner gave it (the
   // credential files in it are 0600 either way).
   if (!existsSync(home)) {
-    mkdirSync(home, { recursive: true, mode: 0o700 });
+    makeDirs(home, 0o700);
     chmodSync(home, 0o700);
   }
   const readerTokenFile = join(home, 'reader.token');

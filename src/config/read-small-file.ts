@@ -1,4 +1,5 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /**
  * Opens a path that must be a regular file without ever waiting on it: O_NONBLOCK, so a FIFO
@@ -54,5 +55,21 @@ export function readSmallFile(path: string, max = MAX_CONFIG_BYTES): string {
     return buf.toString('utf8', 0, got);
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * `mkdir -p` with `mode` for folders it makes, one level at a time. Node's own recursive
+ * mkdir never returns for a path under `/proc` (mkdir there fails with ENOENT although the
+ * parent exists, and it retries for good): here that failure is thrown.
+ * Thrown when: a level cannot be made (its error, e.g. ENOENT, EACCES, ENOTDIR).
+ */
+export function makeDirs(path: string, mode: number): void {
+  const parent = dirname(path);
+  if (parent !== path && !existsSync(parent)) makeDirs(parent, mode);
+  try {
+    mkdirSync(path, { mode });
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'EEXIST') throw err;
   }
 }

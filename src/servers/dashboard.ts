@@ -110,6 +110,8 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new OriginRefusedError();
     // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
+    // It takes no query string (a credential must never travel in a URL): refused, not ignored.
+    if (req.url.includes('?')) throw new InvalidInputError();
     // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
     if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
     if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS) throw new SvcError(ErrorCode.UNAVAILABLE);

@@ -1,3 +1,4 @@
+import { makeDirs } from '../config/read-small-file.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobService } from '../jobs/job-service.js';
@@ -107,7 +108,7 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
 /** The demo's media directory (`<home>/demo`), made if missing. */
 function demoMediaDir(home: string): string {
   const dir = join(home, 'demo');
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  makeDirs(dir, 0o700);
   return dir;
 }
 

@@ -1,3 +1,4 @@
+import { makeDirs } from '../config/read-small-file.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
@@ -46,7 +47,7 @@ export class JobStore {
 
   /** Opens (creating) the store for writing. Thrown when: the file cannot be opened. */
   static openForOwner(path: string): JobStore {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    makeDirs(dirname(path), 0o700);
     const db = new Database(path);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');

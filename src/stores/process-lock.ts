@@ -1,5 +1,5 @@
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { readRegularFile } from '../config/read-small-file.js';
+import { makeDirs, readRegularFile } from '../config/read-small-file.js';
 import { dirname } from 'node:path';
 import { ConfigError, pathFailure } from '../errors.js';
 
@@ -67,7 +67,7 @@ export interface LockMessages {
  */
 export function takeProcessLock(lockPath: string, messages: LockMessages): () => void {
   try {
-    mkdirSync(dirname(lockPath), { recursive: true, mode: 0o700 });
+    makeDirs(dirname(lockPath), 0o700);
   } catch {
     throw new ConfigError(messages.folder ?? messages.failed);
   }

@@ -51,6 +51,17 @@ describe('svc-serving up: the whole node in one process', () => {
     const [answer] = (await once(sock, 'data')) as [Buffer];
     assert.match(answer.toString('latin1'), /^HTTP\/1\.1 403 /);
     // The client end stays open, as curl's or a hostile page's may: the stop must not wait on it.
+    // `/ws` takes no query string (no credential in a URL): the fixed 400, not an upgrade.
+    const q = connect(Number(dashboard.port), '127.0.0.1');
+    q.on('error', () => undefined);
+    await once(q, 'connect');
+    q.write(
+      `GET /ws?token=x HTTP/1.1\r\nHost: 127.0.0.1:${dashboard.port}\r\nOrigin: http://127.0.0.1:${dashboard.port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+    );
+    const [refused] = (await once(q, 'data')) as [Buffer];
+    assert.match(refused.toString('latin1'), /^HTTP\/1\.1 400 /);
+    q.destroy();
   });
 
   it('keeps generated credentials 0600 under SVC_SERVING_HOME and prints only their paths', () => {
@@ -129,6 +140,12 @@ describe('svc-serving up with a home it cannot use, or one made by its owner', (
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr.trim(), /^svc-serving up: cannot use .*home(\/sub)? \(E[A-Z]+\)$/);
     assert.doesNotMatch(r.stderr, /listen/);
+  });
+
+  it('a home where no folder can be made (/proc/...): exit 1 naming it, never a start that spins for good', async () => {
+    const r = await runCli(['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { SVC_SERVING_HOME: '/proc/svc-no-such-home' }, { timeoutMs: 15_000 });
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr.trim(), 'svc-serving up: cannot use /proc/svc-no-such-home (ENOENT)');
   });
 
   it('an existing home keeps its own mode (the credential files in it are 0600)', async () => {

@@ -1,5 +1,5 @@
 import { closeSync, constants, existsSync, fstatSync, mkdirSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { openRegularFile } from '../../config/read-small-file.js';
+import { makeDirs, openRegularFile } from '../../config/read-small-file.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
 import { scanDecisionFiles, type Decision } from './decision-lines.js';
@@ -85,7 +85,7 @@ export class DecisionLog {
 
   /** Opens (creating the folder); a torn last line from a crash is closed off first. */
   open(): void {
-    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    makeDirs(dirname(this.path), 0o700);
     this.fd = openRegularFile(this.path, APPEND_FLAGS, 0o600);
     this.size = fstatSync(this.fd).size;
     // Every file slot in use (with one file: any content): an earlier process's rotation may
@@ -306,7 +306,7 @@ export class DecisionLog {
   }
 
   private reopen(): void {
-    mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    makeDirs(dirname(this.path), 0o700);
     this.fd = openRegularFile(this.path, APPEND_FLAGS, 0o600);
     this.size = fstatSync(this.fd).size;
     // Whatever the file ends with, the next record starts on a line of its own.
