@@ -6,6 +6,7 @@ import { InvalidInputError, NotFoundError, UnavailableError } from '../errors.js
 import { isMediaPath } from './media-runner.js';
 import { NATIVE, type JobOwner } from '../actors/job-mapping.js';
 import { JobStore, type JobRow } from '../stores/job-store.js';
+import { UnwrittenEnds } from './unwritten-ends.js';
 import { runBenchmark, type RouterTarget } from './benchmark-runner.js';
 import { describePlan, isRecipeCommand, type Command, type RecipeCommand } from './commands.js';
 import { runMedia } from './media-runner.js';
@@ -14,8 +15,6 @@ import type { RecipeLifecycle, RecipeResult } from '../recipes/recipe-lifecycle.
 /** How long a plan's confirmation token stays valid. */
 export const CONFIRMATION_TTL_MS = 120_000;
 const HEARTBEAT_MS = 1_000;
-/** How often end states a full store refused are tried again. */
-const RETRY_WRITE_MS = 2_000;
 /** Shortest spacing of the "job store cannot be written" log lines. */
 const WRITE_REPORT_MS = 10_000;
 
@@ -71,12 +70,8 @@ export class JobService {
   /** Store writes from background work that failed since the last report line (see persist). */
   private failedWrites = 0;
   private lastWriteReport = 0;
-  /**
-   * End states of jobs whose store could not take them (a full disk): answered by `status` from
-   * here, and written as soon as the store takes writes again (retried every RETRY_WRITE_MS).
-   */
-  private readonly unwritten = new Map<string, { owner: JobOwner; fields: Partial<JobRow>; t: number }>();
-  private retryTimer: NodeJS.Timeout | undefined;
+  /** End states the store could not take yet: `status` answers with them (see finish). */
+  private readonly unwritten = new UnwrittenEnds();
 
   constructor(
     stateDir: string,
@@ -173,8 +168,7 @@ export class JobService {
       const stored = this.stores[owner].get(id);
       if (stored) {
         // An end state the store could not take yet is the job's state all the same.
-        const u = this.unwritten.get(id);
-        const row = u ? { ...stored, ...u.fields } : stored;
+        const row = this.unwritten.over(id, stored);
         return {
           id: row.id, state: row.native_state, outcome: row.outcome, progress: { completed: row.progress_completed, total: row.progress_total },
           summary: row.summary ? (JSON.parse(row.summary) as unknown) : null,
@@ -337,23 +331,7 @@ export class JobService {
    */
   private finish(owner: JobOwner, id: string, fields: Partial<JobRow>, t: number): void {
     if (this.persist(id, () => this.stores[owner].update(id, fields, t))) return;
-    this.unwritten.set(id, { owner, fields, t });
-    this.retryTimer ??= setInterval(() => this.writeUnwritten(), RETRY_WRITE_MS).unref();
-  }
-
-  /** Writes the end states the store could not take before; stops retrying once all are written. */
-  private writeUnwritten(): void {
-    for (const [id, u] of this.unwritten) {
-      try {
-        this.stores[u.owner].update(id, u.fields, u.t);
-      } catch {
-        return; // still failing: the next turn tries again (persist already reported it)
-      }
-      this.unwritten.delete(id);
-      this.changes.next(u.owner);
-    }
-    clearInterval(this.retryTimer);
-    this.retryTimer = undefined;
+    this.unwritten.keep(this.stores[owner], id, fields, t, () => this.changes.next(owner));
   }
 
   /**
@@ -407,9 +385,8 @@ export class JobService {
     for (const ctl of this.running.values()) ctl.abort();
     await Promise.allSettled([...this.tasks]);
     // A last try for end states still unwritten (the next start marks what is left interrupted).
-    this.writeUnwritten();
-    clearInterval(this.retryTimer);
-    this.retryTimer = undefined;
+    this.unwritten.writeAll();
+    this.unwritten.stop();
     await this.recipes?.close();
     for (const s of Object.values(this.stores)) s.close();
   }

@@ -174,7 +174,6 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
       for (const s of sockets) s.terminate();
       const closing = app.close();
       const cut = setTimeout(() => {
-        app.server.closeAllConnections();
         for (const c of connections) c.destroy();
       }, 1_000);
       await closing;

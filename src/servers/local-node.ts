@@ -1,5 +1,5 @@
-import { makeDirs } from '../config/read-small-file.js';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { makeDirs } from '../config/safe-files.js';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JobService } from '../jobs/job-service.js';
 import type { Command } from '../jobs/commands.js';

@@ -1,5 +1,4 @@
-import { makeDirs } from '../config/read-small-file.js';
-import { mkdirSync } from 'node:fs';
+import { makeDirs } from '../config/safe-files.js';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 

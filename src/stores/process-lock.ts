@@ -1,5 +1,5 @@
-import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { makeDirs, readRegularFile } from '../config/read-small-file.js';
+import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { makeDirs, readRegularFile } from '../config/safe-files.js';
 import { dirname } from 'node:path';
 import { ConfigError, pathFailure } from '../errors.js';
 

@@ -1,5 +1,5 @@
 import { closeSync, constants, fstatSync, readSync } from 'node:fs';
-import { openRegularFile } from '../../config/read-small-file.js';
+import { openRegularFile } from '../../config/safe-files.js';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../schema/terminal-record.js';
 import { finishReasonOf } from './stream-observer.js';
 

@@ -1,13 +1,12 @@
-import { closeSync, constants, existsSync, fstatSync, mkdirSync, readSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { makeDirs, openRegularFile } from '../../config/read-small-file.js';
+import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { makeDirs, openRegularFile, writeNewFile } from '../../config/safe-files.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
 import { scanDecisionFiles, type Decision } from './decision-lines.js';
 
-/** Total bytes one lookup may read from the retained files. */
 /** The log is opened to append (`a+`); never a FIFO or a device, which could block every write. */
 const APPEND_FLAGS = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT;
-
+/** Total bytes one lookup may read from the retained files. */
 export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
 
 /** How long a finished record may wait in memory for the next grouped write (ms). */
@@ -103,10 +102,7 @@ export class DecisionLog {
   markUnclean(): void {
     this.recordsMayBeMissing = true;
     try {
-      // Made anew (`wx`): whatever was left in its place, a FIFO included, is never opened.
-      const mark = `${this.path}.unclean`;
-      rmSync(mark, { force: true });
-      writeFileSync(mark, 'a router using this decision log was killed; records of its last requests may be missing\n', { mode: 0o600, flag: 'wx' });
+      writeNewFile(`${this.path}.unclean`, 'a router using this decision log was killed; records of its last requests may be missing\n');
     } catch {
       // in memory at least, for this process
     }

@@ -1,5 +1,5 @@
-import { existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { readRegularFile } from '../../config/read-small-file.js';
+import { existsSync, renameSync, rmSync, statSync } from 'node:fs';
+import { readRegularFile, writeNewFile } from '../../config/safe-files.js';
 import type { Logger } from 'pino';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import { ALIAS_PATTERN } from '../../config/router-config.js';
@@ -81,9 +81,7 @@ export class InflightJournal {
         };
         text += JSON.stringify(e) + '\n';
       }
-      // Made anew (`wx`): whatever was left in its place, a FIFO included, is never opened.
-      rmSync(tmp, { force: true });
-      writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+      writeNewFile(tmp, text);
       renameSync(tmp, this.path);
       this.written = version;
       this.failed = false;

@@ -195,60 +195,61 @@ export async function pipeUpstream(
       } catch {
         // upstream failed, timed out, or we aborted it because the client left
       }
-      if (x.obs.done && !x.obs.failed) {
-        a.upstreamPromptTokens = x.obs.promptTokens;
-        a.upstreamCompletionTokens = x.obs.completionTokens;
-        x.outcome = 'success';
-        return;
+      if (!x.obs.done) {
+        // The engine's stream ended (not cut, failed or left by the client) with an event it did
+        // not close (`data: [DONE]` and no empty line): read as if it had, and relayed when it
+        // is the end of the answer (anything else is not an answer that ended well: the stream
+        // fails, and the client never gets half an event run into the router's error event).
+        const ended = upBody.readableEnded;
+        if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
+          x.obs.sseChunk(carry, performance.now());
+          const doneWithin = x.obs.done;
+          x.obs.sseEnd();
+          if (x.obs.done) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
+        } else if (ended) x.obs.sseEnd();
+        x.upstreamEndAt = performance.now();
       }
-      // The engine's stream ended (not cut, failed or left by the client).
-      const ended = upBody.readableEnded;
-      if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
-        // The engine ended with an event it did not close (`data: [DONE]` and no empty line):
-        // read as if it had, and relayed when it is the end of the answer (anything else is
-        // not an answer that ended well: the stream fails, and the client never gets half an
-        // event run into the router's error event).
-        x.obs.sseChunk(carry, performance.now());
-        const doneWithin = x.obs.done;
-        x.obs.sseEnd();
-        if (x.obs.done && !x.obs.failed) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
-      } else if (ended) x.obs.sseEnd();
-      x.upstreamEndAt = performance.now();
       a.upstreamPromptTokens = x.obs.promptTokens;
       a.upstreamCompletionTokens = x.obs.completionTokens;
+      // (The observer reads nothing after `[DONE]` or a failure: done means the answer is whole.)
+      if (x.obs.done) {
+        x.outcome = 'success';
+        // Ended at `[DONE]` in the loop already, or now after an unclosed last `[DONE]`.
+        if (!res.writableEnded) {
+          begin();
+          res.end();
+        }
+        return;
+      }
       if (clientGone()) {
         // Status stays 0 when nothing was relayed: the client was sent nothing.
         x.outcome = 'disconnected';
         upBody.destroy();
         return;
       }
-      if (x.obs.done && !x.obs.failed) {
-        x.outcome = 'success';
-        begin();
-      } else if (!res.headersSent) {
+      if (!res.headersSent) {
         // Nothing was relayed (the engine's first word was an error, it ended or stalled
         // before its first whole event, or the router is stopping): the client gets the plain
         // problem a buffered request gets, with the status that says why.
         upBody.destroy();
         refuse(x, res, cutOf(timedOut, ctx.stopping.value));
         return;
-      } else {
-        upBody.destroy();
-        x.outcome = timedOut ? 'timeout' : 'error';
-        // Cut by a graceful stop, not failed by the engine: the record's finish says the router
-        // cancelled it (diagnosis reads `router_ended`), since its status is the stream's 200.
-        if (!timedOut && ctx.stopping.value) x.finishOverride = 'cancelled';
-        if (res.writableNeedDrain) {
-          // A client that stopped reading cannot be told: the connection is closed, and the
-          // request ends now (its admission slot is released), not when the client leaves.
-          res.destroy();
-          return;
-        }
-        // The stream's status line goes out with the error event.
-        x.statusCode = status;
-        begin();
-        res.write(timedOut ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
       }
+      upBody.destroy();
+      x.outcome = timedOut ? 'timeout' : 'error';
+      // Cut by a graceful stop, not failed by the engine: the record's finish says the router
+      // cancelled it (diagnosis reads `router_ended`), since its status is the stream's 200.
+      if (!timedOut && ctx.stopping.value) x.finishOverride = 'cancelled';
+      if (res.writableNeedDrain) {
+        // A client that stopped reading cannot be told: the connection is closed, and the
+        // request ends now (its admission slot is released), not when the client leaves.
+        res.destroy();
+        return;
+      }
+      // The stream's status line goes out with the error event.
+      x.statusCode = status;
+      begin();
+      res.write(timedOut ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
       res.end();
       return;
     }
