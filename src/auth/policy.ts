@@ -141,12 +141,16 @@ function resolveCredential(c: PolicyFile['clients'][number], env: NodeJS.Process
   let token: string | undefined;
   if (hasEnv) {
     token = env[c.credential_env!];
-    if (!token) throw new ConfigError(`authorization policy: client "${c.id}": environment variable ${c.credential_env} is not set`);
+    if (!token?.trim()) throw new ConfigError(`authorization policy: client "${c.id}": environment variable ${c.credential_env} ${token === undefined ? 'is not set' : 'is empty'}`);
   } else {
+    const file = resolve(baseDir, c.credential_file!);
     try {
-      token = readSmallFile(resolve(baseDir, c.credential_file!), 64 * 1024).trim();
-    } catch {
-      throw new ConfigError(`authorization policy: client "${c.id}": credential file is not readable`);
+      token = readSmallFile(file, 64 * 1024).trim();
+    } catch (err) {
+      // What is wrong with the file is named (the client is, too; the path is in its policy).
+      const code = (err as { code?: unknown })?.code;
+      const why = code === 'ENOTREG' || code === 'EISDIR' ? 'is not a regular file' : code === 'ENOENT' ? 'does not exist' : 'is not readable';
+      throw new ConfigError(`authorization policy: client "${c.id}": credential_file ${why}`);
     }
     if (!token) throw new ConfigError(`authorization policy: client "${c.id}": credential file is empty`);
   }

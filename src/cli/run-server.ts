@@ -57,7 +57,7 @@ function describeStartError(err: unknown): { line: string; code: number } {
   // A file or folder the process cannot use (permissions, a file where a folder belongs): named.
   const path = (err as { path?: unknown })?.path;
   if (typeof sysCode === 'string' && typeof path === 'string' && path.length < 4096 && !/[\u0000-\u001f\u007f]/.test(path)) {
-    return { line: `cannot use ${path} (${sysCode})`, code: EXIT.failure };
+    return { line: `cannot use ${path} (${sysCode === 'ENOTREG' ? 'not a regular file' : sysCode})`, code: EXIT.failure };
   }
   if (err instanceof SvcError) return { line: `cannot start: ${err.message}`, code: EXIT.failure };
   return { line: 'cannot start (see the log)', code: EXIT.failure };

@@ -1,6 +1,7 @@
-import { makeDirs } from './safe-files.js';
+import { ErrorCode, SvcError } from '../errors.js';
+import { makeDirs, readRegularFile } from './safe-files.js';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -22,10 +23,18 @@ export interface LocalCredentials {
   readonly policyFile: string;
 }
 
+/**
+ * The credential in `path`, made there on first run. Thrown when: the path is no regular file
+ * (a directory, a FIFO: named, never waited on) or holds no credential (SvcError naming it).
+ */
 function ensureSecret(path: string): string {
   if (!existsSync(path)) writeFileSync(path, randomBytes(24).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+  const secret = readRegularFile(path).trim();
+  if (!/^[\x21-\x7e]{1,4096}$/.test(secret)) {
+    throw new SvcError(ErrorCode.UNAVAILABLE, `${path} holds no usable credential (1-4096 printable ASCII characters); remove it and a new one is made`);
+  }
   chmodSync(path, 0o600);
-  return readFileSync(path, 'utf8').trim();
+  return secret;
 }
 
 /**

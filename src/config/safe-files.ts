@@ -20,7 +20,7 @@ export function openRegularFile(path: string, flags: number, mode?: number): num
   } finally {
     if (!regular) closeSync(fd);
   }
-  if (!regular) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
+  if (!regular) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG', path });
   return fd;
 }
 

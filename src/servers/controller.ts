@@ -75,7 +75,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
     // list (key rotation), the first key is the one jobs send.
     const key = (env[cfg.router.keyEnv] ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
-    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) is not set`);
+    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${env[cfg.router.keyEnv] === undefined ? 'is not set' : 'holds no key'}`);
     routerTarget = { url: cfg.router.url, key };
   }
   // One controller per state directory: a second one would mark the first one's running jobs

@@ -51,7 +51,7 @@ export function telemetryGate(o: DashboardOptions, env: NodeJS.ProcessEnv): Tele
   }
   if (!ENV_NAME_RE.test(o.authEnv)) throw new ConfigError('--auth-env must be an environment variable name');
   const token = env[o.authEnv]?.trim() ?? '';
-  if (token === '') throw new ConfigError(`--auth-env: environment variable ${o.authEnv} is not set`);
+  if (token === '') throw new ConfigError(`--auth-env: environment variable ${o.authEnv} ${env[o.authEnv] === undefined ? 'is not set' : 'is empty'}`);
   if (!TOKEN_RE.test(token)) throw new ConfigError(`--auth-env: environment variable ${o.authEnv} is not a valid credential`);
   return new TelemetryGate(token);
 }

@@ -172,7 +172,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     let apiKey: string | undefined;
     if (m.upstreamApiKeyEnv) {
       apiKey = env[m.upstreamApiKeyEnv];
-      if (!apiKey) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not set`);
+      if (!apiKey?.trim()) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") ${apiKey === undefined ? 'is not set' : 'is empty'}`);
       // Sent as `Authorization: Bearer <key>`: one a header cannot carry would fail every request.
       apiKey = apiKey.trim();
       if (!isCredentialText(apiKey)) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not 1-4096 printable ASCII characters without spaces`);

@@ -18,7 +18,7 @@ export async function openBus(nats: NatsConnection | undefined, env: NodeJS.Proc
   const secret = (v: string | undefined): string | undefined => {
     if (v === undefined) return undefined;
     const value = env[v];
-    if (!value) throw new ConfigError(`environment variable ${v} is not set`);
+    if (!value) throw new ConfigError(`environment variable ${v} ${value === undefined ? 'is not set' : 'is empty'}`);
     return value;
   };
   return connectNatsBus({

@@ -41,6 +41,11 @@ describe('authorization policy', () => {
     ['extra member', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\ntoken = "inline"\n', /invalid member/],
     ['not toml', '[[clients]\n', /not valid TOML/],
   ];
+  it('says a credential variable that is set but empty is empty, not unset', () => {
+    const p = writeTestPolicy();
+    writeFileSync(join(p.dir, 'empty.toml'), '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "EMPTY_VAR_XYZ"\n');
+    assert.throws(() => AuthorizationPolicy.load(join(p.dir, 'empty.toml'), { EMPTY_VAR_XYZ: ' ' }), /client "a": environment variable EMPTY_VAR_XYZ is empty/);
+  });
   for (const [name, text, re] of broken) {
     it(`refuses to start on ${name}, without echoing a secret`, () => {
       const p = writeTestPolicy();

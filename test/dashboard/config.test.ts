@@ -55,6 +55,8 @@ describe('dashboard options: the telemetry gate', () => {
 
   it('refuses to start when the named variable is unset or not a credential, without echoing a value', () => {
     assert.throws(() => telemetryGate({ ...base, authEnv: 'NOPE' }, {}), /NOPE is not set/);
+    // Set but empty is told apart from unset: the operator exported it, with nothing in it.
+    assert.throws(() => telemetryGate({ ...base, authEnv: 'NOPE' }, { NOPE: '  ' }), /NOPE is empty/);
     assert.throws(() => telemetryGate({ ...base, authEnv: 'BAD' }, { BAD: 'two words' }), (e: Error) => !e.message.includes('two words'));
     assert.throws(() => telemetryGate({ ...base, authEnv: 'not-a-name' }, {}), ConfigError);
     const gate = telemetryGate({ ...base, authEnv: 'T' }, { T: 'tele-secret' });

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo } from 'node:net';
@@ -146,6 +147,21 @@ describe('svc-serving up with a home it cannot use, or one made by its owner', (
     const r = await runCli(['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { SVC_SERVING_HOME: '/proc/svc-no-such-home' }, { timeoutMs: 15_000 });
     assert.equal(r.code, 1, r.stderr);
     assert.equal(r.stderr.trim(), 'svc-serving up: cannot use /proc/svc-no-such-home (ENOENT)');
+  });
+
+  it('a credential path that is a directory or a FIFO, or an empty credential file: exit 1 naming the file, never a hang or "see the log"', async () => {
+    const cases: [string, (path: string) => void, RegExp][] = [
+      ['reader.token', (p) => mkdirSync(p), /^svc-serving up: cannot use .*\/reader\.token \(not a regular file\)$/],
+      ['reader.token', (p) => execFileSync('mkfifo', [p]), /^svc-serving up: cannot use .*\/reader\.token \(not a regular file\)$/],
+      ['router.key', (p) => writeFileSync(p, '\n'), /^svc-serving up: cannot start: .*\/router\.key holds no usable credential .*remove it and a new one is made$/],
+    ];
+    for (const [name, make, expected] of cases) {
+      const home = mkdtempSync(join(tmpdir(), 'svc-up-cred-'));
+      make(join(home, name));
+      const r = await runCli(['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { SVC_SERVING_HOME: home }, { timeoutMs: 15_000 });
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr.trim(), expected);
+    }
   });
 
   it('an existing home keeps its own mode (the credential files in it are 0600)', async () => {

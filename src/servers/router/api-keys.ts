@@ -13,7 +13,7 @@ export class DataPlaneKeys {
   static fromEnv(name: string, env: NodeJS.ProcessEnv): DataPlaneKeys {
     const raw = env[name];
     const keys = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0);
-    if (keys.length === 0) throw new ConfigError(`router configuration: environment variable ${name} holds no data-plane key`);
+    if (keys.length === 0) throw new ConfigError(`router configuration: environment variable ${name} ${raw === undefined ? 'is not set' : 'holds no data-plane key'}`);
     // A key no Authorization header can carry would authenticate nobody.
     if (!keys.every(isCredentialText)) throw new ConfigError(`router configuration: environment variable ${name} holds a key that is not 1-4096 printable ASCII characters without spaces`);
     return new DataPlaneKeys(new Set(keys.map(digest)));
