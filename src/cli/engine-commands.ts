@@ -26,7 +26,7 @@ export function registerEngineCommands(program: Command): void {
     .option('--token-delay-ms <n>', 'milliseconds between tokens (0: all at once)', integer(0), 10)
     .option('--tokens <n>', 'tokens per completion', integer(0), 32)
     .option('--model <name>', 'the one served model name', modelName, 'sim-model')
-    .option('--max-model-len <n>', 'context length for the prompt + max_tokens check', integer(1), 8192)
+    .option('--max-model-len <n>', 'context length: prompt + max_tokens, and each embeddings input or rerank query+document, are checked against it', integer(1), 8192)
     .addHelpText('after', DIRECTIVES_HELP)
     .action(async (flags: SimFlags) => {
       await runServer('engine sim', async (logger) =>

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { checkModel, type SimContext } from './engine-sim-generate.js';
+import { checkModel, inputContextError, type SimContext } from './engine-sim-generate.js';
 import { estimateTokens, sendBody, sendError, sendJson, type SimResponse } from './engine-sim-http.js';
 
 const DIMENSIONS = 8;
@@ -17,9 +17,16 @@ export function handleEmbeddings(ctx: SimContext, req: IncomingMessage, res: Sim
     sendError(req, res, 400, "encoding_format must be 'float' or 'base64'", 'invalid_request_error', null, 'encoding_format');
     return;
   }
+  // Each input is one sequence: one longer than the context is refused, as vLLM refuses it.
+  const counts = inputs.map((input) => (typeof input === 'string' ? estimateTokens(input.length) : Math.max(1, input.length)));
+  const longest = counts.reduce((m, n) => Math.max(m, n), 0);
+  if (longest > ctx.opts.maxModelLen) {
+    sendJson(req, res, 400, inputContextError(ctx.opts.maxModelLen, longest, 'embedding generation'));
+    return;
+  }
   let tokens = 0;
   const data = inputs.map((input, index) => {
-    tokens += typeof input === 'string' ? estimateTokens(input.length) : Math.max(1, input.length);
+    tokens += counts[index]!;
     const vec = vectorOf(typeof input === 'string' ? input : input.join(','));
     // The openai SDK asks for base64 by default: little-endian float32, as OpenAI sends it.
     const embedding = format === 'base64' ? Buffer.from(vec.buffer, vec.byteOffset, vec.byteLength).toString('base64') : Array.from(vec);
@@ -75,6 +82,12 @@ export function handleRerank(ctx: SimContext, req: IncomingMessage, res: SimResp
   }
   if (topN !== undefined && topN !== null && (typeof topN !== 'number' || !Number.isInteger(topN) || topN < 0)) {
     sendError(req, res, 400, "'top_n' must be a non-negative integer", 'invalid_request_error', null, 'top_n');
+    return;
+  }
+  // Each query and document pair is one sequence, bounded by the context as in vLLM.
+  const longest = docs.reduce((m, text) => Math.max(m, estimateTokens(query.length) + estimateTokens(text.length)), 0);
+  if (longest > ctx.opts.maxModelLen) {
+    sendJson(req, res, 400, inputContextError(ctx.opts.maxModelLen, longest, 'score'));
     return;
   }
   const words = new Set(query.toLowerCase().split(/\W+/).filter((w) => w.length > 0));

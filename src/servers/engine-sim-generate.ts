@@ -272,13 +272,18 @@ function pickName(v: { function?: { name?: unknown } } | undefined): string | un
 
 /** vLLM's context-length rejection (its flat error object, not OpenAI's envelope). */
 function contextError(maxLen: number, requested: number, promptTokens: number): string {
-  return JSON.stringify({
-    object: 'error',
-    message: `This model's maximum context length is ${maxLen} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages, ${requested - promptTokens} in the completion). Please reduce the length of the messages or completion.`,
-    type: 'BadRequestError',
-    param: null,
-    code: 400,
-  });
+  return vllmBadRequest(
+    `This model's maximum context length is ${maxLen} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages, ${requested - promptTokens} in the completion). Please reduce the length of the messages or completion.`,
+  );
+}
+
+/** vLLM's rejection of an input longer than the context on a pooling route (embeddings, rerank). */
+export function inputContextError(maxLen: number, tokens: number, what: string): string {
+  return vllmBadRequest(`This model's maximum context length is ${maxLen} tokens. However, you requested ${tokens} tokens in the input for ${what}. Please reduce the length of the input.`);
+}
+
+function vllmBadRequest(message: string): string {
+  return JSON.stringify({ object: 'error', message, type: 'BadRequestError', param: null, code: 400 });
 }
 
 const FAILURE_TYPES: Readonly<Record<number, string>> = {

@@ -239,6 +239,14 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(r.usage.prompt_source, 'upstream');
     assert.equal(r.usage.completion_source, 'unknown');
 
+    // An input longer than the engine's context: the router's context problem, recorded as rejected.
+    const tooLong = await post('/v1/embeddings', { model: 'embedder', input: 'word '.repeat(8000) });
+    await assertProblem(tooLong, 400, 'context-length-exceeded');
+    r = await record(gidOf(tooLong));
+    assert.equal(r.route, 'embeddings');
+    assert.equal(r.outcome, 'rejected');
+    assert.equal(r.status_code, 400);
+
     const rr = await post('/v1/rerank', { model: 'embedder', query: 'red fox', documents: ['a red fox', 'a blue whale'] });
     assert.equal(rr.status, 200);
     const ranked = (await rr.json()) as { results: { index: number }[] };

@@ -206,6 +206,22 @@ describe('engine sim', () => {
     assert.equal((await post('/v1/embeddings', { input: '' })).status, 400);
   });
 
+  it('embeddings and rerank refuse an input longer than --max-model-len as vLLM does (400, its context message)', async () => {
+    // 256 tokens of context; the sim counts a token per 4 characters.
+    const long = 'x'.repeat(4 * 300);
+    for (const res of [
+      await post('/v1/embeddings', { model: MODEL, input: ['short', long] }),
+      await post('/v1/embeddings', { model: MODEL, input: [Array.from({ length: 257 }, () => 1)] }),
+      await post('/v1/rerank', { model: MODEL, query: 'q', documents: ['fine', long] }),
+    ]) {
+      assert.equal(res.status, 400);
+      const body = await json(res);
+      assert.equal(body.object, 'error');
+      assert.match(body.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens in the input for (embedding generation|score)\./);
+    }
+    assert.equal((await post('/v1/embeddings', { model: MODEL, input: 'x'.repeat(4 * 256) })).status, 200);
+  });
+
   it('rerank: results ordered by relevance, top_n honoured', async () => {
     const res = await post('/v1/rerank', { model: MODEL, query: 'red apple', documents: ['blue sky', 'a red apple', 'red car'], top_n: 2 });
     const body = await json(res);
