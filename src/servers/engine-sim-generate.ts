@@ -27,8 +27,9 @@ const DEFAULT_TOOL = 'sim_tool';
  */
 export function checkModel(ctx: SimContext, req: IncomingMessage, res: SimResponse, model: unknown): boolean {
   if (model === undefined || model === null || model === ctx.opts.model) return true;
-  const name = typeof model === 'string' ? model.slice(0, 256) : String(typeof model);
-  sendError(req, res, 404, `The model \`${name}\` does not exist or you do not have access to it.`, 'invalid_request_error', 'model_not_found', 'model');
+  // A model that is no string is a malformed request (400, as vLLM's validation answers), not an unknown model.
+  if (typeof model !== 'string') sendError(req, res, 400, "'model' must be a string", 'invalid_request_error', null, 'model');
+  else sendError(req, res, 404, `The model \`${model.slice(0, 256)}\` does not exist or you do not have access to it.`, 'invalid_request_error', 'model_not_found', 'model');
   return false;
 }
 

@@ -222,6 +222,13 @@ describe('engine sim', () => {
     assert.equal((await post('/v1/embeddings', { model: MODEL, input: 'x'.repeat(4 * 256) })).status, 200);
   });
 
+  it('a model that is no string is a 400 naming the member, not an unknown model', async () => {
+    const res = await post('/v1/chat/completions', { model: 7, messages: [{ role: 'user', content: 'x' }] });
+    assert.equal(res.status, 400);
+    assert.equal((await json(res)).error.param, 'model');
+    assert.equal((await post('/v1/embeddings', { model: 'other', input: 'x' })).status, 404);
+  });
+
   it('rerank: results ordered by relevance, top_n honoured', async () => {
     const res = await post('/v1/rerank', { model: MODEL, query: 'red apple', documents: ['blue sky', 'a red apple', 'red car'], top_n: 2 });
     const body = await json(res);
