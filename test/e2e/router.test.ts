@@ -252,6 +252,17 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(typeof r.time_to_first_content_ms, 'number');
   });
 
+  it('a large event arriving in many small reads (its CRLF end split between two) is relayed whole, once: success', async () => {
+    const res = await chat('answer-big-trickle', { stream: true }, {}, 'recorded');
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.equal((text.match(/B/g) ?? []).length, 600 * 1024);
+    assert.match(text, /"content":"B{614400}"\}[^]*\r\n\r\ndata: [^]*"finish_reason":"stop"[^]*\n\ndata: \[DONE\]\n\n$/);
+    const r = await record(gidOf(res));
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['success', 200, 'stop']);
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [1, 'estimated']);
+  });
+
   it('an SSE line longer than the router reads before relaying (1 MiB) ends the stream as a failure, never relayed', async () => {
     const res = await chat('answer-long-error', { stream: true }, {}, 'recorded');
     assert.equal(res.status, 200);

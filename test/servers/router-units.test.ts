@@ -222,6 +222,12 @@ describe('stream observer', () => {
     assert.equal(at('data: a'), 0);
     assert.equal(at('\n'), 1);
     assert.equal(at(''), 0);
+    // Only ends at or after `from` (the bytes before it were searched already).
+    const from = (s: string, f: number): number => lastEventEnd(Buffer.from(s, 'latin1'), f);
+    assert.equal(from('data: a\r\n\n', 8), 10, 'a CRLF split across reads, then the empty line');
+    assert.equal(from('data: a\r\n', 8), 0);
+    assert.equal(from('data: a\n\ndata: b', 9), 0, 'an end before `from` is not looked at');
+    assert.equal(from('data: a\n\ndata: b\n\n', 12), 18);
   });
 
   it('dates first content by the arrival time it is given (observed after relaying), else by its clock', () => {

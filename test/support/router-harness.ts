@@ -401,6 +401,23 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         setTimeout(() => res.end(cr({ content: 'there' }, null) + cr({}, 'stop') + 'data: [DONE]\r\r'), 400);
         return;
       }
+      if (stream && body.includes('answer-big-trickle')) {
+        // One large content event (600 KiB, under the 1 MiB the router holds) written in 4 KiB
+        // pieces, its closing CRLF split between two of them, then [DONE].
+        res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
+        const big = Buffer.from(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'B'.repeat(600 * 1024) }, finish_reason: null }] })}\r\n\r`);
+        let at = 0;
+        const next = (): void => {
+          if (res.destroyed) return;
+          if (at < big.length) {
+            res.write(big.subarray(at, at + 4096));
+            at += 4096;
+            setImmediate(next);
+          } else res.end(`\ndata: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`);
+        };
+        next();
+        return;
+      }
       if (stream && body.includes('answer-long-error')) {
         // One content event, then an error line longer than the router holds back (1 MiB).
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });

@@ -145,7 +145,11 @@ export async function pipeUpstream(
       // every event is read by the observer before any byte of it reaches the client, and an
       // engine's error (raw text) is never relayed, even when it arrives split across reads or
       // lines.
-      let carry: Buffer | undefined;
+      // The bytes of an unfinished event, in a buffer that grows by doubling (a large event that
+      // arrives in many small reads is copied O(n) times in all, not once per read), and only
+      // the new bytes are searched for its end. Never written again once any of it is relayed.
+      let held: Buffer | undefined;
+      let heldLen = 0;
       try {
         // Leaving the loop does not destroy the body: every way out but `[DONE]` destroys it
         // below; after `[DONE]` the rest of it is drained.
@@ -153,15 +157,35 @@ export async function pipeUpstream(
           if (a.phase !== 'streaming') ctx.registry.setPhase(a, 'streaming');
           a.lastUpstreamAt = Date.now();
           const at = performance.now();
-          let chunk = carry === undefined ? part : Buffer.concat([carry, part]);
-          carry = undefined;
+          let chunk = part;
+          let from = 0;
+          if (heldLen > 0) {
+            if (held!.length < heldLen + part.length) {
+              const grown = Buffer.allocUnsafe(Math.max(heldLen + part.length, held!.length * 2));
+              held!.copy(grown, 0, 0, heldLen);
+              held = grown;
+            }
+            part.copy(held!, heldLen);
+            from = heldLen;
+            heldLen += part.length;
+            chunk = held!.subarray(0, heldLen);
+          }
           let overlong = false;
-          const end = lastEventEnd(chunk);
+          const end = lastEventEnd(chunk, from);
           if (end < chunk.length) {
             overlong = chunk.length - end > MAX_HELD_EVENT;
-            if (!overlong) carry = chunk.subarray(end);
+            if (overlong) heldLen = 0;
+            else if (end === 0) {
+              // Still no whole event: all of it is held (where it already is, when it was held).
+              if (from === 0) held = chunk;
+              heldLen = chunk.length;
+            } else {
+              // What comes before is relayed from this buffer: the rest moves to a new one.
+              held = Buffer.from(chunk.subarray(end));
+              heldLen = held.length;
+            }
             chunk = chunk.subarray(0, end);
-          }
+          } else heldLen = 0;
           if (chunk.length > 0) x.obs.sseChunk(chunk, at);
           // What came before the overlong event is relayed (when nothing before it failed), then
           // the stream ends as the engine's failure.
@@ -201,6 +225,7 @@ export async function pipeUpstream(
         // is the end of the answer (anything else is not an answer that ended well: the stream
         // fails, and the client never gets half an event run into the router's error event).
         const ended = upBody.readableEnded;
+        const carry = heldLen > 0 ? held!.subarray(0, heldLen) : undefined;
         if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
           x.obs.sseChunk(carry, performance.now());
           const doneWithin = x.obs.done;
@@ -315,10 +340,11 @@ function discard(): void {
 
 /**
  * Index just past the last empty line of `b` (the end of its last whole SSE event), or 0 when
- * it has none. Lines end at LF, CR or CRLF. `b` starts where an event may start.
+ * it has none. Lines end at LF, CR or CRLF. `b` starts where an event may start. With `from`,
+ * only empty lines that end at or after it are looked for (`b` before it held no event end).
  */
-export function lastEventEnd(b: Buffer): number {
-  for (let i = b.length - 1; i >= 0; i--) {
+export function lastEventEnd(b: Buffer, from = 0): number {
+  for (let i = b.length - 1; i >= from; i--) {
     const c = b[i];
     if (c !== 0x0a && c !== 0x0d) continue;
     // Where this line ending starts (CRLF is one).
