@@ -115,10 +115,13 @@ export class LifecycleClient {
       // silently with exit 0): Ctrl-C and end of input abort it instead.
       let interrupted = false;
       const asked = new AbortController();
-      rl.once('SIGINT', () => {
+      const interrupt = (): void => {
         interrupted = true;
         asked.abort();
-      });
+      };
+      rl.once('SIGINT', interrupt);
+      // A SIGINT sent to the process (`kill -INT`, not the keystroke) is the same interruption.
+      process.once('SIGINT', interrupt);
       rl.once('close', () => asked.abort());
       let answer = '';
       try {
@@ -126,6 +129,7 @@ export class LifecycleClient {
       } catch {
         // the prompt was closed (Ctrl-C, Ctrl-D, end of input): nothing was answered
       } finally {
+        process.off('SIGINT', interrupt);
         rl.close();
       }
       if (interrupted) {

@@ -1,6 +1,7 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { sendJson, startFake, type FakeServer } from './fake-servers.js';
 import { runCli } from './run-cli.js';
 import { CLI } from '../support/processes.js';
@@ -9,6 +10,18 @@ import { CLI } from '../support/processes.js';
  * Runs the CLI on a pseudo-terminal (util-linux `script`), types `keys` once the confirmation
  * prompt shows, and returns its exit code and what the terminal showed.
  */
+/** The process IDs below `pid` (its children, theirs, ...), from /proc. */
+function descendants(pid: number): number[] {
+  let kids: number[] = [];
+  try {
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x.length > 0).map(Number);
+  } catch {
+    // gone
+  }
+  return kids.flatMap((k) => [k, ...descendants(k)]);
+}
+
+/** Runs the CLI on a pseudo-terminal; at the prompt types `keys`, or with a signal name sends it to the CLI's process. */
 async function atPrompt(args: string[], env: Record<string, string>, keys: string): Promise<{ code: number | null; out: string }> {
   const cmd = [process.execPath, CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
   const child = spawn('script', ['-qec', cmd, '/dev/null'], { env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', TERM: 'dumb', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -20,7 +33,10 @@ async function atPrompt(args: string[], env: Record<string, string>, keys: strin
     out += d.toString();
     if (!typed && out.includes('Proceed? [y/N]')) {
       typed = true;
-      child.stdin.write(keys);
+      if (keys === 'SIGINT') {
+        // The CLI itself (not the terminal's line discipline) gets the signal, as from `kill -INT`.
+        for (const pid of descendants(child.pid!)) if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node') process.kill(pid, 'SIGINT');
+      } else child.stdin.write(keys);
     }
   });
   const code = await exited;
@@ -65,13 +81,16 @@ describe('lifecycle commands against a misbehaving controller', () => {
     assert.ok(!r.stderr.includes('x'.repeat(301)), 'long lines are cut');
   });
 
-  it('at the confirmation prompt on a terminal: Ctrl-C is "not started" with exit 130, "n" is "not started" with exit 0; nothing is applied', async () => {
+  it('at the confirmation prompt on a terminal: Ctrl-C (or kill -INT) is "not started" with exit 130, "n" is "not started" with exit 0; nothing is applied', async () => {
     const s = await controller(['run it'], () => [200, { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} }]);
     const args = ['bench', 'run', '--controller-url', s.url, '--auth-env', 'TOK', '--alias', 'm'];
     const ctrlC = await atPrompt(args, { TOK: token }, '\u0003');
     assert.equal(ctrlC.code, 130, ctrlC.out);
     assert.match(ctrlC.out, /Not started \(interrupted\)/);
     assert.doesNotMatch(ctrlC.out, /unexpected failure/);
+    const killed = await atPrompt(args, { TOK: token }, 'SIGINT');
+    assert.equal(killed.code, 130, killed.out);
+    assert.match(killed.out, /Not started \(interrupted\)/);
     const no = await atPrompt(args, { TOK: token }, 'n\r');
     assert.equal(no.code, 0, no.out);
     assert.match(no.out, /Not started\./);
