@@ -172,6 +172,8 @@ export class RouterRegistry {
     const found: Decision[] = [];
     const seen = new Set<string>();
     let oldestFound = Number.POSITIVE_INFINITY;
+    // A retained record older than the window: records rotation deleted are older still.
+    let reachedOlder = false;
     const outside = (ms: number): void => {
       if (ms > this.outsideNewestMs) this.outsideNewestMs = ms;
     };
@@ -179,7 +181,10 @@ export class RouterRegistry {
     try {
       result = log.scan((d) => {
         const ms = parseTimestamp(d.record.finished_at);
-        if (!(ms >= horizon)) return true; // newest first: the rest is older than the window
+        if (!(ms >= horizon)) {
+          reachedOlder = true;
+          return true; // newest first: the rest is older than the window
+        }
         if (found.length >= cap) {
           outside(ms);
           return true;
@@ -200,8 +205,10 @@ export class RouterRegistry {
       outside(now);
       return 0;
     }
-    // The budget stopped the scan: older records of the day may be there, uncounted.
-    if (result.truncated) outside(Number.isFinite(oldestFound) ? oldestFound : now);
+    // The budget stopped the scan: older records of the day may be there, uncounted. Or
+    // rotation deleted records (this log's or a previous process's), and nothing retained
+    // says they were older than the day: they may have been of it.
+    if (result.truncated || (log.recordsDeleted && !reachedOlder)) outside(Number.isFinite(oldestFound) ? oldestFound : now);
     for (let i = found.length - 1; i >= 0; i--) {
       const d = found[i]!;
       this.hold(d.gid!, d.record, parseTimestamp(d.record.finished_at));

@@ -63,6 +63,55 @@ describe('router registry: the window across evictions and restarts', () => {
     a.log.close();
   });
 
+  it('records a rotation deleted are of unknown number after a restart (null, not 0), kept known when decision_log_max_files grows; exact again once a retained record is older than the day', () => {
+    const now = Date.now();
+    const path = join(mkdtempSync(join(tmpdir(), 'svc-restore-rot-')), 'd.jsonl');
+    const size = Buffer.byteLength(JSON.stringify(rec({ request_id: gid(1) }))) + 60;
+    const run = (maxFiles: number, finish: [number, number][]) => {
+      const log = new DecisionLog(path, size * 4, maxFiles);
+      log.open();
+      const reg = new RouterRegistry({ host: 'node-a', bufferSize: 100, log });
+      for (const [n, at] of finish) {
+        const a = active(n, at - 10);
+        reg.begin(a);
+        reg.finish(a, rec({ request_id: gid(n), started_at: new Date(at - 10).toISOString(), finished_at: new Date(at).toISOString() }), at);
+      }
+      log.flush();
+      return { log, reg };
+    };
+    // 14 requests of the last hour through one file of 4 records: 10 of them are deleted.
+    const first = run(1, Array.from({ length: 14 }, (_, i) => [i + 1, now - HOUR + i * 1000] as [number, number]));
+    assert.equal(first.reg.workloadRecords(now, 1000).omitted, 0, 'all 14 are still in the ring');
+    first.log.close();
+    // Restarted with more files allowed: that records were deleted is still known.
+    const second = run(3, []);
+    assert.equal(second.log.recordsDeleted, true);
+    assert.ok(second.reg.restore(now) <= 4);
+    assert.equal(second.reg.workloadRecords(now, 1000).omitted, null, 'ten records of the day are gone');
+    second.log.close();
+
+    // A log whose retained records reach back past the day: what rotation deleted is older still.
+    const old = join(mkdtempSync(join(tmpdir(), 'svc-restore-rot-')), 'd.jsonl');
+    const log = new DecisionLog(old, size * 20, 2);
+    log.open();
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 100, log });
+    for (let n = 1; n <= 63; n++) {
+      const at = n <= 60 ? now - 30 * HOUR + n : now - HOUR + n;
+      const a = active(n, at - 10);
+      reg.begin(a);
+      reg.finish(a, rec({ request_id: gid(n), started_at: new Date(at - 10).toISOString(), finished_at: new Date(at).toISOString() }), at);
+      log.flush();
+    }
+    log.close();
+    const again = new DecisionLog(old, size * 20, 2);
+    again.open();
+    assert.equal(again.recordsDeleted, true);
+    const reg2 = new RouterRegistry({ host: 'node-a', bufferSize: 100, log: again });
+    assert.equal(reg2.restore(now), 3);
+    assert.equal(reg2.workloadRecords(now, 1000).omitted, 0, 'the day is whole: the deleted records were older');
+    again.close();
+  });
+
   it('a restart refills the window from the decision log: newest first, lookups served from memory again', () => {
     const now = Date.now();
     const a = setup(5);

@@ -89,12 +89,25 @@ export class DecisionLog {
     this.size = fstatSync(this.fd).size;
     // Every file slot in use (with one file: any content): an earlier process's rotation may
     // already have deleted records.
-    if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.recordsDeleted = true;
+    if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.markDeleted();
+    // An earlier process's rotation deleted records (kept known when decision_log_max_files grew since).
+    if (existsSync(`${this.path}.rotated`)) this.recordsDeleted = true;
     if (existsSync(`${this.path}.unclean`)) this.recordsMayBeMissing = true;
     if (this.size > 0) {
       const last = Buffer.alloc(1);
       readSync(this.fd, last, 0, 1, this.size - 1);
       if (last[0] !== 0x0a) this.write('\n');
+    }
+  }
+
+  /** Notes, for good (`<path>.rotated`), that rotation may have deleted records (see recordsDeleted). */
+  private markDeleted(): void {
+    if (this.recordsDeleted) return;
+    this.recordsDeleted = true;
+    try {
+      if (!existsSync(`${this.path}.rotated`)) writeNewFile(`${this.path}.rotated`, 'rotation of this decision log has deleted its oldest records\n');
+    } catch {
+      // in memory at least, for this process
     }
   }
 
@@ -368,7 +381,7 @@ export class DecisionLog {
     if (this.maxFiles > 1) {
       if (existsSync(oldest)) {
         rmSync(oldest);
-        this.recordsDeleted = true;
+        this.markDeleted();
       }
       for (let i = this.maxFiles - 2; i >= 1; i--) {
         const from = `${this.path}.${i}`;
@@ -377,7 +390,7 @@ export class DecisionLog {
       renameSync(this.path, `${this.path}.1`);
     } else {
       rmSync(this.path);
-      this.recordsDeleted = true;
+      this.markDeleted();
     }
     closeSync(this.fd);
     this.fd = -1;
