@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { isHostId } from '../schema/primitives.js';
-import { holdToSources, holdFleetAnswer } from '../streams/compose-fleet.js';
+import { holdFleetAnswer, holdRouterAnswer } from '../streams/compose-fleet.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from './origin-policy.js';
@@ -100,30 +100,14 @@ async function routerWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise
     if (res.kind !== 'json') throw failureFor(res, 'routerNotServed');
     if (res.status !== 200 || !checkNodeResult.Check(res.body)) throw snapshotFailure('malformed');
     const node: NodeResult = res.body;
-    // CONTRACT.md: a router NodeResult has exactly one source, the router's.
-    if (node.sources.length !== 1 || node.sources[0]!.owner !== 'router' || node.condition !== undefined) throw snapshotFailure('malformed');
-    if (node.expected_host !== expected) throw snapshotFailure('routerIdentity');
-    holdRouterAnswer(node, expected, filters);
+    // CONTRACT.md: a router NodeResult has exactly one source, the router's; held to the
+    // claims the fleet holds a node's answer to (identity, record rules, filters, counts).
+    const held = holdRouterAnswer(node, expected, resolveFilters(filters));
+    if (held !== undefined) throw snapshotFailure(held === 'wrong-identity' ? 'routerIdentity' : 'malformed');
     print(o.json === true, node, () => formatNodeResult(node, detectStyle(process.stdout, process.env)));
   } finally {
     await reader.close();
   }
-}
-
-/**
- * The fleet's checks of a node's answer, for the router's one source: its records are of
- * this host and owner, the counts add up, and the status and count are no more hopeful than
- * the source supports (lowered, never raised). Thrown when: a record of another host
- * (routerIdentity) or counts that do not add up (malformed).
- */
-function holdRouterAnswer(node: NodeResult, expected: string, filters: FilterArgs): void {
-  const src = node.sources[0]!;
-  for (const r of src.records) {
-    if (r.host !== expected) throw snapshotFailure('routerIdentity');
-    if (r.owner !== 'router') throw snapshotFailure('malformed');
-  }
-  if (src.truncation.returned !== src.records.length || node.truncation.returned !== src.records.length) throw snapshotFailure('malformed');
-  holdToSources(node, resolveFilters(filters));
 }
 
 /**

@@ -59,13 +59,13 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
  * of that host and owner, no condition of its own, counts that add up; then its status and
  * count are held to its sources (when `f` is given). Mutates `v` only to lower it.
  */
-function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters): NodeResult | NodeCondition {
+function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, owners: readonly string[] = OWNERS): NodeResult | NodeCondition {
   if (v.expected_host !== hostId) return 'wrong-identity';
-  if (v.condition !== undefined || v.sources.length !== OWNERS.length) return 'malformed';
+  if (v.condition !== undefined || v.sources.length !== owners.length) return 'malformed';
   let total = 0;
   const ids = new Set<string>();
   for (const [i, s] of v.sources.entries()) {
-    if (s.owner !== OWNERS[i]) return 'malformed';
+    if (s.owner !== owners[i]) return 'malformed';
     // An owner that could not provide trustworthy records has none, and no count (CONTRACT.md).
     if (s.status === 'unavailable' && (s.records.length > 0 || s.truncation.omitted !== null)) return 'malformed';
     for (const r of s.records) {
@@ -85,6 +85,17 @@ function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters): NodeResult
   if (f) holdToSources(v, f);
   return v;
 }
+
+/**
+ * A router's NodeResult (CONTRACT.md: one source, the router's) held to the same claims as
+ * a node's answer in a fleet. Returns the condition found, or undefined when it holds (its
+ * status and count lowered in place to what its source supports).
+ */
+export function holdRouterAnswer(v: NodeResult, hostId: string, f: Filters): NodeCondition | undefined {
+  const c = checkNodeClaims(hostId, v, f, ROUTER_OWNERS);
+  return typeof c === 'string' ? c : undefined;
+}
+const ROUTER_OWNERS: readonly string[] = ['router'];
 
 /** True when a record is one the filters select (what the node can be checked on without its clock). */
 function asked(r: WorkloadRecord, f: Filters): boolean {

@@ -87,11 +87,32 @@ describe('router workloads and fleet workloads against a real router and control
         return JSON.stringify(r);
       },
       () => JSON.stringify(routerNodeResult('node-a')).replace('"expected_host":"node-a"', '"expected_host":"other","expected_host":"node-a"'),
+      // The record rules the fleet holds a node to: owner/kind pairing, outcome only on ended
+      // records, state/phase, each record once, and records in an unavailable source.
+      ...[
+        { kind: 'benchmark-job' },
+        { state: 'running', phase: 'streaming', outcome: 'success' },
+        { state: 'terminal', phase: 'streaming' },
+      ].map((change) => () => {
+        const r = routerNodeResult('node-a');
+        r.sources[0]!.records[0] = { ...r.sources[0]!.records[0]!, ...change } as (typeof r.sources)[0]['records'][0];
+        return JSON.stringify(r);
+      }),
+      () => {
+        const r = routerNodeResult('node-a');
+        r.sources[0]!.records[1] = r.sources[0]!.records[0]!;
+        return JSON.stringify(r);
+      },
+      () => {
+        const r = routerNodeResult('node-a');
+        r.sources[0] = { owner: 'router', status: 'unavailable', reason: 'timeout', records: r.sources[0]!.records, truncation: { returned: 2, omitted: 0 } } as (typeof r.sources)[0];
+        return JSON.stringify(r);
+      },
     ];
     let i = 0;
     const fake = await startFake((_req, res) => sendJson(res, 200, answers[i++]!()));
     try {
-      for (const want of [/not a valid envelope/, /answered for a different node/, /not a valid envelope/]) {
+      for (const want of [/not a valid envelope/, /answered for a different node/, /not a valid envelope/, ...Array.from({ length: 5 }, () => /not a valid envelope/)]) {
         const r = await runCli(['router', 'workloads', '--router-url', fake.url, '--auth-env', READER, '--expected-node', 'node-a'], { [READER]: 'reader-token-0123' });
         assert.equal(r.code, 4, r.stderr);
         assert.match(r.stderr, want);
