@@ -1,8 +1,11 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ensureLocalCredentials } from '../config/local-home.js';
 import { isHostId } from '../schema/primitives.js';
+import { NATS_URL_PATTERN } from '../config/node-config.js';
 import { ConfigError, ErrorCode, SvcError } from '../errors.js';
 import { runServer } from './run-server.js';
+
+const NATS_URL_RE = new RegExp(NATS_URL_PATTERN);
 
 function port(value: string): number {
   const n = /^[0-9]{1,5}$/.test(value) ? Number(value) : Number.NaN;
@@ -14,7 +17,7 @@ function hostId(value: string): string {
   return value;
 }
 function natsUrl(value: string): string {
-  if (!/^(nats|tls):\/\/[^\s@/]+$/.test(value)) throw new InvalidArgumentError('expected nats://HOST:PORT');
+  if (!NATS_URL_RE.test(value)) throw new InvalidArgumentError('expected nats://HOST:PORT');
   return value;
 }
 

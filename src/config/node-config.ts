@@ -6,9 +6,17 @@ import { loadTomlConfig, parseListen } from './load-toml.js';
 
 const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
 
+/**
+ * `nats://HOST[:PORT]` or `tls://HOST[:PORT]`: a host name or address (IPv6 in brackets) and a
+ * port of 1-65535, nothing else (no credentials, path or query): one that could never be
+ * reached is a configuration error, not an unreachable server.
+ */
+export const NATS_URL_PATTERN =
+  '^(nats|tls)://(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._-]+)(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?$';
+
 /** NATS connection settings shared by every process; secrets only by environment variable name. */
 export const NatsSettings = {
-  nats_url: Type.Optional(Type.String({ pattern: '^(nats|tls)://[^\\s@/]+$', maxLength: 512 })),
+  nats_url: Type.Optional(Type.String({ pattern: NATS_URL_PATTERN, maxLength: 512 })),
   nats_user: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
   nats_password_env: Type.Optional(ENV_NAME),
   nats_token_env: Type.Optional(ENV_NAME),

@@ -63,10 +63,15 @@ const DRAIN_TIMEOUT_MS = 2_000;
  * contains a credential.
  */
 export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
+  // `tls://` asks for TLS: required (the client would otherwise connect in plain text to a
+  // server that does not offer it, and send the password with it). Certificates are verified
+  // against Node's CAs (add a private CA with NODE_EXTRA_CA_CERTS).
+  const tls = (typeof opts.servers === 'string' ? [opts.servers] : opts.servers).some((s) => /^tls:\/\//i.test(s));
   let nc: NatsConnection;
   try {
     nc = await connect({
       servers: opts.servers,
+      ...(tls ? { tls: {} } : {}),
       user: opts.user,
       pass: opts.pass,
       token: opts.token,
@@ -88,6 +93,9 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
   } catch (err) {
     if (err instanceof AuthorizationError || err instanceof UserAuthenticationExpiredError) {
       throw new ConfigError('nats credentials rejected', { cause: err });
+    }
+    if (tls && /\btls\b/i.test((err as Error)?.message ?? '')) {
+      throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server at ${endpoints(opts.servers)} does not offer TLS, or its certificate is not trusted (the URL asks for tls://); nothing was sent to it`, { cause: err });
     }
     throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server unreachable at ${endpoints(opts.servers)}`, { cause: err });
   }

@@ -34,6 +34,15 @@ describe('router configuration: values that could never work are refused at star
     assert.equal(loadRouterConfig(file(['buffer_size = 1000'], ['max_concurrency = 2'])).bufferSize, 1000);
   });
 
+  it('a nats_url that could never be reached (port out of range or empty, no host, spaces, credentials, a path) is refused, not "unreachable"', () => {
+    for (const url of ['nats://127.0.0.1:99999', 'nats://127.0.0.1:0', 'nats://127.0.0.1:', 'nats://%%%', 'nats://a b', 'nats://u:p@h:4222', 'nats://h:4222/x', 'http://h:4222', 'nats://']) {
+      assert.throws(() => loadRouterConfig(file([`nats_url = "${url}"`])), /invalid member \/server\/nats_url/, url);
+    }
+    for (const url of ['nats://127.0.0.1:4222', 'nats://nats', 'tls://nats.example.com:4443', 'nats://[::1]:4222', 'nats://nats_1:65535']) {
+      assert.equal(loadRouterConfig(file([`nats_url = "${url}"`])).nats?.url, url);
+    }
+  });
+
   it('an upstream with no host or port 0, or a readiness path that cannot go on the wire as it is, is refused', () => {
     for (const upstream of ['http:///v1', 'http://127.0.0.1:0/v1', 'http:/x/v1']) {
       assert.throws(() => loadRouterConfig(file([], [`upstream = "${upstream}"`])), /upstream of "m1" is not a URL|must be a plain origin|invalid member \/models\/0\/upstream/, upstream);

@@ -1,6 +1,8 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { config, firstValueFrom, lastValueFrom, take, takeWhile, timeout, toArray, type Observable } from 'rxjs';
 import { pino } from 'pino';
 import {
@@ -417,6 +419,30 @@ describe('nats bus with server configuration', () => {
     t.after(() => bus.close());
     assert.equal(bus.maxPayload, 4096);
     assert.throws(() => bus.publish('svc.v1.a.obs.big', new Uint8Array(4097)), InvalidInputError);
+  });
+
+  it('tls:// requires TLS: a server that does not offer it is refused before the password is sent', T, async (t) => {
+    // The real server (no TLS configured), then a bare listener that records every byte.
+    const port = Number(new URL(server.url).port);
+    await assert.rejects(connectNatsBus({ servers: `tls://127.0.0.1:${port}`, user: 'svc', pass: PASSWORD }), (err: unknown) => {
+      assert.ok(err instanceof SvcError);
+      assert.match(err.message, /^NATS server at tls:\/\/127\.0\.0\.1:\d+ does not offer TLS/);
+      assert.ok(!err.message.includes(PASSWORD));
+      return true;
+    });
+    let received = '';
+    const plain = createServer((sock) => {
+      sock.on('data', (d: Buffer) => (received += d.toString('latin1')));
+      sock.on('error', () => undefined);
+      sock.write('INFO {"server_id":"fake","version":"2.10.0","proto":1,"max_payload":1048576}\r\n');
+    });
+    plain.listen(0, '127.0.0.1');
+    await once(plain, 'listening');
+    t.after(() => plain.close());
+    const fakePort = (plain.address() as AddressInfo).port;
+    await assert.rejects(connectNatsBus({ servers: `tls://127.0.0.1:${fakePort}`, user: 'svc', pass: PASSWORD }), SvcError);
+    assert.ok(!received.includes(PASSWORD), 'no password in plain text');
+    assert.doesNotMatch(received, /CONNECT/);
   });
 
   it('rejects wrong credentials with ConfigError that does not echo them', T, async () => {
