@@ -214,29 +214,62 @@ export class NatsBus implements Bus {
     }
   }
 
-  /** Serves requests in queue group `svc-bus` (one responder answers). Thrown when: closed (BusClosedError), bad pattern (InvalidInputError). */
+  /**
+   * Serves requests in queue group `svc-bus` (one responder answers). A subscription the
+   * server ends (its permissions refuse the subject, e.g. until they are fixed and reloaded)
+   * is logged (the error's name) and made again after 1 s, doubling up to 30 s, until
+   * stopped. Thrown when: closed (BusClosedError), bad pattern (InvalidInputError).
+   */
   serve(pattern: string, handler: BusHandler): BusService {
     if (this.#closed) throw new BusClosedError();
     assertPattern(pattern);
-    let sub: Subscription;
-    try {
+    let sub: Subscription | undefined;
+    let stopped = false;
+    let attempt = 0;
+    let again: ReturnType<typeof setTimeout> | undefined;
+    const start = (): void => {
+      again = undefined;
+      if (stopped || this.#closed || this.#nc.isClosed()) return;
       sub = this.#nc.subscribe(pattern, {
         queue: SERVE_QUEUE,
         callback: (err: Error | null, msg: Msg) => {
           if (err !== null) {
-            this.#log?.warn({ subject: pattern, errName: err.name }, 'bus service subscription ended');
+            if (stopped || this.#closed || this.#nc.isClosed()) return;
+            attempt++;
+            this.#log?.warn({ subject: pattern, errName: err.name, attempt }, 'bus service subscription failed; serving again');
+            again = setTimeout(retry, Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
+            again.unref();
             return;
           }
+          // A request arrived: the subscription works (the next failure starts again at 1 s).
+          attempt = 0;
           if (!msg.reply) return; // a plain publish on a served subject has nobody to answer
           this.#handle(handler, msg);
         },
       });
+    };
+    const retry = (): void => {
+      try {
+        start();
+      } catch (err) {
+        // The connection closed meanwhile, or cannot subscribe now: tried again later.
+        if (stopped || this.#closed) return;
+        attempt++;
+        this.#log?.warn({ subject: pattern, errName: (err as Error)?.name, attempt }, 'bus service subscription failed; serving again');
+        again = setTimeout(retry, Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
+        again.unref();
+      }
+    };
+    try {
+      start();
     } catch (err) {
       throw this.#mapError(err);
     }
     return {
       stop: () => {
-        if (!sub.isClosed() && !this.#nc.isClosed()) sub.unsubscribe();
+        stopped = true;
+        if (again !== undefined) clearTimeout(again);
+        if (sub !== undefined && !sub.isClosed() && !this.#nc.isClosed()) sub.unsubscribe();
       },
     };
   }
@@ -337,7 +370,9 @@ export class NatsBus implements Bus {
           if (!this.#nc.isClosed()) this.#state.next('disconnected');
           break;
         case 'reconnect':
-          this.#log?.info('nats reconnected');
+          // The client reports one reconnect per refused attempt (each refused connection
+          // waited on a dial loop of its own), all at once when one finally succeeds: one line.
+          if (!this.#linkUp) this.#log?.info('nats reconnected');
           this.#linkUp = true;
           this.#state.next('connected');
           break;

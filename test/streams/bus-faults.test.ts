@@ -80,5 +80,35 @@ describe('bus faults (real nats-server)', () => {
       await new Promise((r) => setTimeout(r, 100));
       return got.includes('after');
     }, 15_000, 200);
+    // The client reports a reconnect per refused attempt, all at once: one line.
+    assert.equal(lines.filter((l) => l['msg'] === 'nats reconnected').length, 1);
+  });
+
+  it('a served subject the server refuses is served again once the permissions allow it (node_workloads answers without a restart)', T, async (t) => {
+    const users = natsUsers(['node-a', 'node-b']);
+    let server = await startNatsServer({ configText: users.configText });
+    const port = server.port;
+    t.after(() => server.stop());
+    const { lines, logger } = capture();
+    // node-a's credentials serving node-b's subject: refused until the permissions are fixed.
+    const bus = await connectNatsBus({ servers: server.url, user: 'node-a', pass: users.passwords['node-a'], inboxPrefix: '_INBOX_node-a', logger });
+    t.after(() => bus.close());
+    const service = bus.serve('svc.v1.node-b.workloads', () => new TextEncoder().encode('served'));
+    t.after(() => service.stop());
+    await eventually(() => lines.some((l) => l['msg'] === 'bus service subscription failed; serving again'), 5000, 50);
+    await server.stop();
+    const fixed = users.configText.replace('subscribe: { allow: ["svc.v1.node-a.>"', 'subscribe: { allow: ["svc.v1.node-a.>", "svc.v1.node-b.>"');
+    assert.notEqual(fixed, users.configText);
+    server = await startNatsServer({ port, configText: fixed });
+    const fleet = await connectNatsBus({ servers: server.url, user: 'fleet', pass: users.passwords['fleet'], inboxPrefix: '_INBOX_fleet' });
+    t.after(() => fleet.close());
+    await eventually(async () => {
+      try {
+        return new TextDecoder().decode(await fleet.request('svc.v1.node-b.workloads', new Uint8Array(0), { timeoutMs: 500 })) === 'served';
+      } catch {
+        return false;
+      }
+    }, 20_000, 250);
+    for (const l of lines) assert.ok(!JSON.stringify(l).includes(users.passwords['node-a']!), 'no credential in any line');
   });
 });
