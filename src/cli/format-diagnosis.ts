@@ -39,6 +39,7 @@ const SHORT: Readonly<Record<InterpretationCode, string>> = {
   usage_unknown: 'usage unknown',
   output_clamped: 'output limit clamped',
   admission_rejected: 'admission refused',
+  upstream_rate_limited: 'engine refused (429)',
   upstream_not_ready: 'engine not ready',
   upstream_failed: 'upstream failed',
   router_ended: 'ended by the router (stopping or killed)',
@@ -53,6 +54,7 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
   tool_call_transition: 'Finished with tool calls: a protocol transition handing control to the caller\'s tools. It is not successful tool execution and says nothing about quality.',
   context_rejected: 'Rejected with HTTP 400: the request did not fit the model\'s context length (prompt plus requested output).',
   admission_rejected: 'Rejected with HTTP 429: admission refused; the alias\'s queue was full or the wait exceeded its queue timeout.',
+  upstream_rate_limited: 'Rejected with HTTP 429 by the engine, not by this router\'s admission: the engine was called (upstream time recorded) and refused it (its own queue or rate limit). Look at the engine\'s load, not at max_queue or queue_timeout_ms.',
   upstream_not_ready: 'Rejected with HTTP 502 before anything was sent: the engine\'s readiness check failed (its health endpoint did not answer 2xx, or the connection failed). Look at the engine, not at this request.',
   client_cancelled: 'The client went away before the answer finished; interrupted output is estimated from the fragments seen before that.',
   upstream_failed: 'The upstream failed: the engine answered with an error, could not be reached or broke off its stream (raw upstream errors are never recorded). A stream the router itself cut while stopping reads the same.',
@@ -133,6 +135,9 @@ export function formatRequest(r: TerminalRecord | null, codes: readonly Interpre
     timingLine(r, codes),
   );
   const endings = codes.map((c) => ENDING[c]).filter((x): x is string => x !== undefined);
+  // Routes without upstream timing cannot tell the router's admission from the engine's 429.
+  const i = codes.includes('admission_rejected') && r.route !== 'chat.completions' && r.route !== 'completions' ? endings.indexOf(ENDING.admission_rejected!) : -1;
+  if (i >= 0) endings[i] = `${endings[i]} (This route records no upstream time, so an engine's own 429 reads the same.)`;
   if (endings.length === 0) lines.push(r.outcome === 'success' ? `Ending: finished normally (${r.finish_reason ?? 'finish not recorded'}).` : `Ending: ${r.outcome} (HTTP ${r.status_code}).`);
   else lines.push(...endings.map((e) => `Ending: ${e}`));
   lines.push(

@@ -22,7 +22,8 @@ export const INTERPRETATION_CODES = [
   'usage_estimated', // prompt or completion count estimated by the router
   'usage_unknown', // prompt or completion count of unknown provenance
   'output_clamped', // the router lowered the requested output limit
-  'admission_rejected', // status 429: admission refused (queue full or queue timeout)
+  'admission_rejected', // status 429 with no upstream time: admission refused (queue full or queue timeout)
+  'upstream_rate_limited', // status 429 after the engine was called (upstream time recorded): the engine's own 429
   'upstream_not_ready', // outcome rejected with status 502: the readiness check failed, nothing was sent
   'upstream_failed', // outcome error, not one the router caused (below)
   'router_ended', // outcome error with status 0 or 503, or finish cancelled: the router stopped or was killed, not the engine
@@ -136,7 +137,10 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   if (r.usage.prompt_source === 'estimated' || r.usage.completion_source === 'estimated') codes.add('usage_estimated');
   if (r.usage.prompt_source === 'unknown' || r.usage.completion_source === 'unknown') codes.add('usage_unknown');
   if (r.output_limit?.clamped === true) codes.add('output_clamped');
-  if (r.status_code === 429) codes.add('admission_rejected');
+  // A 429 the router answered itself (nothing sent: no upstream time) or the engine's own,
+  // relayed: on chat and completions the upstream time tells them apart. Embeddings, rerank
+  // and audio record no upstream time, so theirs read as admission (the text says so).
+  if (r.status_code === 429) codes.add(r.upstream_duration_ms !== null ? 'upstream_rate_limited' : 'admission_rejected');
   if (r.outcome === 'rejected' && r.status_code === 502) codes.add('upstream_not_ready');
   // Status 503 is only the router's own "stopping"; status 0 with an error is a request the
   // router cut while stopping before anything was sent, or recorded at its next start after a

@@ -87,7 +87,9 @@ describe('interpret', () => {
     assert.deepEqual(codes({ finish_reason: 'length', time_to_first_content_ms: null }), ['length_finish']);
     assert.deepEqual(codes({ finish_reason: 'tool_calls', time_to_first_content_ms: null }), ['tool_call_transition']);
     assert.deepEqual(codes({ outcome: 'rejected', status_code: 400, time_to_first_content_ms: null }), ['context_rejected']);
-    assert.deepEqual(codes({ outcome: 'rejected', status_code: 429, time_to_first_content_ms: null }), ['admission_rejected']);
+    assert.deepEqual(codes({ outcome: 'rejected', status_code: 429, time_to_first_content_ms: null, upstream_duration_ms: null }), ['admission_rejected']);
+    // The engine's own 429 (the router called it): not the router's admission.
+    assert.deepEqual(codes({ outcome: 'rejected', status_code: 429, time_to_first_content_ms: null, upstream_duration_ms: 1.5 }), ['upstream_rate_limited']);
     assert.deepEqual(codes({ outcome: 'rejected', status_code: 502, time_to_first_content_ms: null }), ['upstream_not_ready']);
     assert.deepEqual(codes({ outcome: 'disconnected', time_to_first_content_ms: null }), ['client_cancelled']);
     assert.deepEqual(codes({ outcome: 'cancelled', time_to_first_content_ms: null }), ['client_cancelled']);

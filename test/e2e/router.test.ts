@@ -2,6 +2,7 @@ import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
+import { interpret, terminalEvidence } from '../../src/schema/diagnosis.js';
 import OpenAI from 'openai';
 import type { EngineSim } from '../../src/servers/engine-sim.js';
 import { eventually } from '../support/processes.js';
@@ -411,11 +412,15 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     await assert.rejects(client.chat.completions.create({ model: 'chat', messages: user('sim:status=500') }), (e: unknown) => e instanceof OpenAI.InternalServerError && e.status === 502);
     assert.doesNotMatch(await errors[n]!.text(), /UPSTREAM-SECRET-DETAIL/);
 
-    // The engine's own 429 is an admission refusal, not an upstream failure.
+    // The engine's own 429 is relayed as the router's 429 (rejected, not an upstream failure),
+    // and its diagnosis says the engine refused it, not the router's admission.
     const busy = await chat('sim:status=429');
     const busyId = gidOf(busy);
     await assertProblem(busy, 429, 'admission-refused');
-    assert.deepEqual([(await record(busyId)).outcome, (await record(busyId)).status_code], ['rejected', 429]);
+    const busyRecord = await record(busyId);
+    assert.deepEqual([busyRecord.outcome, busyRecord.status_code], ['rejected', 429]);
+    assert.equal(typeof busyRecord.upstream_duration_ms, 'number');
+    assert.deepEqual(interpret(terminalEvidence(busyRecord)).filter((c) => c.endsWith('rejected') || c.endsWith('limited')), ['upstream_rate_limited']);
   });
 
   it('an upstream that fails its readiness check: 502 problem (an upstream failure on an inference route), record rejected, nothing dispatched', async () => {
@@ -538,6 +543,8 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const r2 = await record(id2);
     assert.equal(r2.outcome, 'rejected');
     assert.equal(r2.status_code, 429);
+    assert.equal(r2.upstream_duration_ms, null, 'nothing was sent');
+    assert.ok(interpret(terminalEvidence(r2)).includes('admission_rejected'));
     const firstRes = await first;
     assert.equal(firstRes.status, 200);
     assert.equal((await record(gidOf(firstRes))).outcome, 'success');
