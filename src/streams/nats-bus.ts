@@ -227,20 +227,19 @@ export class NatsBus implements Bus {
     let stopped = false;
     let attempt = 0;
     let again: ReturnType<typeof setTimeout> | undefined;
+    // A failed subscription is made again later (once per failure, however it is reported).
+    const failed = (errName: string | undefined): void => {
+      if (stopped || this.#closed || this.#nc.isClosed() || again !== undefined) return;
+      attempt++;
+      this.#log?.warn({ subject: pattern, errName, attempt }, 'bus service subscription failed; serving again');
+      again = setTimeout(retry, Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
+      again.unref();
+    };
     const start = (): void => {
-      again = undefined;
-      if (stopped || this.#closed || this.#nc.isClosed()) return;
       sub = this.#nc.subscribe(pattern, {
         queue: SERVE_QUEUE,
         callback: (err: Error | null, msg: Msg) => {
-          if (err !== null) {
-            if (stopped || this.#closed || this.#nc.isClosed()) return;
-            attempt++;
-            this.#log?.warn({ subject: pattern, errName: err.name, attempt }, 'bus service subscription failed; serving again');
-            again = setTimeout(retry, Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
-            again.unref();
-            return;
-          }
+          if (err !== null) return failed(err.name);
           // A request arrived: the subscription works (the next failure starts again at 1 s).
           attempt = 0;
           if (!msg.reply) return; // a plain publish on a served subject has nobody to answer
@@ -249,15 +248,12 @@ export class NatsBus implements Bus {
       });
     };
     const retry = (): void => {
+      again = undefined;
+      if (stopped || this.#closed || this.#nc.isClosed()) return;
       try {
         start();
       } catch (err) {
-        // The connection closed meanwhile, or cannot subscribe now: tried again later.
-        if (stopped || this.#closed) return;
-        attempt++;
-        this.#log?.warn({ subject: pattern, errName: (err as Error)?.name, attempt }, 'bus service subscription failed; serving again');
-        again = setTimeout(retry, Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
-        again.unref();
+        failed((err as Error)?.name);
       }
     };
     try {
