@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { Command, CommanderError, type Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, type Option } from 'commander';
 import { PACKAGE_VERSION } from '../version.js';
 import { EXIT } from './run-server.js';
 import { registerControllerCommands } from './server-commands.js';
@@ -13,6 +13,7 @@ import { registerDashboardCommand } from './dashboard-command.js';
 import { registerRecipeCommand } from './recipe-command.js';
 import { registerRecipeLifecycleCommands } from './recipe-lifecycle-command.js';
 import { TRACKED } from './settings.js';
+import { setHelpHint } from './read-errors.js';
 
 // Commander's own messages quote the operand; ours are fixed (SPEC.md: errors omit operands).
 const USAGE_MESSAGES: Readonly<Record<string, string>> = {
@@ -31,6 +32,16 @@ const EXIT_HELP = `
 Exit codes: 0 success (a read: any valid answer, partial and unavailable included); 1 a server
 that cannot start, or a job or operation that failed; 2 invalid usage or configuration; 4 the
 other side refused or could not answer; 130 interrupted (Ctrl-C).`;
+
+/** Long-running servers: a stop by signal once they are up is a clean exit. */
+const SERVER_EXIT_HELP = `
+Exit codes: 0 stopped cleanly (SIGTERM or Ctrl-C once it is up: requests in flight finish or are
+cut after a grace, and are recorded); 1 cannot start (a busy port, an unreachable NATS, a path it
+cannot use) or could not stop in time; 2 invalid usage or configuration; 130 interrupted (Ctrl-C
+before it was up).`;
+
+/** The server commands (run until stopped), by their path. */
+const SERVER_COMMANDS = new Set(['up', 'router serve', 'controller serve', 'fleet serve', 'engine sim', 'dashboard serve']);
 
 /** Commands whose help already lists their exit codes. */
 const OWN_EXIT_HELP = new WeakSet<Command>();
@@ -76,7 +87,8 @@ export function buildProgram(): Command {
       checkRequiredAfterUnknown(c);
       for (const o of c.options) refuseRepeats(c, o);
       // Every command's own help says what its exit status means (recipe apply|stop say it in their words).
-      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c)) c.addHelpText('after', EXIT_HELP);
+      const path = c === cmd ? c.name() : `${cmd.name()} ${c.name()}`;
+      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c)) c.addHelpText('after', SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP : EXIT_HELP);
     }
   }
   return program;
@@ -92,8 +104,10 @@ function checkRequiredAfterUnknown(cmd: Command): void {
   if (required.length === 0) return;
   for (const o of required) o.makeOptionMandatory(false);
   cmd.hook('preAction', (self) => {
-    if (required.some((o) => self.getOptionValue(o.attributeName()) === undefined)) {
-      self.error('a required option is missing', { code: 'commander.missingMandatoryOptionValue', exitCode: EXIT.usage });
+    // Named as the command defines it (never anything the user typed).
+    const missing = required.filter((o) => self.getOptionValue(o.attributeName()) === undefined).map((o) => o.long ?? o.flags);
+    if (missing.length > 0) {
+      self.error(`a required option is missing: ${missing.join(', ')}`, { code: 'commander.missingMandatoryOptionValue', exitCode: EXIT.usage });
     }
   });
 }
@@ -111,12 +125,39 @@ function refuseRepeats(c: Command, o: Option): void {
   o.argParser((value: string, previous: unknown) => {
     // Commander records where the current value came from (and resets that on a new parse).
     if (c.getOptionValueSource(name) === 'cli') throw new CommanderError(EXIT.usage, 'svc.repeatedOption', 'an option was given more than once');
-    return parse ? parse(value, previous) : o.required || o.optional ? value : !o.negate;
+    try {
+      return parse ? parse(value, previous) : o.required || o.optional ? value : !o.negate;
+    } catch (err) {
+      // The option by its name and the parser's own fixed words; commander's message would quote the value.
+      if (err instanceof InvalidArgumentError) throw new CommanderError(EXIT.usage, 'svc.invalidOptionValue', `invalid option value: ${o.long ?? o.flags} (${err.message})`);
+      throw err;
+    }
   });
 }
 
+/**
+ * Where to read about the command a command line names: `svc-serving <command> [<sub>] --help`
+ * for the deepest command its leading words name (a command's own words, never an operand).
+ */
+export function helpHint(program: Command, args: readonly string[]): string {
+  const path: string[] = [];
+  let c = program;
+  for (const word of args) {
+    const sub = c.commands.find((x) => x.name() === word);
+    if (sub === undefined) break;
+    path.push(word);
+    c = sub;
+  }
+  return `see svc-serving ${path.length > 0 ? `${path.join(' ')} ` : ''}--help`;
+}
+
+/** Messages that name an option as the command defines it, shown as they are. */
+const OWN_MESSAGE_CODES: ReadonlySet<string> = new Set(['svc.invalidOptionValue', 'commander.missingMandatoryOptionValue']);
+
 async function main(argv: string[]): Promise<void> {
   const program = buildProgram();
+  const hint = helpHint(program, argv.slice(2));
+  setHelpHint(hint);
   try {
     await program.parseAsync(argv);
   } catch (err) {
@@ -133,18 +174,22 @@ async function main(argv: string[]): Promise<void> {
       }
       if (err.code === 'commander.help' && argv.slice(2)[0] === 'help') {
         // `help` for a command that does not exist.
-        process.stderr.write('svc-serving: error: unknown command (see svc-serving --help)\n');
+        process.stderr.write(`svc-serving: error: unknown command (${helpHint(program, argv.slice(3))})\n`);
         process.exitCode = EXIT.usage;
         return;
       }
       if (err.code === 'commander.help') {
         // A command group without its subcommand: invalid usage, one fixed line like the others.
-        process.stderr.write('svc-serving: error: a command is missing (see svc-serving --help)\n');
+        process.stderr.write(`svc-serving: error: a command is missing (${hint})\n`);
         process.exitCode = EXIT.usage;
         return;
       }
-      const text = USAGE_MESSAGES[err.code] ?? 'invalid usage';
-      process.stderr.write(`svc-serving: error: ${text} (see svc-serving --help)\n`);
+      const own = OWN_MESSAGE_CODES.has(err.code) && /^(invalid option value|a required option is missing): --[a-z0-9-]+/.test(err.message);
+      let text = own ? err.message : (USAGE_MESSAGES[err.code] ?? 'invalid usage');
+      // Commander names the option by its definition (`option '--port <port>' argument missing`).
+      const needs = err.code === 'commander.optionMissingArgument' ? /^error: option '(--[a-z0-9-]+)[^']*' argument missing$/.exec(err.message) : null;
+      if (needs) text = `${text}: ${needs[1]}`;
+      process.stderr.write(`svc-serving: error: ${text} (${hint})\n`);
       process.exitCode = EXIT.usage;
       return;
     }

@@ -73,6 +73,13 @@ export class SnapshotFailure extends Error {
   }
 }
 
+let helpHint = 'see svc-serving --help';
+
+/** Sets the help a usage error points to (main: the command line's own `--help`). */
+export function setHelpHint(hint: string): void {
+  helpHint = hint;
+}
+
 export function snapshotFailure(key: SnapshotKey): SnapshotFailure {
   return new SnapshotFailure(SNAPSHOT[key]);
 }
@@ -87,7 +94,7 @@ export async function runReadAction(action: () => Promise<void>): Promise<void> 
     await action();
   } catch (err) {
     if (err instanceof UsageFailure) {
-      process.stderr.write(`svc-serving: error: ${err.message} (see svc-serving --help)\n`);
+      process.stderr.write(`svc-serving: error: ${err.message} (${helpHint})\n`);
       process.exitCode = EXIT.usage;
     } else if (err instanceof SnapshotFailure) {
       process.stderr.write(`svc-serving: error: ${err.message}\n`);

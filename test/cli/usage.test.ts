@@ -28,7 +28,8 @@ describe('usage errors of every command (built CLI)', () => {
     for (const args of [[], ['router'], ['fleet'], ['bench'], ['recipe'], ['controller'], ['engine']]) {
       const r = await runCli(args);
       assert.equal(r.code, 2, args.join(' '));
-      assert.equal(r.stderr, 'svc-serving: error: a command is missing (see svc-serving --help)\n');
+      // The help to read is the group's own, which lists its subcommands.
+      assert.equal(r.stderr, `svc-serving: error: a command is missing (see svc-serving ${args.length > 0 ? `${args[0]} ` : ''}--help)\n`);
       assert.equal(r.stdout, '');
     }
     const leadingZero = await runCli(['bench', 'run', '--controller-url', 'http://127.0.0.1:1', '--auth-env', 'X', '--alias', 'm', '--requests', '01']);
@@ -53,6 +54,23 @@ describe('usage errors of every command (built CLI)', () => {
     const r = await runCli(['controller', 'serve', '--config', join(d, 'node.toml')], { X_TOK: 'abcdefgh12345678' });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /router_url and router_key_env go together/);
+  });
+
+  it('a usage error names the option the command defines (never the value typed) and the command\'s own help', async () => {
+    const cases: [string[], string][] = [
+      [['bench', 'run', '--controller-url', 'http://127.0.0.1:9', '--auth-env', 'X', '--yes'], 'a required option is missing: --alias (see svc-serving bench run --help)'],
+      [['controller', 'serve'], 'a required option is missing: --config (see svc-serving controller serve --help)'],
+      [['up', '--router-port', 'Zq1-port'], 'invalid option value: --router-port (expected a port) (see svc-serving up --help)'],
+      [['up', '--router-port'], 'an option needs a value: --router-port (see svc-serving up --help)'],
+      [['bench', 'run', '--controler-url-Zq1', 'x'], 'unknown option (see svc-serving bench run --help)'],
+      [['router', 'diagnose', 'req_0123'], 'the credential environment variable is unset or empty (see svc-serving router diagnose --help)'],
+    ];
+    const results = await runCliBatch(cases.map(([args]) => ({ args })));
+    results.forEach((r, i) => {
+      assert.equal(r.code, 2, cases[i]![0].join(' '));
+      assert.equal(r.stderr, `svc-serving: error: ${cases[i]![1]}\n`);
+      assert.ok(!r.stderr.includes('Zq1'));
+    });
   });
 
   it('required options given: the command goes on to check their values', async () => {

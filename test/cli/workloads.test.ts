@@ -188,6 +188,6 @@ describe('router workloads and fleet workloads against a real router and control
     // And once as a real process: the exit code and the single stderr line.
     const real = await runCli(['router', 'workloads', ...cases[2]![0]], { [READER]: 'tok' });
     assert.equal(real.code, 2);
-    assert.equal(real.stderr, 'svc-serving: error: a filter value is invalid or out of range (see svc-serving --help)\n');
+    assert.equal(real.stderr, 'svc-serving: error: a filter value is invalid or out of range (see svc-serving router workloads --help)\n');
   });
 });
