@@ -8,6 +8,7 @@ import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js'
 import { recordId } from '../../src/schema/record-id.js';
 import { MAX_BODY, multipart, useRouterE2E, user } from '../support/router-e2e.js';
 import type { RouterHarness } from '../support/router-harness.js';
+import { eventually } from '../support/processes.js';
 
 describe('router end to end: read routes, bad input, secrets, embeddings, rerank and audio', () => {
   const e = useRouterE2E();
@@ -115,8 +116,11 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       res = await send(path, audio ? multipart('XyZ', { language: 'en' }) : '{"messages":[]}', { ...auth, 'content-type': goodCt });
       await assertProblem(res, 400, 'invalid-input');
       res = await send(path, audio ? multipart('XyZ', { model: 'no-such-alias' }) : JSON.stringify({ model: 'no-such-alias' }), { ...auth, 'content-type': goodCt });
-      gidOf(res);
+      const refusedId = gidOf(res);
       await assertProblem(res, 404, 'not-found');
+      // No terminal record (it never reached an alias), but a log line an operator finds by its id.
+      await eventually(() => h.routerOutput().split('\n').some((l) => l.includes(refusedId) && l.includes('"msg":"request refused"') && l.includes('"status":404')), 3000);
+      assert.ok(!h.routerOutput().includes('no-such-alias'), 'the alias asked for is not logged');
       const pad = 'x'.repeat(MAX_BODY + 10);
       res = await send(path, audio ? multipart('XyZ', { model: 'chat', pad }) : JSON.stringify({ model: 'chat', pad }), { ...auth, 'content-type': goodCt });
       gidOf(res);

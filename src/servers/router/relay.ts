@@ -125,17 +125,17 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   // Set once here: every answer to this request, errors and successes alike, carries it.
   res.setHeader('x-svc-request-id', gid);
   // A repeated single header, or an HTTP/1.1 request without Host: the fixed 400, with the id.
-  if (repeated !== 0 || lacksHost(req)) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
+  if (repeated !== 0 || lacksHost(req)) return turnedAway(ctx, gid, req, res, ErrorCode.INVALID_INPUT);
   const isAudio = route === 'audio.transcriptions';
   const ct = header1(req.headers['content-type']) ?? '';
   if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
-    return refuseUpload(req, res, ErrorCode.UNSUPPORTED_MEDIA_TYPE);
+    return turnedAway(ctx, gid, req, res, ErrorCode.UNSUPPORTED_MEDIA_TYPE);
   }
   let body: Buffer;
   try {
     body = await readBody(req, ctx.cfg.maxBodyBytes);
   } catch (err) {
-    return refuseUpload(req, res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT);
+    return turnedAway(ctx, gid, req, res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT);
   }
   // Backend entry: the request is here whole. The client's upload time is not the router's.
   const t0 = performance.now();
@@ -154,19 +154,19 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     // A member named twice (`"max_tokens":100000,"max_tokens":5`) is refused, as on every JSON
     // route: JSON.parse keeps the last copy, an engine may keep the first, and the ceiling,
     // the alias and the record would then be about a request the engine never saw.
-    if (!parsed || hasDuplicateKey(text)) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    if (!parsed || hasDuplicateKey(text)) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     alias = parsed['model'];
   }
-  if (typeof alias !== 'string' || alias.length === 0) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+  if (typeof alias !== 'string' || alias.length === 0) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
   const up = ctx.upstreams.get(alias);
-  if (!up) return sendRawProblem(res, ErrorCode.NOT_FOUND);
+  if (!up) return turnedAway(ctx, gid, undefined, res, ErrorCode.NOT_FOUND);
 
   const isText = route === 'chat.completions' || route === 'completions';
   let outputLimit: OutputLimit | null = null;
   let outBody = body;
   if (parsed) {
     const prepared = prepareBody(parsed, up.route, isText);
-    if (!prepared) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    if (!prepared) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     outputLimit = prepared.outputLimit;
     if (!prepared.rewrite && prepared.append !== null) {
       // Only a member to add: spliced in before the closing brace, not re-serialized.
@@ -174,13 +174,13 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     } else if (prepared.rewrite) {
       // A body nested deeper than the serializer's stack can go is not a request any engine takes.
       const text = stringifyBounded(parsed);
-      if (text === undefined) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+      if (text === undefined) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
       outBody = Buffer.from(text);
     }
   } else if (up.route.upstreamModel !== up.route.alias) {
     // Multipart (audio): the engine's model name replaces the alias there too.
     const rewritten = replaceMultipartField(body, ct, 'model', up.route.upstreamModel);
-    if (!rewritten) return sendRawProblem(res, ErrorCode.INVALID_INPUT);
+    if (!rewritten) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     outBody = rewritten;
   }
   // Caller-chosen ids are kept in records and logs: one that is a credential is dropped (a
@@ -293,6 +293,17 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
     else if (ctx.failureLines.take(finishedMs)) ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
   }
+}
+
+/**
+ * An authenticated request refused before routing (bad framing, content type, body or alias):
+ * the fixed problem, and one `request refused` line an operator can find by its id (no
+ * terminal record: it never reached an alias). `req` when its upload may still be arriving.
+ */
+function turnedAway(ctx: RelayContext, gid: string, req: IncomingMessage | undefined, res: ServerResponse, code: ErrorCode): void {
+  if (req !== undefined) refuseUpload(req, res, code);
+  else sendRawProblem(res, code);
+  if (ctx.failureLines.take(Date.now())) ctx.logger.info({ gateway_request_id: gid, status: res.statusCode }, 'request refused');
 }
 
 /** Builds the one terminal record of an exchange. */
