@@ -27,7 +27,7 @@ const MAX_PLAN_CHARS = 300;
 /** Lifecycle failures in the lifecycle's own words (the read commands' ones speak of workload reads). */
 const LIFECYCLE = {
   forbidden: 'the credential lacks the node-admin:lifecycle grant (HTTP 403)',
-  notServed: 'this controller does not serve lifecycle commands (a documented command does not prove the installed server has it)',
+  notServed: 'the server at --controller-url does not serve lifecycle commands: check that it is a node controller (not a router or the fleet) of this version',
   confirmationRefused: 'the controller refused the confirmation (HTTP 400): the plan expired (2 minutes), was already used, or the controller restarted since; nothing was started by it: run the command again',
 } as const;
 

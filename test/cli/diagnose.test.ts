@@ -197,7 +197,7 @@ describe('router diagnose against in-test routers', () => {
       runCli(['router', 'diagnose', 'legacy-id.1', '--router-url', lookupOnly.url, '--json'], { SVC_ROUTER_TOKEN: 'tok' }),
     ]);
     assert.equal(a.code, 4);
-    assert.match(a.stderr, /serves neither request lookup nor router status/);
+    assert.match(a.stderr, /serves neither request lookups nor router status/);
     assert.equal(b.code, 0, b.stderr);
     assert.deepEqual(JSON.parse(b.stdout).current_router, ROUTER_STATUS);
     assert.equal(lookupOnly.hits.find((h) => h.url.startsWith('/v1/requests/'))!.url, '/v1/requests/legacy-id%2E1');

@@ -55,14 +55,20 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
   });
 
   it('--json prints exactly the NodeResult the server sent, and sends only the credential and present filters', async () => {
-    const r = await rw(ok.url, ['--owner', 'router', '--active-only', '--limit', '5', '--json']);
+    const r = await rw(ok.url, ['--owner', 'router', '--limit', '5', '--json']);
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout), NODE);
-    const hit = ok.hits.at(-1)!;
+    let hit = ok.hits.at(-1)!;
     assert.equal(hit.method, 'GET');
-    assert.equal(hit.url, '/v1/workloads?owner=router&active_only=true&limit=5');
+    assert.equal(hit.url, '/v1/workloads?owner=router&limit=5');
     assert.equal(hit.headers.authorization, `Bearer ${CANARY}`);
     assert.equal(hit.headers['idempotency-key'], undefined);
+    // Asked for active work only, an answer holding a terminal record is not what was asked: malformed.
+    const active = await rw(ok.url, ['--owner', 'router', '--active-only', '--limit', '5', '--json']);
+    hit = ok.hits.at(-1)!;
+    assert.equal(hit.url, '/v1/workloads?owner=router&active_only=true&limit=5');
+    assert.equal(active.code, 4);
+    assert.match(active.stderr, /not a valid envelope of the expected schema/);
   });
 
   it('prints a table with ages and a source line without colour when stdout is not a terminal', async () => {
@@ -120,8 +126,8 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
     const cases: [(res: import('node:http').ServerResponse) => void, RegExp][] = [
       [(res) => sendJson(res, 401, { title: BODY_MARKER }), /did not accept the credential \(HTTP 401\)/],
       [(res) => sendJson(res, 403, { title: BODY_MARKER }), /lacks the workloads:read grant/],
-      [(res) => sendJson(res, 404, { title: BODY_MARKER }), /this router does not serve workload reads \(a documented command does not prove/],
-      [(res) => sendJson(res, 405, { title: BODY_MARKER }), /this router does not serve workload reads/],
+      [(res) => sendJson(res, 404, { title: BODY_MARKER }), /the server at --router-url does not serve workload reads \(GET \/v1\/workloads\): check that it is a router/],
+      [(res) => sendJson(res, 405, { title: BODY_MARKER }), /does not serve workload reads/],
       [(res) => sendJson(res, 400, { title: BODY_MARKER }), /refused the read \(HTTP 400\)/],
       [(res) => sendJson(res, 429, { title: BODY_MARKER }), /refused the read \(HTTP 429\)/],
       [(res) => sendJson(res, 503, { title: BODY_MARKER }), /failed to answer \(HTTP 503\)/],
@@ -148,7 +154,7 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
     const s = await startFake((_req, res) => sendJson(res, 404, { title: BODY_MARKER }));
     const r = await runCli(['fleet', 'workloads', '--controller-url', s.url, '--auth-env', ENV_NAME, '--expected-node', 'node-a'], { [ENV_NAME]: CANARY }, { cwd: workdir });
     outputs.push(r);
-    assertFixedFailure(r, s.url, /this controller does not serve fleet reads \(fleet_workloads\)/);
+    assertFixedFailure(r, s.url, /the server at --controller-url does not serve fleet reads \(fleet_workloads\): check that it is the fleet controller/);
     await s.close();
   });
 

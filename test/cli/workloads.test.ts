@@ -138,7 +138,7 @@ describe('router workloads and fleet workloads against a real router and control
   it('a node controller does not serve fleet_workloads: exit 4 with the fixed message', async () => {
     const r = await runCli(['fleet', 'workloads', '--controller-url', controller.url, '--auth-env', READER, '--expected-node', 'node-c'], { [READER]: policy.tokens.reader });
     assert.equal(r.code, 4, r.stderr);
-    assert.match(r.stderr, /^svc-serving: error: this controller does not serve fleet reads \(fleet_workloads\): a node controller answers node_workloads, not fleet reads \(or the installed server lacks them\)\n$/);
+    assert.match(r.stderr, /^svc-serving: error: the server at --controller-url does not serve fleet reads \(fleet_workloads\): check that it is the fleet controller \(a node controller answers node_workloads; a router answers neither\) of this version\n$/);
   });
 
   it('renders a fleet built from the real controller\'s node_workloads (six sources, unavailable ones in words)', async () => {
