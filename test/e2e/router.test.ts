@@ -68,6 +68,15 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.deepEqual(r.output_limit, { requested: 3, effective: 3, clamped: false });
     assert.equal(r.finish_reason, 'length');
 
+    // Completions read max_tokens only (vLLM, OpenAI): a max_completion_tokens there is no
+    // limit of the engine's, so the ceiling is sent as max_tokens and the engine keeps to it.
+    const legacy = await post('/v1/completions', { model: 'chat', prompt: 'sim:tokens=40', max_completion_tokens: 5000 });
+    const legacyBody = (await legacy.json()) as { usage: { completion_tokens: number }; choices: { finish_reason: string }[] };
+    assert.equal(legacyBody.usage.completion_tokens, CEIL);
+    assert.equal(legacyBody.choices[0]!.finish_reason, 'length');
+    r = await record(gidOf(legacy));
+    assert.deepEqual(r.output_limit, { requested: null, effective: CEIL, clamped: false });
+
     // Both spellings at once: neither may carry more than the ceiling to the engine.
     const before = rec.requests.length;
     await client.chat.completions.create({ model: 'recorded', messages: user('x'), max_tokens: 500, max_completion_tokens: 400 });

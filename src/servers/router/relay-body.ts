@@ -6,16 +6,19 @@ import type { OutputLimit } from '../../schema/terminal-record.js';
  * Validates and bounds the output limit. Returns undefined for a malformed limit. The
  * alias's `max_output_tokens` is the ceiling: a larger request is clamped, an absent one is
  * set to the ceiling (not counted as clamped), and the engine's model name is filled in.
+ * `text`: the generation API the body is for, whose limit member the engine reads (chat:
+ * `max_completion_tokens`, else `max_tokens`; completions: `max_tokens` only, as vLLM and
+ * OpenAI's completions API read it), or undefined for other routes (no output limit).
  */
-export function prepareBody(b: Record<string, unknown>, m: ModelRoute, isText: boolean): PreparedBody | undefined {
+export function prepareBody(b: Record<string, unknown>, m: ModelRoute, text: 'chat' | 'completions' | undefined): PreparedBody | undefined {
   let rewrite = false;
   let append: string | null = null;
   if (m.upstreamModel !== m.alias) {
     b['model'] = m.upstreamModel;
     rewrite = true;
   }
-  if (!isText) return { outputLimit: null, rewrite, append };
-  const field = b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens';
+  if (text === undefined) return { outputLimit: null, rewrite, append };
+  const field = text === 'chat' && b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens';
   const raw = b[field];
   if (raw !== undefined && raw !== null && (!Number.isSafeInteger(raw) || (raw as number) < 0)) return undefined;
   const requested = raw === undefined || raw === null ? null : (raw as number);

@@ -165,7 +165,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   let outputLimit: OutputLimit | null = null;
   let outBody = body;
   if (parsed) {
-    const prepared = prepareBody(parsed, up.route, isText);
+    const prepared = prepareBody(parsed, up.route, route === 'chat.completions' ? 'chat' : route === 'completions' ? 'completions' : undefined);
     if (!prepared) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     outputLimit = prepared.outputLimit;
     if (!prepared.rewrite && prepared.append !== null) {
