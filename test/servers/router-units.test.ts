@@ -356,6 +356,31 @@ describe('multipart field', () => {
     assert.equal(multipartField(lang.body, lang.ct, 'model'), 'alias');
   });
 
+  it('undefined for a form an engine could read otherwise: a second boundary, a second name in a part, a delimiter inside a line', () => {
+    const part = (disp: string, v: string, b = 'B'): string => `--${b}\r\nContent-Disposition: ${disp}\r\n\r\n${v}\r\n`;
+    const good = Buffer.from(part('form-data; name="model"', 'alias') + '--B--\r\n');
+    assert.equal(multipartField(good, 'multipart/form-data; boundary=B', 'model'), 'alias');
+    // Two boundary parameters: a parser that keeps the last one reads another form.
+    const inner = part('form-data; name="model"', 'smuggled', 'C') + '--C--\r\n';
+    const nested = Buffer.from(part('form-data; name="model"', 'alias') + part('form-data; name="file"; filename="a.wav"', inner) + '--B--\r\n');
+    assert.equal(multipartField(nested, 'multipart/form-data; boundary=B; boundary=C', 'model'), undefined);
+    assert.equal(multipartField(nested, 'multipart/form-data; boundary=B', 'model'), 'alias', 'the inner form is the file\'s bytes');
+    // A part that names itself twice, or with an encoded name.
+    for (const disp of ['form-data; name="note"; name="model"', 'form-data; name*=utf-8\'\'model', 'form-data; name="note"; name*=utf-8\'\'model']) {
+      const body = Buffer.from(part('form-data; name="model"', 'alias') + part(disp, 'smuggled') + '--B--\r\n');
+      assert.equal(multipartField(body, 'multipart/form-data; boundary=B', 'model'), undefined, disp);
+    }
+    // Two Content-Disposition headers in one part.
+    const twoDisp = Buffer.from('--B\r\nContent-Disposition: form-data; name="note"\r\nContent-Disposition: form-data; name="model"\r\n\r\nx\r\n' + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    assert.equal(multipartField(twoDisp, 'multipart/form-data; boundary=B', 'model'), undefined);
+    // A delimiter inside a line is content, not a delimiter (RFC 2046): the field is the whole value.
+    const inline = Buffer.from('--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nalias x--B y\r\n--B--\r\n');
+    assert.equal(multipartField(inline, 'multipart/form-data; boundary=B', 'model'), 'alias x--B y');
+    // An empty part and a part without headers are fine.
+    const empty = Buffer.from('--B\r\n\r\n\r\n' + part('form-data; name="e"', '') + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    assert.equal(multipartField(empty, 'multipart/form-data; boundary=B', 'model'), 'alias');
+  });
+
   it('undefined for a missing or malformed boundary, a truncated body, or a value over 1 KiB', async () => {
     const { body, ct } = await form([['model', 'm']]);
     assert.equal(multipartField(body, 'multipart/form-data', 'model'), undefined);

@@ -14,35 +14,52 @@ export function replaceMultipartField(body: Buffer, contentType: string, name: s
 }
 
 /**
- * Where the value of a small text field lies in the body (byte offsets). A field sent twice
- * (any part of that name after the first) is undefined too: an engine may read the other copy.
+ * Where the value of a small text field lies in the body (byte offsets). Read strictly, so
+ * that an engine's form parser cannot find another value than the router: undefined when
+ * the content type names its boundary more than once, a delimiter is not at a line start or
+ * not ended by its line, a part has more than one Content-Disposition or names itself more
+ * than once (`name=`, `name*=`), or the field is sent twice (an engine may read the other
+ * copy) or as a file.
  */
 function fieldRange(body: Buffer, contentType: string, name: string): { start: number; end: number } | undefined {
-  const m = /boundary=(?:"([^"]{1,70})"|([^\s;]{1,70}))/i.exec(contentType);
-  const boundary = m?.[1] ?? m?.[2];
+  const params = [...contentType.matchAll(/;\s*boundary\s*=\s*(?:"([^"]{1,70})"|([^\s;]{1,70}))/gi)];
+  if (params.length !== 1 || /;\s*boundary\*/i.test(contentType)) return undefined;
+  const boundary = params[0]![1] ?? params[0]![2];
   if (!boundary) return undefined;
   const delim = Buffer.from(`--${boundary}`);
-  let pos = body.indexOf(delim);
+  // Every delimiter but a first one at the very start follows a CRLF (RFC 2046 5.1.1).
+  const lineDelim = Buffer.from(`\r\n--${boundary}`);
+  let pos = body.subarray(0, delim.length).equals(delim) ? 0 : body.indexOf(lineDelim);
+  if (pos < 0) return undefined;
+  if (pos > 0) pos += 2;
   let found: { start: number; end: number } | undefined;
-  while (pos >= 0) {
-    const start = pos + delim.length;
+  for (;;) {
+    let start = pos + delim.length;
     if (body[start] === 0x2d && body[start + 1] === 0x2d) return found; // closing delimiter
-    const headerEnd = body.indexOf('\r\n\r\n', start);
+    // The delimiter's line ends after optional transport padding.
+    while ((body[start] === 0x20 || body[start] === 0x09) && start - pos < delim.length + 64) start++;
+    if (body[start] !== 0x0d || body[start + 1] !== 0x0a) return undefined;
+    start += 2;
+    const headerEnd = body[start] === 0x0d && body[start + 1] === 0x0a ? start - 2 : body.indexOf('\r\n\r\n', start);
     if (headerEnd < 0) return undefined;
-    const next = body.indexOf(delim, headerEnd + 4);
-    if (next < 0) return undefined;
     // A part's headers are short; longer ones are not a form any client sends.
     if (headerEnd - start > 16 * 1024) return undefined;
-    const headers = body.subarray(start, headerEnd).toString('latin1');
-    // `name="model"`, `name = "model"` and `name=model` all name the field (parsers differ).
-    const disp = /content-disposition:[^\r\n]*?[;\s]name\s*=\s*(?:"([^"]*)"|([^;\s]+))/i.exec(headers);
-    if ((disp?.[1] ?? disp?.[2]) === name) {
-      if (found || /filename=/i.test(headers)) return undefined;
-      const end = next - 2; // the CRLF before the next delimiter
+    const next = body.indexOf(lineDelim, headerEnd + 4);
+    if (next < 0) return undefined;
+    const headers = headerEnd > start ? body.subarray(start, headerEnd).toString('latin1') : '';
+    const dispositions = headers.split('\r\n').filter((l) => /^content-disposition\s*:/i.test(l));
+    if (dispositions.length > 1) return undefined;
+    // `name="model"`, `name = "model"` and `name=model` all name the field (parsers differ); a
+    // second name, or an encoded `name*=` (no client sends one), could name another.
+    const names = dispositions.length === 1 ? [...dispositions[0]!.matchAll(/[;\s]name(\*?)\s*=\s*(?:"([^"]*)"|([^;\s]+))/gi)] : [];
+    if (names.length > 1 || names.some((n) => n[1] === '*')) return undefined;
+    const partName = names.length === 1 ? (names[0]![2] ?? names[0]![3]) : undefined;
+    if (partName === name) {
+      if (found || /filename\*?\s*=/i.test(headers)) return undefined;
+      const end = next; // the CRLF before the next delimiter
       if (end - (headerEnd + 4) > 1024) return undefined;
       found = { start: headerEnd + 4, end: Math.max(headerEnd + 4, end) };
     }
-    pos = next;
+    pos = next + 2;
   }
-  return undefined;
 }
