@@ -189,7 +189,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const ctx: RelayContext = {
     cfg, registry, keys, knownCredential, isCredential: (v) => credentials.has(digest(v)), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
-    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request finished lines left out (rate bound); every request has its terminal record')),
+    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record')),
   };
 
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));

@@ -94,12 +94,22 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
     if (err instanceof AuthorizationError || err instanceof UserAuthenticationExpiredError) {
       throw new ConfigError('nats credentials rejected', { cause: err });
     }
-    if (tls && /\btls\b/i.test((err as Error)?.message ?? '')) {
+    if (tls && tlsFailure(err)) {
       throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server at ${endpoints(opts.servers)} does not offer TLS, or its certificate is not trusted (the URL asks for tls://); nothing was sent to it`, { cause: err });
     }
     throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server unreachable at ${endpoints(opts.servers)}`, { cause: err });
   }
   return new NatsBus(nc, opts.logger);
+}
+
+/** True for an error of TLS itself: the server offers none, or its certificate is not trusted (Node's codes, through causes). */
+function tlsFailure(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { message, code } = e as { message?: unknown; code?: unknown };
+    if (typeof message === 'string' && /\btls\b|certificate|ssl/i.test(message)) return true;
+    if (typeof code === 'string' && /CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return true;
+  }
+  return false;
 }
 
 /**

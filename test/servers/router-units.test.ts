@@ -373,9 +373,25 @@ describe('multipart field', () => {
     // Two Content-Disposition headers in one part.
     const twoDisp = Buffer.from('--B\r\nContent-Disposition: form-data; name="note"\r\nContent-Disposition: form-data; name="model"\r\n\r\nx\r\n' + part('form-data; name="model"', 'alias') + '--B--\r\n');
     assert.equal(multipartField(twoDisp, 'multipart/form-data; boundary=B', 'model'), undefined);
-    // A delimiter inside a line is content, not a delimiter (RFC 2046): the field is the whole value.
+    // The boundary anywhere but at a line start (parsers differ on it), or a preamble before
+    // the first delimiter (one parser takes `junk--B` as a delimiter, another skips to the next).
     const inline = Buffer.from('--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nalias x--B y\r\n--B--\r\n');
-    assert.equal(multipartField(inline, 'multipart/form-data; boundary=B', 'model'), 'alias x--B y');
+    assert.equal(multipartField(inline, 'multipart/form-data; boundary=B', 'model'), undefined);
+    const preamble = Buffer.from('junk--B\r\n' + part('form-data; name="model"', 'other') + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    assert.equal(multipartField(preamble, 'multipart/form-data; boundary=B', 'model'), undefined);
+    // A boundary parameter that does not end where a parameter ends: a quoted one over 70
+    // characters, or a token run into other text.
+    const long = `AAA ${'C'.repeat(71)}`;
+    const longForm = Buffer.from(part('form-data; name="model"', 'alias', long) + `--${long}--\r\n`);
+    assert.equal(multipartField(longForm, `multipart/form-data; boundary="${long}"`, 'model'), undefined);
+    for (const ct of ['multipart/form-data; boundary=B x', 'multipart/form-data; boundary=B"x"', 'multipart/form-data; boundary*=utf-8\'\'B', 'multipart/form-data; boundary=']) {
+      assert.equal(multipartField(good, ct, 'model'), undefined, ct);
+    }
+    assert.equal(multipartField(good, 'multipart/form-data; boundary=B ; charset=utf-8', 'model'), 'alias');
+    assert.equal(multipartField(good, 'multipart/form-data; boundary="B"', 'model'), 'alias');
+    // A folded header line continues the one before it for some parsers only.
+    const folded = Buffer.from('--B\r\nContent-Disposition: form-data;\r\n name="model"\r\n\r\nother\r\n' + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    assert.equal(multipartField(folded, 'multipart/form-data; boundary=B', 'model'), undefined);
     // An empty part and a part without headers are fine.
     const empty = Buffer.from('--B\r\n\r\n\r\n' + part('form-data; name="e"', '') + part('form-data; name="model"', 'alias') + '--B--\r\n');
     assert.equal(multipartField(empty, 'multipart/form-data; boundary=B', 'model'), 'alias');

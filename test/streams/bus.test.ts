@@ -2,6 +2,10 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import { config, firstValueFrom, lastValueFrom, take, takeWhile, timeout, toArray, type Observable } from 'rxjs';
 import { pino } from 'pino';
@@ -443,6 +447,28 @@ describe('nats bus with server configuration', () => {
     await assert.rejects(connectNatsBus({ servers: `tls://127.0.0.1:${fakePort}`, user: 'svc', pass: PASSWORD }), SvcError);
     assert.ok(!received.includes(PASSWORD), 'no password in plain text');
     assert.doesNotMatch(received, /CONNECT/);
+  });
+
+  it('tls:// against a TLS server: an untrusted certificate is refused (named as such), a trusted one (NODE_EXTRA_CA_CERTS) connects', T, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-nats-tls-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const key = join(dir, 'key.pem');
+    const cert = join(dir, 'cert.pem');
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+    const secure = await startNatsServer({ configText: `tls {\n  cert_file: "${cert}"\n  key_file: "${key}"\n}\nauthorization {\n  user: svc\n  password: "${PASSWORD}"\n}\n` });
+    t.after(() => secure.stop());
+    const url = `tls://127.0.0.1:${secure.port}`;
+    await assert.rejects(connectNatsBus({ servers: url, user: 'svc', pass: PASSWORD }), (err: unknown) => {
+      assert.ok(err instanceof SvcError);
+      assert.match(err.message, /does not offer TLS, or its certificate is not trusted/);
+      return true;
+    });
+    // Trusted by the process (as an operator adds a private CA): it connects over TLS.
+    const script = `import { connectNatsBus } from ${JSON.stringify(new URL('../../src/streams/nats-bus.js', import.meta.url).href)};
+      const bus = await connectNatsBus({ servers: ${JSON.stringify(url)}, user: 'svc', pass: process.env.P });
+      await bus.flush(); await bus.close(); console.log('connected');`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, P: PASSWORD }, encoding: 'utf8', timeout: 20_000 });
+    assert.equal(out.trim(), 'connected');
   });
 
   it('rejects wrong credentials with ConfigError that does not echo them', T, async () => {

@@ -22,16 +22,18 @@ export function replaceMultipartField(body: Buffer, contentType: string, name: s
  * copy) or as a file.
  */
 function fieldRange(body: Buffer, contentType: string, name: string): { start: number; end: number } | undefined {
-  const params = [...contentType.matchAll(/;\s*boundary\s*=\s*(?:"([^"]{1,70})"|([^\s;]{1,70}))/gi)];
-  if (params.length !== 1 || /;\s*boundary\*/i.test(contentType)) return undefined;
-  const boundary = params[0]![1] ?? params[0]![2];
-  if (!boundary) return undefined;
+  const boundary = boundaryOf(contentType);
+  if (boundary === undefined) return undefined;
   const delim = Buffer.from(`--${boundary}`);
-  // Every delimiter but a first one at the very start follows a CRLF (RFC 2046 5.1.1).
+  // The body starts with its first delimiter (no preamble: no client sends one), and the
+  // boundary occurs nowhere but at the start of a line (RFC 2046 5.1.1: it must not appear in
+  // any part); a parser that also takes it elsewhere would see other parts.
+  if (!body.subarray(0, delim.length).equals(delim)) return undefined;
+  for (let at = body.indexOf(delim, 1); at >= 0; at = body.indexOf(delim, at + 1)) {
+    if (body[at - 2] !== 0x0d || body[at - 1] !== 0x0a) return undefined;
+  }
   const lineDelim = Buffer.from(`\r\n--${boundary}`);
-  let pos = body.subarray(0, delim.length).equals(delim) ? 0 : body.indexOf(lineDelim);
-  if (pos < 0) return undefined;
-  if (pos > 0) pos += 2;
+  let pos = 0;
   let found: { start: number; end: number } | undefined;
   for (;;) {
     let start = pos + delim.length;
@@ -47,7 +49,11 @@ function fieldRange(body: Buffer, contentType: string, name: string): { start: n
     const next = body.indexOf(lineDelim, headerEnd + 4);
     if (next < 0) return undefined;
     const headers = headerEnd > start ? body.subarray(start, headerEnd).toString('latin1') : '';
-    const dispositions = headers.split('\r\n').filter((l) => /^content-disposition\s*:/i.test(l));
+    const lines = headers.split('\r\n');
+    // A folded header (a line that starts with a space or tab) continues the one before it
+    // for some parsers and not for others.
+    if (lines.some((l) => l.startsWith(' ') || l.startsWith('\t'))) return undefined;
+    const dispositions = lines.filter((l) => /^content-disposition\s*:/i.test(l));
     if (dispositions.length > 1) return undefined;
     // `name="model"`, `name = "model"` and `name=model` all name the field (parsers differ); a
     // second name, or an encoded `name*=` (no client sends one), could name another.
@@ -62,4 +68,20 @@ function fieldRange(body: Buffer, contentType: string, name: string): { start: n
     }
     pos = next + 2;
   }
+}
+
+/**
+ * The one `boundary` parameter of a multipart content type (1-70 characters, quoted or a
+ * token), or undefined when there is none, more than one, an encoded `boundary*`, or one
+ * that does not end where a parameter ends (a parser could read another boundary there).
+ */
+function boundaryOf(contentType: string): string | undefined {
+  if (/;\s*boundary\s*\*/i.test(contentType)) return undefined;
+  // What follows the value is looked at, not consumed: the next parameter's `;` starts it.
+  const found = [...contentType.matchAll(/;\s*boundary\s*=\s*(?:"([^"]*)"|([^\s;"]*))\s*(?=(;|$|[^]))/gi)];
+  if (found.length !== 1) return undefined;
+  const [, quoted, token, after] = found[0]!;
+  if (after !== ';' && after !== '') return undefined;
+  const value = quoted ?? token ?? '';
+  return value.length >= 1 && value.length <= 70 ? value : undefined;
 }
