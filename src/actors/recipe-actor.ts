@@ -3,6 +3,7 @@ import type { NodeConfig } from '../config/node-config.js';
 import { ConfigDirUnreadableError, loadManifestDir, loadRecipeDir } from '../recipes/config-dir.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
 import { ContainerInspector, type ManagedContainer } from '../recipes/inspector.js';
+import { formatTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
 import type { Bus } from '../streams/bus.js';
 import { OwnerActor } from './owner-actor.js';
@@ -100,6 +101,34 @@ export async function readManifestOwner(host: string, manifestsDir: string, insp
   return reading(records, dir.problems, o.over);
 }
 
+/**
+ * Keeps a recipe-serve record's `updated_at` from going backwards. The mapping dates a record
+ * by its evidence (configuration and container times), and that evidence can go away: a
+ * removed container or recipe file leaves only older times. A record whose state or quality
+ * changed is then dated by the observation that saw the change; one that did not change keeps
+ * its date. (The fold keeps the newer of two observations of a record by `updated_at`: an
+ * older date would hide the change behind the record it replaces.)
+ */
+export class UpdateTimes {
+  private readonly last = new Map<string, { updatedMs: number; what: string }>();
+
+  apply(reading: OwnerReading): OwnerReading {
+    if (reading.records.length === 0 && reading.status === 'unavailable') return reading;
+    const seen = new Set<string>();
+    const records = reading.records.map((r) => {
+      seen.add(r.id);
+      const what = `${r.state}|${r.phase}|${r.observation_quality}|${r.outcome ?? ''}`;
+      let updatedMs = Date.parse(r.updated_at);
+      const prev = this.last.get(r.id);
+      if (prev !== undefined && updatedMs < prev.updatedMs) updatedMs = prev.what === what ? prev.updatedMs : Math.max(prev.updatedMs, Date.parse(r.source_timestamp));
+      this.last.set(r.id, { updatedMs, what });
+      return updatedMs === Date.parse(r.updated_at) ? r : { ...r, updated_at: formatTimestamp(updatedMs) };
+    });
+    for (const id of this.last.keys()) if (!seen.has(id)) this.last.delete(id);
+    return { ...reading, records };
+  }
+}
+
 export interface RecipeActors {
   stop(): Promise<void>;
 }
@@ -117,8 +146,14 @@ export function startRecipeActors(cfg: NodeConfig, bus: Bus, logger?: Logger, op
   const actors: OwnerActor[] = [];
   const recipesDir = cfg.recipesDir;
   const manifestsDir = cfg.manifestsDir;
-  if (recipesDir) actors.push(new OwnerActor({ ...common, owner: 'recipe', read: () => readRecipeOwner(cfg.hostId, recipesDir, inspector) }));
-  if (manifestsDir) actors.push(new OwnerActor({ ...common, owner: 'manifest', read: () => readManifestOwner(cfg.hostId, manifestsDir, inspector) }));
+  if (recipesDir) {
+    const times = new UpdateTimes();
+    actors.push(new OwnerActor({ ...common, owner: 'recipe', read: async () => times.apply(await readRecipeOwner(cfg.hostId, recipesDir, inspector)) }));
+  }
+  if (manifestsDir) {
+    const times = new UpdateTimes();
+    actors.push(new OwnerActor({ ...common, owner: 'manifest', read: async () => times.apply(await readManifestOwner(cfg.hostId, manifestsDir, inspector)) }));
+  }
   for (const a of actors) a.start();
   return {
     async stop() {

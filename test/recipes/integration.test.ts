@@ -82,6 +82,36 @@ describe('controller with a recorded Docker Engine API on a unix socket: recipe 
     for (const secret of ['qwen', RECIPE_CONFIG, fake.socketPath, 'canary', 'vllm']) assert.ok(!text.includes(secret), secret);
   });
 
+  it('a running container that goes away (docker rm -f) shows as configured at once, not as the old running record', async () => {
+    const id = recordId(H, 'recipe', 'recipe-serve', 'qwen-7b');
+    const removed = [...fake.containers.entries()].filter(([, c]) => JSON.stringify(c.list).includes('"svc.recipe":"qwen-7b"'));
+    assert.ok(removed.length > 0);
+    // A container started just now (as `recipe apply` makes one): its time is the newest
+    // evidence of the record, newer than the recipe file.
+    const started = new Date(Date.now() - 1000).toISOString();
+    for (const [cid, c] of removed) {
+      fake.containers.set(cid, { list: c.list, inspect: { ...c.inspect, Created: started, State: { ...(c.inspect['State'] as object), StartedAt: started } } });
+    }
+    const was = await eventually(async () => {
+      const r = source(await nodeWorkloads(ctl, p.tokens.reader), 'recipe').records.find((x) => x.id === id);
+      return r !== undefined && r.updated_at === started.replace(/Z$/, 'Z') && r;
+    }, 10_000);
+    assert.equal(`${was.state}/${was.observation_quality}`, 'running/observed-running');
+    for (const [cid] of removed) fake.containers.delete(cid);
+    try {
+      const now = await eventually(async () => {
+        const r = await nodeWorkloads(ctl, p.tokens.reader);
+        return state(source(r, 'recipe'), 'recipe', 'qwen-7b') === 'configured/configured' && r;
+      }, 10_000);
+      const rec = source(now, 'recipe').records.find((r) => r.id === id)!;
+      assert.ok(Date.parse(rec.updated_at) >= Date.parse(was.updated_at), 'updated_at never goes backwards');
+      assert.equal(source(now, 'recipe').status, 'complete');
+    } finally {
+      for (const [cid, c] of removed) fake.containers.set(cid, c);
+    }
+    await eventually(async () => state(source(await nodeWorkloads(ctl, p.tokens.reader), 'recipe'), 'recipe', 'qwen-7b') === 'running/observed-running', 10_000);
+  });
+
   it('reads create nothing in the runtime: only GETs reached it', () => {
     assert.ok(fake.requests.every((x) => x.startsWith('/')));
   });

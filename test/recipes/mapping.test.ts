@@ -5,6 +5,7 @@ import {
   type ContainerSighting, type RecipeIntent, type RecipeServeInput,
 } from '../../src/actors/recipe-mapping.js';
 import { RECIPE_QUALITIES } from '../../src/schema/enums.js';
+import { UpdateTimes } from '../../src/actors/recipe-actor.js';
 import { formatTimestamp } from '../../src/schema/primitives.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { isValidRecord, recordRuleViolation } from '../../src/schema/record.js';
@@ -133,5 +134,28 @@ describe('recipe-serve quality ladder (SPEC.md rules 3 and 4)', () => {
     const health = mapRecipeServe(H, { ...input('configured', []), evidence: { healthOk: true } }, NOW);
     assert.equal(health.observation_quality, 'configured');
     assert.equal(health.state, 'configured');
+  });
+});
+
+describe('recipe-serve update times across observations', () => {
+  const H = 'node-a';
+  const T = Date.parse('2026-11-20T10:00:00.000Z');
+  const observe = (times: UpdateTimes, containers: { status: string; createdAt: number; changedAt: number }[], configAt: number | undefined, at: number) =>
+    times.apply({ status: 'complete', records: [mapRecipeServe(H, { owner: 'recipe', nativeId: 'm', intent: configAt === undefined ? 'absent' : 'configured', configAt, containers }, at)] }).records[0]!;
+
+  it('a change whose evidence is older (the container removed) is dated by the observation that saw it; no change keeps its date', () => {
+    const times = new UpdateTimes();
+    const running = observe(times, [{ status: 'running', createdAt: T + 5000, changedAt: T + 6000 }], T, T + 10_000);
+    assert.equal(running.updated_at, formatTimestamp(T + 6000));
+    // The container is gone: only the older recipe file is left as evidence.
+    const gone = observe(times, [], T, T + 20_000);
+    assert.equal(gone.state, 'configured');
+    assert.equal(gone.updated_at, formatTimestamp(T + 20_000), 'dated by the observation that saw the change');
+    const again = observe(times, [], T, T + 30_000);
+    assert.equal(again.updated_at, formatTimestamp(T + 20_000), 'nothing changed: its date stays');
+    assert.ok(isValidRecord(again) && recordRuleViolation(again) === null);
+    // The recipe file removed, its stopped container left behind: absent, dated when seen.
+    const stopped = observe(times, [{ status: 'exited', createdAt: T + 1000, changedAt: T + 2000 }], undefined, T + 40_000);
+    assert.deepEqual([stopped.state, stopped.updated_at], ['absent', formatTimestamp(T + 40_000)]);
   });
 });
