@@ -52,9 +52,11 @@ function isTimeout(err: unknown): boolean {
  */
 export class DockerEngineClient {
   private readonly agent: Agent;
+  private readonly timeoutMs: number;
 
   constructor(socketPath: string, opts: { timeoutMs?: number } = {}) {
     const t = opts.timeoutMs ?? DEFAULT_RUNTIME_TIMEOUT_MS;
+    this.timeoutMs = t;
     this.agent = new Agent({ connect: { socketPath, timeout: t }, headersTimeout: t, bodyTimeout: t, connections: 4 });
   }
 
@@ -88,6 +90,15 @@ export class DockerEngineClient {
   }
 
   private async send(method: 'GET' | 'POST', path: string, payload: string | undefined, opts: WriteOptions): Promise<{ status: number; text: string }> {
+    // The whole call, not only each wait between bytes: a runtime that trickles its answer a
+    // byte at a time is as unreachable as one that never answers.
+    const deadline = AbortSignal.timeout(opts.timeoutMs ?? this.timeoutMs);
+    const signal = opts.signal ? AbortSignal.any([opts.signal, deadline]) : deadline;
+    const failure = (err: unknown): Error => {
+      if (err instanceof RuntimeUnreachableError) return err;
+      if (opts.signal?.aborted) return err as Error;
+      return new RuntimeUnreachableError(isTimeout(err) || deadline.aborted ? 'timeout' : 'connect', { cause: err });
+    };
     let res;
     try {
       res = await request(`http://docker${path}`, {
@@ -96,11 +107,10 @@ export class DockerEngineClient {
         headers: { accept: 'application/json', ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) },
         ...(payload !== undefined ? { body: payload } : {}),
         ...(opts.timeoutMs !== undefined ? { headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs } : {}),
-        ...(opts.signal ? { signal: opts.signal } : {}),
+        signal,
       });
     } catch (err) {
-      if (opts.signal?.aborted) throw err;
-      throw new RuntimeUnreachableError(isTimeout(err) ? 'timeout' : 'connect', { cause: err });
+      throw failure(err);
     }
     try {
       let size = 0;
@@ -115,9 +125,7 @@ export class DockerEngineClient {
       }
       return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') };
     } catch (err) {
-      if (err instanceof RuntimeUnreachableError) throw err;
-      if (opts.signal?.aborted) throw err;
-      throw new RuntimeUnreachableError(isTimeout(err) ? 'timeout' : 'connect', { cause: err });
+      throw failure(err);
     }
   }
 }

@@ -1,3 +1,5 @@
+import { createServer } from 'node:net';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -183,6 +185,29 @@ describe('inspector: an unreachable runtime makes the whole source unavailable (
       for (const x of r) assert.deepEqual(x, UNAVAILABLE);
     });
   }
+  it('timeout (the runtime trickles its answer a byte at a time): the whole call is bounded, not each wait', async () => {
+    const path = join(tmp(), 'trickle.sock');
+    const server = createServer((sock) => {
+      sock.on('error', () => undefined);
+      sock.once('data', () => {
+        sock.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n');
+        const drip = setInterval(() => (sock.destroyed ? clearInterval(drip) : sock.write('1\r\n \r\n')), 100);
+        sock.on('close', () => clearInterval(drip));
+      });
+    });
+    server.listen(path);
+    await once(server, 'listening');
+    try {
+      const started = Date.now();
+      const api = new DockerEngineClient(path, { timeoutMs: 500 });
+      await assert.rejects(api.getJson('/containers/json'), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'timeout');
+      assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+      for (const r of await direct(path, 500)) assert.deepEqual(r, UNAVAILABLE);
+      await api.close();
+    } finally {
+      server.close();
+    }
+  });
   it('the client reports each failure as a RuntimeUnreachableError with a fixed message', async () => {
     const api = new DockerEngineClient(join(tmp(), 'none.sock'));
     await assert.rejects(api.getJson('/version'), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'connect' && !e.message.includes('none.sock'));
