@@ -38,7 +38,7 @@ export async function buildControllerApp(deps: {
   logger: Logger;
   policy: AuthorizationPolicy;
   view: NodeView;
-  allowedHosts?: () => readonly string[];
+  allowedHosts?: () => readonly string[] | undefined;
   jobs?: JobService;
 }): Promise<FastifyInstance> {
   const app = createHttpApp({ logger: deps.logger });

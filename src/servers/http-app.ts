@@ -244,12 +244,18 @@ export async function listen(app: FastifyInstance, host: string, port: number): 
   return url;
 }
 
-/** Host header values that name this listening server on loopback (for the MCP rebinding guard). */
-export function loopbackHosts(app: FastifyInstance): string[] {
+/**
+ * Host header values that name this server when it listens on loopback (for the MCP
+ * rebinding guard), or undefined when it listens elsewhere (`0.0.0.0`, a host address): the
+ * operator exposed it on purpose, it may be reached by any name or through a port mapping,
+ * and every request needs a credential, which a rebinding page does not have. (The dashboard
+ * guards Host on loopback only, too.)
+ */
+export function loopbackHosts(app: FastifyInstance): string[] | undefined {
   const addr = app.server.address();
   if (!addr || typeof addr !== 'object') return [];
+  const a = addr.address;
+  if (!(a === '::1' || a.startsWith('127.') || a.startsWith('::ffff:127.'))) return undefined;
   const p = addr.port;
-  const hosts = [`127.0.0.1:${p}`, `localhost:${p}`, `[::1]:${p}`];
-  if (addr.address !== '127.0.0.1' && addr.address !== '::1') hosts.push(addr.family === 'IPv6' ? `[${addr.address}]:${p}` : `${addr.address}:${p}`);
-  return hosts;
+  return [`127.0.0.1:${p}`, `localhost:${p}`, `[::1]:${p}`];
 }

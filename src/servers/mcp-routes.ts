@@ -19,7 +19,8 @@ export interface McpRoutesOptions {
   readonly policy: AuthorizationPolicy;
   readonly tools: Readonly<Record<string, McpTool>>;
   /** `host:port` values a request's Host header may carry (DNS-rebinding guard). */
-  readonly allowedHosts: () => readonly string[];
+  /** Host values served (undefined: any, when not on loopback). */
+  readonly allowedHosts: () => readonly string[] | undefined;
 }
 
 // The filters' JSON Schema straight from the TypeBox schema: absent options are omitted, never null.
@@ -82,9 +83,12 @@ function webHeaders(h: FastifyRequest['headers']): Headers {
  */
 export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: FastifyInstance, o) => {
   const guardHostAndOrigin = (req: FastifyRequest): void => {
-    const allowed = o.allowedHosts();
     const host = req.headers.host;
-    if (!host || !allowed.includes(host.toLowerCase())) throw new OriginRefusedError();
+    if (!host) throw new OriginRefusedError();
+    // On loopback only the server's own names (DNS rebinding); elsewhere, the Host asked for,
+    // and an Origin must name the same.
+    const allowed = o.allowedHosts() ?? [host.toLowerCase()];
+    if (!allowed.includes(host.toLowerCase())) throw new OriginRefusedError();
     const origin = req.headers.origin;
     if (origin !== undefined) {
       let ok = false;

@@ -3,6 +3,10 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { pino } from 'pino';
+import { request } from 'node:http';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { checkNodeResult } from '../../src/schema/envelopes.js';
 import { startController, type ControllerHandle } from '../../src/servers/controller.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
@@ -170,6 +174,48 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
       const res = await raw(body);
       assert.equal(res.status, 400, body);
       assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/, body);
+    }
+  });
+});
+
+describe('controller MCP Host guard: on loopback its own names only; listening elsewhere, any name (a credential is required either way)', () => {
+  const p = writeTestPolicy();
+  const post = (port: number, headers: Record<string, string>): Promise<number> =>
+    new Promise((resolve, reject) => {
+      // node:http, not fetch: fetch may not set Host.
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
+      const req = request({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${p.tokens.reader}`, ...headers } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  it('a controller on 0.0.0.0 (deploy/, docker-compose) serves MCP by any Host name or port mapping; a foreign Origin is still refused', async () => {
+    const bus = new InProcessBus();
+    const wide = await startController(
+      { hostId: 'node-a', listen: { host: '0.0.0.0', port: 0 }, nats: undefined, policyPath: p.path, staleAfterMs: 30_000, stateDir: p.dir },
+      { logger: pino({ level: 'silent' }), env: p.env, bus },
+    );
+    const loop = await startController(
+      { hostId: 'node-b', listen: { host: '127.0.0.1', port: 0 }, nats: undefined, policyPath: p.path, staleAfterMs: 30_000, stateDir: mkdtempSync(join(tmpdir(), 'svc-mcp-host-')) },
+      { logger: pino({ level: 'silent' }), env: p.env, bus },
+    );
+    try {
+      const wport = Number(new URL(wide.url).port);
+      const lport = Number(new URL(loop.url).port);
+      assert.equal(await post(wport, { host: `node-a.internal:${wport}` }), 200);
+      assert.equal(await post(wport, { host: '127.0.0.1:8101' }), 200, 'a port mapping (compose node-b)');
+      assert.equal(await post(wport, { host: 'node-a.internal', origin: 'http://node-a.internal' }), 200);
+      assert.equal(await post(wport, { host: `node-a.internal:${wport}`, origin: 'http://evil.example' }), 403);
+      // On loopback, a page that rebinds a name to 127.0.0.1 is refused.
+      assert.equal(await post(lport, { host: `evil.example:${lport}` }), 403);
+      assert.equal(await post(lport, { host: `127.0.0.1:${lport}` }), 200);
+    } finally {
+      await wide.close();
+      await loop.close();
+      await bus.close();
     }
   });
 });
