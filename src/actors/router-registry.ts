@@ -209,6 +209,9 @@ export class RouterRegistry {
     // rotation deleted records (this log's or a previous process's), and nothing retained
     // says they were older than the day: they may have been of it.
     if (result.truncated || (log.recordsDeleted && !reachedOlder)) outside(Number.isFinite(oldestFound) ? oldestFound : now);
+    // A router on this log stopped without writing every record (killed, a write that failed,
+    // the file removed): the day's records up to then may be fewer than were made.
+    if (log.uncleanAtMs !== undefined) outside(Math.min(log.uncleanAtMs, now));
     for (let i = found.length - 1; i >= 0; i--) {
       const d = found[i]!;
       this.hold(d.gid!, d.record, parseTimestamp(d.record.finished_at));
@@ -219,8 +222,9 @@ export class RouterRegistry {
 
   /**
    * At start: requests a previous process had in flight when it died (its in-flight journal)
-   * and that have no record: each gets one now, outcome `error` with status 0 (nothing final
-   * was sent), finish reason `error` when the engine had been reached, every measurement
+   * and that have no record: each gets one now, outcome `error` with status 0 (what was sent
+   * is not known: it may have finished just before the kill, its own record not yet on disk),
+   * finish reason `unknown` when the engine had been reached, every measurement
    * null and usage unknown, `finished_at` the last moment it was known in flight; the routing
    * hash and package version of the process that ran it, when its journal recorded them.
    * Returns how many it recorded.
@@ -243,7 +247,7 @@ export class RouterRegistry {
         request_id: e.request_id, model: e.model, route: e.route, outcome: 'error', status_code: 0,
         started_at: e.started_at, finished_at: formatTimestamp(finishedMs),
         latency_ms: null, readiness_check_ms: null, admission_wait_ms: null, upstream_duration_ms: null, time_to_first_content_ms: null,
-        finish_reason: text && reached ? 'error' : null,
+        finish_reason: text && reached ? 'unknown' : null,
         usage: { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' },
         output_limit: null,
       };
@@ -256,6 +260,13 @@ export class RouterRegistry {
       this.opts.log?.append(e.gateway_request_id, record);
       this.hold(e.gateway_request_id, record, finishedMs);
     }
+    // Each one an operator can find by its id (the lines of the first 100; the rest counted).
+    let lines = 0;
+    for (const e of pending.values()) {
+      if (lines++ >= 100) break;
+      this.opts.logger?.info({ gateway_request_id: e.gateway_request_id, model: e.model, outcome: 'error', status: 0 }, 'request finished');
+    }
+    if (pending.size > 100) this.opts.logger?.info({ skipped: pending.size - 100 }, 'request finished lines left out (rate bound); every request has its terminal record');
     // Written now, or the start fails: the journal is the only other trace of these requests.
     this.opts.log?.flush();
     this.changed();

@@ -58,7 +58,7 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
   upstream_not_ready: 'Rejected with HTTP 502 before anything was sent: the engine\'s readiness check failed (its health endpoint did not answer 2xx, or the connection failed). Look at the engine, not at this request.',
   client_cancelled: 'The client went away before the answer finished; interrupted output is estimated from the fragments seen before that.',
   upstream_failed: 'The upstream failed: the engine answered with an error, could not be reached or broke off its stream (raw upstream errors are never recorded). A stream the router itself cut while stopping reads the same.',
-  router_ended: 'The router ended this request, not the engine: the router was stopping (503; cut before anything was sent; or a stream it cut, finish cancelled) or was killed, and recorded the request at its next start (status 0, no measurements).',
+  router_ended: 'The router ended this request, not the engine: the router was stopping (503; cut before anything was sent; or a stream it cut, finish cancelled), or it was killed and recorded the request at its next start (status 0, no measurements: how it ended is not known; it may have finished just before the kill, before its own record was written).',
   upstream_timeout: 'The upstream missed the router\'s deadline.',
   latency_unmeasured: 'Total latency is not measured for embeddings and rerank requests (the stored 0 is a legacy placeholder, shown as not measured).',
 };

@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Subject } from 'rxjs';
 import { Pool } from 'undici';
@@ -35,6 +36,19 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/rerank', 'rerank'],
   ['/v1/audio/transcriptions', 'audio.transcriptions'],
 ]);
+
+/** `path` with every symbolic link resolved: the file's, when it exists, else its folder's plus its name. */
+function canonicalPath(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    try {
+      return join(realpathSync(dirname(path)), basename(path));
+    } catch {
+      return path;
+    }
+  }
+}
 
 /**
  * The last line of defence for a relay that threw where nothing expected it: one log line
@@ -111,9 +125,11 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   let decisionLog: DecisionLog | undefined;
   let unlock: (() => void) | undefined;
   if (cfg.decisionLog) {
-    unlock = lockDecisionLog(cfg.decisionLog.path);
-    decisionLog = new DecisionLog(cfg.decisionLog.path, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
-    const logPath = cfg.decisionLog.path;
+    // One log, one name: a path that reaches the log through a symbolic link is the log's own
+    // path (two routers naming one file two ways must meet at one lock).
+    const logPath = canonicalPath(cfg.decisionLog.path);
+    unlock = lockDecisionLog(logPath);
+    decisionLog = new DecisionLog(logPath, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
     // The log's file or folder was removed under the router and made again: so is its lock, or
     // a second router could start on this log. A lock another live router took meanwhile is
     // reported, not fought over.
@@ -143,6 +159,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     host: cfg.hostId, bufferSize: cfg.bufferSize, log: decisionLog, logger: log, onFinish: (model) => metrics?.finished(model),
   });
   metrics = new RouterMetrics(registry, cfg.models.map((m) => m.alias));
+  // A journal left behind: the last router on this log was killed, and its requests of the
+  // last second may have no record at all (known before the window is restored from the log).
+  if (decisionLog && existsSync(`${decisionLog.path}.inflight`)) decisionLog.markUnclean();
   // After a restart the window holds what it held before (the decision log's last day), and
   // requests the previous process died with get the one record they never had.
   const restored = registry.restore();
@@ -151,9 +170,6 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   if (decisionLog) {
     journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log, { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION });
     const left = InflightJournal.read(journal.path);
-    // A journal left behind: the last router on this log was killed, and its requests of the
-    // last second may have no record at all.
-    if (existsSync(journal.path)) decisionLog.markUnclean();
     let interrupted: number;
     try {
       interrupted = registry.recordInterrupted(left.entries, left.writtenAt);
@@ -165,6 +181,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     if (interrupted > 0) log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
     journal.write();
     journal.start();
+    // Rotation may delete a finished request's record: the journal must not still name that
+    // request, or a kill now would record it at the next start as one the router ended.
+    const j = journal;
+    decisionLog.onRotated = () => j.write(true);
   }
   const upstreams = new Map<string, Upstream>();
   const pools: Pool[] = [];

@@ -1,12 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { loadRouterConfig } from '../../src/config/router-config.js';
 import { ConfigError } from '../../src/errors.js';
 import { startRouter } from '../../src/servers/router.js';
+import { runCli } from '../cli/run-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-router-cfg-'));
 let n = 0;
@@ -51,6 +52,24 @@ describe('router configuration: values that could never work are refused at star
       assert.throws(() => loadRouterConfig(file([], [`readiness_path = "${path}"`])), /invalid member \/models\/0\/readiness_path/, path);
     }
     assert.equal(loadRouterConfig(file([], ['readiness_path = "/health?ready=1"'])).models[0]!.readinessPath, '/health?ready=1');
+  });
+
+  it('a second router naming the same decision log through a symbolic link is refused: one log, one lock', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'svc-router-link-'));
+    mkdirSync(join(d, 'a'));
+    mkdirSync(join(d, 'b'));
+    writeFileSync(join(d, 'a', 'decisions.jsonl'), '');
+    symlinkSync(join(d, 'a', 'decisions.jsonl'), join(d, 'b', 'decisions.jsonl'));
+    const env = { CFG_KEYS: 'good-key-0123456789abcdef' };
+    const first = await startRouter(loadRouterConfig(file([`decision_log_path = "${join(d, 'a', 'decisions.jsonl')}"`])), { logger: pino({ level: 'silent' }), env });
+    try {
+      // Another process (a lock is one process's): `router serve` as an operator runs it.
+      const r = await runCli(['router', 'serve', '--config', file([`decision_log_path = "${join(d, 'b', 'decisions.jsonl')}"`])], env, { timeoutMs: 20_000 });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /decision_log_path is in use by another running router process/);
+    } finally {
+      await first.close();
+    }
   });
 
   it('data-plane and upstream keys no header can carry stop the start, naming the variable, never the key', async () => {

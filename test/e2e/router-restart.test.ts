@@ -92,7 +92,7 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const cut = await h.lookup(inflightId);
     assert.equal(cut.status, 200, 'the request the router died with has its one record');
     const cr = cut.body.request as TerminalRecord;
-    assert.deepEqual([cr.outcome, cr.status_code, cr.finish_reason, cr.latency_ms, cr.session_id], ['error', 0, 'error', null, session]);
+    assert.deepEqual([cr.outcome, cr.status_code, cr.finish_reason, cr.latency_ms, cr.session_id], ['error', 0, 'unknown', null, session]);
     assert.deepEqual(cr.usage, { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' });
     // The process that ran it wrote its identity into the journal: the record carries it.
     const status = (await (await h.get('/v1/router/status')).json()) as { routing_config_hash: string; package_version: string };

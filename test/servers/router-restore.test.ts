@@ -13,7 +13,8 @@ import { InflightJournal, lockDecisionLog } from '../../src/servers/router/infli
 import { processStartTime } from '../../src/stores/process-lock.js';
 import { ConfigError } from '../../src/errors.js';
 import { writeFileSync } from 'node:fs';
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, utimesSync } from 'node:fs';
+import { pino } from 'pino';
 import { gid, rec } from '../support/terminal-records.js';
 import { eventually } from '../support/processes.js';
 
@@ -183,7 +184,7 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(left.entries.length, 2, 'malformed lines are skipped');
     assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 1, 'request 1 already has its record');
     const r = b.reg.lookup(gid(2))!;
-    assert.deepEqual([r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id], ['error', 0, 'error', null, 'sess-9']);
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id], ['error', 0, 'unknown', null, 'sess-9']);
     assert.deepEqual([r.workbench_run_id, r.task_id], ['run-3', 'task-4'], 'lineage survives the crash');
     assert.equal(r.finished_at, new Date(now - 50).toISOString());
     assert.equal(b.reg.lookup(gid(1))!.outcome, 'success');
@@ -195,6 +196,64 @@ describe('router registry: the window across evictions and restarts', () => {
     new InflightJournal(journal.path, b.reg, undefined).stop();
     assert.equal(existsSync(journal.path), false);
     b.log.close();
+  });
+
+  it('after an unclean stop (the .unclean marker) the window\'s left-out count is unknown for a day after the marker, not 0', () => {
+    const now = Date.now();
+    const a = setup(10);
+    a.finish(2, now - 30 * HOUR);
+    a.finish(1, now - HOUR);
+    a.log.flush();
+    a.log.markUnclean();
+    a.log.close();
+    const b = setup(10, a.path);
+    assert.equal(b.reg.restore(now), 1);
+    assert.equal(b.reg.workloadRecords(now, 1000).omitted, null, 'records of the day may be missing');
+    b.log.close();
+    // The marker is two days old: the day's records are all there is.
+    utimesSync(`${a.path}.unclean`, new Date(now - 48 * HOUR), new Date(now - 48 * HOUR));
+    const c = setup(10, a.path);
+    assert.equal(c.reg.restore(now), 1);
+    assert.equal(c.reg.workloadRecords(now, 1000).omitted, 0);
+    c.log.close();
+  });
+
+  it('a rotation that deletes records tells the router at once (its in-flight journal is rewritten)', () => {
+    const now = Date.now();
+    const path = join(mkdtempSync(join(tmpdir(), 'svc-restore-rot-')), 'd.jsonl');
+    const size = Buffer.byteLength(JSON.stringify(rec({ request_id: gid(1) }))) + 60;
+    for (const maxFiles of [1, 2]) {
+      const log = new DecisionLog(`${path}.${maxFiles}`, size * 2, maxFiles);
+      log.open();
+      let told = 0;
+      log.onRotated = () => told++;
+      const reg = new RouterRegistry({ host: 'node-a', bufferSize: 100, log });
+      for (let n = 1; n <= 8; n++) {
+        const a = active(n, now - 10);
+        reg.begin(a);
+        reg.finish(a, rec({ request_id: gid(n), started_at: new Date(now - 10).toISOString(), finished_at: new Date(now).toISOString() }), now);
+        log.flush();
+      }
+      assert.ok(told > 0, `max_files ${maxFiles}: told of the deletion`);
+      log.close();
+    }
+  });
+
+  it('requests recorded as interrupted at start each leave a line with their id', () => {
+    const now = Date.now();
+    const a = setup(10);
+    const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined);
+    a.reg.begin(active(7, now - 1000));
+    journal.write();
+    a.log.close();
+    const lines: string[] = [];
+    const log = new DecisionLog(a.path, 1 << 22, 2);
+    log.open();
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log, logger: pino({ level: 'info' }, { write: (l: string) => void lines.push(l) }) });
+    const left = InflightJournal.read(journal.path);
+    assert.equal(reg.recordInterrupted(left.entries, now), 1);
+    assert.ok(lines.some((l) => l.includes(gid(7)) && l.includes('"msg":"request finished"') && l.includes('"status":0')), lines.join(''));
+    log.close();
   });
 
   it('one router per decision log: a second live holder is refused; a lock left by a dead process is taken over', () => {

@@ -67,8 +67,12 @@ export class DecisionLog {
    * that began just before may have no record at all (`<path>.unclean` keeps this known).
    */
   recordsMayBeMissing = false;
+  /** When records were last known to be missing (the `.unclean` mark's time), or undefined. */
+  uncleanAtMs: number | undefined;
   /** Called after the file was found removed or replaced and made again (the router re-takes its lock). */
   onReopened: (() => void) | undefined;
+  /** Called after a rotation deleted records (the router rewrites its in-flight journal). */
+  onRotated: (() => void) | undefined;
 
   /**
    * @param onWriteError called when a deferred write fails with the number of records that
@@ -92,7 +96,14 @@ export class DecisionLog {
     if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.markDeleted();
     // An earlier process's rotation deleted records (kept known when decision_log_max_files grew since).
     if (existsSync(`${this.path}.rotated`)) this.recordsDeleted = true;
-    if (existsSync(`${this.path}.unclean`)) this.recordsMayBeMissing = true;
+    if (existsSync(`${this.path}.unclean`)) {
+      this.recordsMayBeMissing = true;
+      try {
+        this.uncleanAtMs = statSync(`${this.path}.unclean`).mtimeMs;
+      } catch {
+        this.uncleanAtMs = Date.now();
+      }
+    }
     if (this.size > 0) {
       const last = Buffer.alloc(1);
       readSync(this.fd, last, 0, 1, this.size - 1);
@@ -114,6 +125,7 @@ export class DecisionLog {
   /** Notes, for good, that a router on this log stopped without writing every record (see recordsMayBeMissing). */
   markUnclean(): void {
     this.recordsMayBeMissing = true;
+    this.uncleanAtMs = Date.now();
     try {
       writeNewFile(`${this.path}.unclean`, 'a router using this decision log was killed; records of its last requests may be missing\n');
     } catch {
@@ -378,10 +390,12 @@ export class DecisionLog {
   private rotate(): void {
     // Renamed first, closed after: a rename that fails leaves the current file open and in use.
     const oldest = `${this.path}.${this.maxFiles - 1}`;
+    let deleted = false;
     if (this.maxFiles > 1) {
       if (existsSync(oldest)) {
         rmSync(oldest);
         this.markDeleted();
+        deleted = true;
       }
       for (let i = this.maxFiles - 2; i >= 1; i--) {
         const from = `${this.path}.${i}`;
@@ -397,6 +411,8 @@ export class DecisionLog {
     this.fd = openRegularFile(this.path, APPEND_FLAGS, 0o600);
     this.size = 0;
     this.torn = false;
+    // Records are gone with the deleted file: whoever names their requests elsewhere is told.
+    if (this.maxFiles === 1 || deleted) this.onRotated?.();
   }
 }
 

@@ -65,9 +65,9 @@ export class InflightJournal {
    * requests are in flight (the file's time is then the last moment they were known alive,
    * their phases current within a second). A failure is logged once.
    */
-  write(): void {
+  write(force = false): void {
     const version = this.registry.activeVersion;
-    if (version === this.written && this.registry.active.size === 0) return;
+    if (!force && version === this.written && this.registry.active.size === 0) return;
     const tmp = `${this.path}.tmp`;
     try {
       let text = '';
