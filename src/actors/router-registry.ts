@@ -260,15 +260,15 @@ export class RouterRegistry {
       this.opts.log?.append(e.gateway_request_id, record);
       this.hold(e.gateway_request_id, record, finishedMs);
     }
-    // Each one an operator can find by its id (the lines of the first 100; the rest counted).
+    // Written now, or the start fails: the journal is the only other trace of these requests.
+    this.opts.log?.flush();
+    // Each one an operator can find by its id, once written (the first 100; the rest counted).
     let lines = 0;
     for (const e of pending.values()) {
       if (lines++ >= 100) break;
       this.opts.logger?.info({ gateway_request_id: e.gateway_request_id, model: e.model, outcome: 'error', status: 0 }, 'request finished');
     }
     if (pending.size > 100) this.opts.logger?.info({ skipped: pending.size - 100 }, 'request finished lines left out (rate bound); every request has its terminal record');
-    // Written now, or the start fails: the journal is the only other trace of these requests.
-    this.opts.log?.flush();
     this.changed();
     return pending.size;
   }

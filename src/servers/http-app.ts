@@ -257,5 +257,8 @@ export function loopbackHosts(app: FastifyInstance): string[] | undefined {
   const a = addr.address;
   if (!(a === '::1' || a.startsWith('127.') || a.startsWith('::ffff:127.'))) return undefined;
   const p = addr.port;
-  return [`127.0.0.1:${p}`, `localhost:${p}`, `[::1]:${p}`];
+  const hosts = [`127.0.0.1:${p}`, `localhost:${p}`, `[::1]:${p}`];
+  // Another loopback address it listens on (127.0.0.2) names it too.
+  if (a !== '127.0.0.1' && a !== '::1') hosts.push(addr.family === 'IPv6' ? `[${a}]:${p}` : `${a}:${p}`);
+  return hosts;
 }

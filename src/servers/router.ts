@@ -1,5 +1,5 @@
-import { existsSync, realpathSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Subject } from 'rxjs';
 import { Pool } from 'undici';
@@ -37,16 +37,26 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/audio/transcriptions', 'audio.transcriptions'],
 ]);
 
-/** `path` with every symbolic link resolved: the file's, when it exists, else its folder's plus its name. */
-function canonicalPath(path: string): string {
+/**
+ * `path` with every symbolic link resolved: the file's, when it exists; a link whose target
+ * does not exist yet, its target's (the file the log will be made as); else its folder's
+ * plus its name.
+ */
+function canonicalPath(path: string, depth = 0): string {
   try {
     return realpathSync(path);
   } catch {
-    try {
-      return join(realpathSync(dirname(path)), basename(path));
-    } catch {
-      return path;
-    }
+    // not there (yet), or a dangling link
+  }
+  try {
+    if (depth < 16 && lstatSync(path).isSymbolicLink()) return canonicalPath(resolve(dirname(path), readlinkSync(path)), depth + 1);
+  } catch {
+    // no such path at all
+  }
+  try {
+    return join(realpathSync(dirname(path)), basename(path));
+  } catch {
+    return path;
   }
 }
 
@@ -258,6 +268,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   });
   const closeAll = async (): Promise<void> => {
     stopChanges();
+    // The last queued records may still rotate the log as it closes: the journal is gone by
+    // then (a graceful stop leaves none behind), so no rotation rewrites it.
+    if (decisionLog) decisionLog.onRotated = undefined;
     journal?.stop();
     actor.stop();
     view.stop();

@@ -70,6 +70,19 @@ describe('router configuration: values that could never work are refused at star
     } finally {
       await first.close();
     }
+    // A link whose target does not exist yet: the router makes the target, and the lock is its.
+    const e = mkdtempSync(join(tmpdir(), 'svc-router-link-'));
+    mkdirSync(join(e, 'a'));
+    mkdirSync(join(e, 'b'));
+    symlinkSync(join(e, 'a', 'decisions.jsonl'), join(e, 'b', 'decisions.jsonl'));
+    const viaLink = await startRouter(loadRouterConfig(file([`decision_log_path = "${join(e, 'b', 'decisions.jsonl')}"`])), { logger: pino({ level: 'silent' }), env });
+    try {
+      const r = await runCli(['router', 'serve', '--config', file([`decision_log_path = "${join(e, 'a', 'decisions.jsonl')}"`])], env, { timeoutMs: 20_000 });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /decision_log_path is in use by another running router process/);
+    } finally {
+      await viaLink.close();
+    }
   });
 
   it('data-plane and upstream keys no header can carry stop the start, naming the variable, never the key', async () => {

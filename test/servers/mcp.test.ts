@@ -180,11 +180,11 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
 
 describe('controller MCP Host guard: on loopback its own names only; listening elsewhere, any name (a credential is required either way)', () => {
   const p = writeTestPolicy();
-  const post = (port: number, headers: Record<string, string>): Promise<number> =>
+  const post = (port: number, headers: Record<string, string>, address = '127.0.0.1'): Promise<number> =>
     new Promise((resolve, reject) => {
       // node:http, not fetch: fetch may not set Host.
       const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} });
-      const req = request({ host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${p.tokens.reader}`, ...headers } }, (res) => {
+      const req = request({ host: address, port, path: '/mcp', method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${p.tokens.reader}`, ...headers } }, (res) => {
         res.resume();
         resolve(res.statusCode ?? 0);
       });
@@ -212,6 +212,18 @@ describe('controller MCP Host guard: on loopback its own names only; listening e
       // On loopback, a page that rebinds a name to 127.0.0.1 is refused.
       assert.equal(await post(lport, { host: `evil.example:${lport}` }), 403);
       assert.equal(await post(lport, { host: `127.0.0.1:${lport}` }), 200);
+      // Another loopback address it listens on names it too.
+      const other = await startController(
+        { hostId: 'node-c', listen: { host: '127.0.0.2', port: 0 }, nats: undefined, policyPath: p.path, staleAfterMs: 30_000, stateDir: mkdtempSync(join(tmpdir(), 'svc-mcp-host-')) },
+        { logger: pino({ level: 'silent' }), env: p.env, bus },
+      );
+      try {
+        const oport = Number(new URL(other.url).port);
+        assert.equal(await post(oport, { host: `127.0.0.2:${oport}` }, '127.0.0.2'), 200);
+        assert.equal(await post(oport, { host: `evil.example:${oport}` }, '127.0.0.2'), 403);
+      } finally {
+        await other.close();
+      }
     } finally {
       await wide.close();
       await loop.close();

@@ -46,6 +46,8 @@ export class InflightJournal {
   private written = -1;
   private timer: NodeJS.Timeout | undefined;
   private failed = false;
+  /** Stopped: nothing writes the file again (a graceful stop removed it). */
+  private stopped = false;
 
   constructor(
     readonly path: string,
@@ -66,6 +68,7 @@ export class InflightJournal {
    * their phases current within a second). A failure is logged once.
    */
   write(force = false): void {
+    if (this.stopped) return;
     const version = this.registry.activeVersion;
     if (!force && version === this.written && this.registry.active.size === 0) return;
     const tmp = `${this.path}.tmp`;
@@ -98,6 +101,7 @@ export class InflightJournal {
     this.timer = undefined;
     if (this.registry.active.size === 0) rmSync(this.path, { force: true });
     else this.write();
+    this.stopped = true;
     rmSync(`${this.path}.tmp`, { force: true });
   }
 
