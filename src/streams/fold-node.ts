@@ -134,7 +134,12 @@ function replaceWindow(snap: NodeSnapshot, m: SourceMirror, upserts: readonly Wo
 /** Buffers the parts of a split full window; returns the whole batch once every part is in. */
 function collectPart(m: SourceMirror, part: ObservationBatch): ObservationBatch | undefined {
   const { id, part: n, parts } = part.snapshot!;
-  if (!m.pending || m.pending.id !== id || m.pending.parts !== parts) m.pending = { id, parts, got: new Map() };
+  if (!m.pending || m.pending.id !== id || m.pending.parts !== parts) {
+    // A window left incomplete (a part of another one came first): the owner's window changed
+    // and was not folded, so what is held is not its window any more, until a whole one is.
+    if (m.pending) m.gap = true;
+    m.pending = { id, parts, got: new Map() };
+  }
   m.pending.got.set(n, part);
   if (m.pending.got.size < parts) return undefined;
   const ordered = [...m.pending.got.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1]);

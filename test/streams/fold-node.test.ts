@@ -188,6 +188,23 @@ describe('node fold', () => {
     assert.deepEqual(src(q(s, T0 + 2), 'media').records.map((r) => r.id).sort(), [a.id, b2.id].sort());
   });
 
+  it('two split windows interleaved (neither whole in time): the old window is no longer the owner\'s, so the source is partial, not complete', () => {
+    const old = rec(H, 'media', 'old');
+    s = foldNode(s, msg(batch(H, 'media', { seq: 1, upserts: [old] })), T0);
+    assert.equal(src(q(s, T0), 'media').status, 'complete');
+    const part = (seq: number, id: string, n: number, r: string) => msg(batch(H, 'media', { seq, at: T0 + seq, snapshot: { id, part: n, parts: 2 }, upserts: [rec(H, 'media', r)] }));
+    s = foldNode(s, part(2, 'D', 1, 'n1'), T0);
+    s = foldNode(s, part(3, 'E', 1, 'n1'), T0);
+    s = foldNode(s, part(4, 'D', 2, 'n2'), T0);
+    s = foldNode(s, part(5, 'E', 2, 'n2'), T0);
+    const r = src(q(s, T0 + 5), 'media');
+    assert.equal(r.status, 'partial');
+    assert.notEqual(r.truncation.omitted, 0);
+    // A whole window heals it.
+    s = foldNode(s, msg(batch(H, 'media', { seq: 6, at: T0 + 6, upserts: [rec(H, 'media', 'n1'), rec(H, 'media', 'n2')] })), T0);
+    assert.equal(src(q(s, T0 + 6), 'media').status, 'complete');
+  });
+
   it('evicts beyond the mirror cap, keeping active work, and says the count is unknown', () => {
     s = createNodeSnapshot(H, 3);
     const ups = [rec(H, 'media', 'live', { at: T0 - 5000 }), done(H, 'media', 'd1', T0 - 1), done(H, 'media', 'd2', T0 - 2), done(H, 'media', 'd3', T0 - 3)];
