@@ -307,6 +307,32 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     }
   });
 
+  it('a failed stream\'s record says what is known: finish error after an earlier finish reason, no first content for what was never relayed, unknown work before any fragment; an event over 1 MiB is never relayed, however it arrives', async () => {
+    const late = await chat('answer-raw=length-then-error', { stream: true }, {}, 'recorded');
+    const lateText = await late.text();
+    assert.match(lateText, /^event: error$/m);
+    assert.doesNotMatch(lateText, /UPSTREAM-SECRET|\[DONE\]/);
+    let r = await record(gidOf(late));
+    assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 200, 'error']);
+
+    const big = await chat('answer-raw=big-event-whole', { stream: true }, {}, 'recorded');
+    const bigText = await big.text();
+    assert.ok(bigText.length < 4096, 'none of the event over 1 MiB was relayed');
+    assert.doesNotMatch(bigText, /UPSTREAM-SECRET|\[DONE\]/);
+    assert.deepEqual([(await record(gidOf(big))).outcome, (await record(gidOf(big))).finish_reason], ['error', 'error']);
+
+    const half = await chat('answer-raw=content-line-then-end', { stream: true }, {}, 'recorded');
+    await assertProblem(half, 502, 'upstream-failed');
+    r = await record(gidOf(half));
+    assert.deepEqual([r.outcome, r.status_code, r.time_to_first_content_ms], ['error', 502, null], 'no content reached the client');
+
+    const ping = await chat('answer-raw=comment-then-error', { stream: true }, {}, 'recorded');
+    await ping.text();
+    r = await record(gidOf(ping));
+    assert.equal(r.outcome, 'error');
+    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [null, 'unknown'], 'a comment is no fragment: unknown work, not 0');
+  });
+
   it('an event written over several data lines is read as one; a last event the engine left unclosed still ends the answer', async () => {
     const res = await chat('answer-raw=multiline-ok', { stream: true }, {}, 'recorded');
     assert.match(await res.text(), /data: \[DONE\]\n\n$/);

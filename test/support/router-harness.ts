@@ -330,6 +330,26 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
   'empty-200': (res, c) => {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': '0', ...c.extra }).end();
   },
+  // A finish reason, then the engine's error (no [DONE]): the answer did not finish that way.
+  'length-then-error': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + `data: ${JSON.stringify({ id: c.id, object: 'chat.completion.chunk', created: 1, model: c.model, choices: [{ index: 0, delta: {}, finish_reason: 'length' }] })}\n\n` + 'data: {"error":{"message":"UPSTREAM-SECRET-LATE"}}\n\n');
+  },
+  // One event just over 1 MiB, sent whole in one write (then [DONE]): never relayed.
+  'big-event-whole': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi ') + sseContent(c, `UPSTREAM-SECRET-BIG${'x'.repeat(1024 * 1024)}`) + 'data: [DONE]\n\n');
+  },
+  // A content line of an event the engine never closes (no empty line), then it ends: nothing relayed.
+  'content-line-then-end': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(sseContent(c, 'hi').trimEnd() + '\n');
+  },
+  // A keep-alive comment, then the engine's error: no fragment was seen.
+  'comment-then-error': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(': ping\n\ndata: {"error":{"message":"UPSTREAM-SECRET-PING"}}\n\n');
+  },
   'json-array-200': (res, c) => {
     res.writeHead(200, { 'content-type': 'application/json', ...c.extra }).end('["UPSTREAM-SECRET-ARRAY"]');
   },

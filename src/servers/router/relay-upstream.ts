@@ -227,10 +227,14 @@ export async function pipeUpstream(
         const ended = upBody.readableEnded;
         const carry = heldLen > 0 ? held!.subarray(0, heldLen) : undefined;
         if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
+          // What the unclosed event holds counts only when it is relayed (its content then
+          // reached the client; else nothing of it did).
+          const firstBefore = x.obs.firstContentAt;
           x.obs.sseChunk(carry, performance.now());
           const doneWithin = x.obs.done;
           x.obs.sseEnd();
           if (x.obs.done) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
+          else x.obs.firstContentAt = firstBefore;
         } else if (ended) x.obs.sseEnd();
         x.upstreamEndAt = performance.now();
       }

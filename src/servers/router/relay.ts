@@ -315,7 +315,9 @@ function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: number): Ter
   const completionFromUpstream = o.completionTokens !== null;
   // Output is estimated only from an answer that was seen (a stream that began, a body that
   // arrived): a request cut off before that did unknown engine work, not zero.
-  const estimable = isText && dispatched && x.answered && x.statusCode < 400;
+  // A stream that failed or was left before its first fragment (comments or a role chunk
+  // only) did unknown work, not zero.
+  const estimable = isText && dispatched && x.answered && x.statusCode < 400 && (!x.streaming || o.fragments > 0 || o.done);
   const usage: Usage = {
     prompt_tokens: o.promptTokens ?? (isText && dispatched ? x.promptEstimate : null),
     completion_tokens: completionFromUpstream ? o.completionTokens : estimable ? (x.streaming ? o.fragments : estimateTokens(o.contentChars)) : null,
@@ -333,8 +335,11 @@ function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: number): Ter
   if (isText) {
     // The router's own verdict (a stream it cut while stopping) comes before the engine's.
     finish = x.finishOverride ?? o.finishReason;
+    // An engine that failed after sending a finish reason did not finish that way: the
+    // answer ended in an error (the client got the error event, not [DONE]).
+    if (x.outcome === 'error' && x.finishOverride === null && dispatched) finish = 'error';
     if (finish === null && x.outcome === 'disconnected' && dispatched) finish = 'cancelled';
-    if (finish === null && (x.outcome === 'error' || x.outcome === 'timeout') && dispatched) finish = 'error';
+    if (finish === null && x.outcome === 'timeout' && dispatched) finish = 'error';
   }
   const rec: TerminalRecord = {
     request_id: x.a.requestId,

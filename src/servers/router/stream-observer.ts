@@ -3,6 +3,11 @@ import { FINISH_REASONS, normalizeFinishReason, type FinishReason } from '../../
 
 /** Longest SSE line kept while waiting for its end; longer lines are skipped, not buffered. */
 const MAX_LINE = 1024 * 1024;
+/**
+ * Longest SSE event read (its lines, in characters): a longer one fails the stream however it
+ * arrived, whole in one read or in many (the router holds no longer event back; docs/api.md).
+ */
+const MAX_EVENT = 1024 * 1024;
 
 /**
  * Watches an OpenAI-style response go by without keeping any of its text: it notes when
@@ -46,6 +51,8 @@ export class StreamObserver {
   private inEvent = false;
   /** Where the event being read began in the current chunk's text; -2: in an earlier chunk; -1: none. */
   private eventStart = -1;
+  /** Characters of the event being read so far (its lines and their endings). */
+  private eventChars = 0;
   // Made on the first SSE chunk: a buffered (non-streaming) answer never needs one.
   private decoder: StringDecoder | undefined;
 
@@ -161,6 +168,12 @@ export class StreamObserver {
     if (!this.inEvent) {
       this.inEvent = true;
       this.eventStart = lineStart < 0 ? -2 : lineStart;
+      this.eventChars = 0;
+    }
+    this.eventChars += line.length + 1;
+    if (this.eventChars > MAX_EVENT) {
+      this.failed = true;
+      return;
     }
     if (line.charCodeAt(0) === 58) return; // `:` a comment (keep-alive)
     const colon = line.indexOf(':');
