@@ -141,25 +141,41 @@ export class JobService {
     if (!p) throw new InvalidInputError();
     this.pending.delete(key);
     if (this.now() > p.expiresAt) {
-      this.finishOp(p.opId, NATIVE.expired, 'timeout');
+      this.endOp(p.opId, { native_state: NATIVE.expired, outcome: 'timeout' });
       throw new InvalidInputError();
     }
     const ops = this.stores.controller;
-    ops.update(p.opId, { native_state: NATIVE.preparing, progress_completed: 1 }, this.now());
+    try {
+      ops.update(p.opId, { native_state: NATIVE.preparing, progress_completed: 1 }, this.now());
+    } catch (err) {
+      // The store refused it (a full disk): nothing was started, and the token is spent. The
+      // operation ends failed (kept, and written once the store takes writes), never left
+      // looking active for good.
+      this.endOp(p.opId, { native_state: NATIVE.failed, outcome: 'error' });
+      throw err;
+    }
     this.changes.next('controller');
     if (isRecipeCommand(p.command)) {
       this.runRecipe(p.opId, p.command, p.digest ?? '');
       return { operation_id: p.opId };
     }
+    let jobId: string | undefined;
     try {
       ops.update(p.opId, { native_state: NATIVE.submitting, progress_completed: 2 }, this.now());
-      const jobId = this.execute(p.command);
-      this.finishOp(p.opId, NATIVE.succeeded, 'success', 3);
-      return jobId ? { operation_id: p.opId, job_id: jobId } : { operation_id: p.opId };
+      jobId = this.execute(p.command);
     } catch (err) {
-      this.finishOp(p.opId, NATIVE.failed, err instanceof NotFoundError ? 'rejected' : 'error');
+      this.endOp(p.opId, { native_state: NATIVE.failed, outcome: err instanceof NotFoundError ? 'rejected' : 'error' });
       throw err;
     }
+    // Started: the operation succeeded, whether or not the store takes that at once.
+    this.endOp(p.opId, { native_state: NATIVE.succeeded, outcome: 'success', progress_completed: 3 });
+    return jobId ? { operation_id: p.opId, job_id: jobId } : { operation_id: p.opId };
+  }
+
+  /** An operation's end: written now, or kept and written once the store takes writes again (see finish). */
+  private endOp(opId: string, fields: Partial<JobRow>): void {
+    this.finish('controller', opId, fields, this.now());
+    this.changes.next('controller');
   }
 
   /** An operation and, for job commands, the job it started (lifecycle status route). */
@@ -376,7 +392,7 @@ export class JobService {
     const p = this.pending.get(key);
     if (!p) return;
     this.pending.delete(key);
-    this.persist(p.opId, () => this.finishOp(p.opId, NATIVE.expired, 'timeout'));
+    this.endOp(p.opId, { native_state: NATIVE.expired, outcome: 'timeout' });
   }
 
   /** Stops runners; their jobs are marked interrupted (their engine work is not known). */

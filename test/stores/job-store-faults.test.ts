@@ -57,6 +57,26 @@ describe('job store faults', () => {
     await jobs.close();
   });
 
+  it('an apply the full store refuses (503) ends its operation failed, written when the store heals; never left active', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
+    const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, pino({ level: 'silent' }));
+    const stores = (jobs as unknown as { stores: Record<string, JobStore> }).stores;
+    const ops = stores['controller']!;
+    for (const failAt of ['preparing', 'job']) {
+      const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 5, concurrency: 1, prompt_tokens: 8, max_tokens: 4 } });
+      // The disk fills between plan and apply: the operation's first write fails, or the job's insert.
+      if (failAt === 'preparing') ops.update = diskFull;
+      else stores['benchmark']!.insert = diskFull;
+      assert.throws(() => jobs.apply(plan.confirmation_token), /disk I\/O error/);
+      assert.deepEqual([jobs.status(plan.operation_id).state, jobs.status(plan.operation_id).outcome], ['failed', 'error'], failAt);
+      delete (ops as { update?: unknown }).update;
+      delete (stores['benchmark'] as { insert?: unknown }).insert;
+      await eventually(() => ops.get(plan.operation_id)!.native_state === 'failed', 5_000);
+      assert.equal(ops.get(plan.operation_id)!.outcome, 'error');
+    }
+    await jobs.close();
+  });
+
   it('a job stopped by a store failure that then heals ends failed, never as a user\'s cancel', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
     const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, pino({ level: 'silent' }));
