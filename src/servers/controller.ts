@@ -13,6 +13,7 @@ import { mcpRoutes } from './mcp-routes.js';
 import { lifecycleRoutes } from './lifecycle-routes.js';
 import { JobService } from '../jobs/job-service.js';
 import { createJobActor } from '../actors/job-actor.js';
+import { isCredentialText } from './router/api-keys.js';
 import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
@@ -76,6 +77,8 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     // list (key rotation), the first key is the one jobs send.
     const key = (env[cfg.router.keyEnv] ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
     if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${env[cfg.router.keyEnv] === undefined ? 'is not set' : 'holds no key'}`);
+    // Sent as `Authorization: Bearer <key>`: one no header can carry would fail every job.
+    if (!isCredentialText(key)) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`);
     routerTarget = { url: cfg.router.url, key };
   }
   // One controller per state directory: a second one would mark the first one's running jobs

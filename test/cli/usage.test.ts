@@ -73,6 +73,16 @@ describe('usage errors of every command (built CLI)', () => {
     });
   });
 
+  it('a router key no header can carry stops the controller at start (exit 2), naming the variable, never the key', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'svc-node-cfg-'));
+    writeFileSync(join(d, 'policy.toml'), '[[clients]]\nid = "r"\ngrants = ["workloads:read"]\ncredential_env = "X_TOK"\n');
+    writeFileSync(join(d, 'node.toml'), '[node]\nhost_id = "n"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\nrouter_url = "http://127.0.0.1:9"\nrouter_key_env = "X_KEY"\n');
+    const r = await runCli(['controller', 'serve', '--config', join(d, 'node.toml')], { X_TOK: 'abcdefgh12345678', X_KEY: 'CANARY key with spaces' });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /X_KEY \(router_key_env\) holds a key that is not 1-4096 printable ASCII/);
+    assert.doesNotMatch(r.stderr, /CANARY/);
+  });
+
   it('required options given: the command goes on to check their values', async () => {
     const [r] = await runCliBatch([{ args: ['recipe', 'apply', 'qwen', '--controller-url', 'http://127.0.0.1:9', '--auth-env', 'UNSET_Zq1'] }]);
     assert.equal(r!.code, 2);
