@@ -92,7 +92,16 @@ export function registerBenchCommand(program: Command): void {
 }
 
 function printSummary(jobId: string, status: Record<string, unknown>): void {
-  const s = (status['summary'] ?? {}) as {
+  if (status['summary'] === null || status['summary'] === undefined) {
+    // No summary was recorded (the job was interrupted: its controller stopped under it): its
+    // progress is what is known, never a summary of zeros.
+    const p = (status['progress'] ?? {}) as { completed?: unknown; total?: unknown };
+    const done = typeof p.completed === 'number' ? String(p.completed) : 'an unknown number of';
+    const total = typeof p.total === 'number' ? ` of ${p.total}` : '';
+    process.stdout.write(`benchmark ${jobId}: ${String(status['state'])}\n  progress         ${done}${total} requests ended before it stopped; no summary was recorded\n`);
+    return;
+  }
+  const s = status['summary'] as {
     requests?: number; completed?: number; duration_ms?: number; throughput_rps?: number; outcomes?: Record<string, number>;
     time_to_first_content_ms?: { p50: number | null; p90: number | null; p99: number | null };
   };

@@ -73,6 +73,16 @@ describe('lifecycle commands against a misbehaving controller', () => {
     assert.doesNotMatch(r.stderr, /SECRET_STATE/);
   });
 
+  it('bench cancel of a job that was interrupted (no summary recorded) says how far it got, never a summary of zeros', async () => {
+    const bench = 'bench_0123456789abcdef01234567';
+    const s = await controller(['cancel it'], () => [200, { id: bench, state: 'interrupted', outcome: 'unknown', progress: { completed: 29, total: 500 }, summary: null }]);
+    const r = await runCli(['bench', 'cancel', '--controller-url', s.url, '--auth-env', 'TOK', '--job', bench, '--yes'], { TOK: token }, { timeoutMs: 20_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /had already ended: nothing to cancel/);
+    assert.match(r.stdout, /29 of 500 requests ended before it stopped; no summary was recorded/);
+    assert.doesNotMatch(r.stdout, /finished\s+0 /);
+  });
+
   it('plan lines from the server reach the terminal without control characters', async () => {
     const s = await controller(['red \u001b[31mtext\u001b[0m and a bell \u0007', 'x'.repeat(1000)], () => [200, { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} }]);
     const r = await bench(s);
