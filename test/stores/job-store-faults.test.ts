@@ -35,7 +35,9 @@ describe('job store faults', () => {
     const stores = (jobs as unknown as { stores: Record<string, JobStore> }).stores;
     stores['benchmark']!.update = diskFull;
     stores['benchmark']!.heartbeat = diskFull;
-    // The runner stops sending load: the engine's request count stops growing.
+    // The runner stops sending load: the engine's request count stops growing. (Once the job
+    // has ended: between two requests no connection is open while a live runner goes on.)
+    await eventually(() => jobs.status(jobId).state === 'failed', 10_000);
     await eventually(() => sim.stats().open === 0, 10_000);
     const sent = sim.stats().requests;
     await new Promise((r) => setTimeout(r, 1_500));
