@@ -3,7 +3,7 @@ import type { NodeConfig } from '../config/node-config.js';
 import { ConfigDirUnreadableError, loadManifestDir, loadRecipeDir } from '../recipes/config-dir.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
 import { ContainerInspector, type ManagedContainer } from '../recipes/inspector.js';
-import { formatTimestamp } from '../schema/primitives.js';
+import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
 import type { Bus } from '../streams/bus.js';
 import { OwnerActor } from './owner-actor.js';
@@ -118,11 +118,11 @@ export class UpdateTimes {
     const records = reading.records.map((r) => {
       seen.add(r.id);
       const what = `${r.state}|${r.phase}|${r.observation_quality}|${r.outcome ?? ''}`;
-      let updatedMs = Date.parse(r.updated_at);
+      const mapped = parseTimestamp(r.updated_at);
       const prev = this.last.get(r.id);
-      if (prev !== undefined && updatedMs < prev.updatedMs) updatedMs = prev.what === what ? prev.updatedMs : Math.max(prev.updatedMs, Date.parse(r.source_timestamp));
+      const updatedMs = prev === undefined || mapped >= prev.updatedMs ? mapped : prev.what === what ? prev.updatedMs : Math.max(prev.updatedMs, parseTimestamp(r.source_timestamp));
       this.last.set(r.id, { updatedMs, what });
-      return updatedMs === Date.parse(r.updated_at) ? r : { ...r, updated_at: formatTimestamp(updatedMs) };
+      return updatedMs === mapped ? r : { ...r, updated_at: formatTimestamp(updatedMs) };
     });
     for (const id of this.last.keys()) if (!seen.has(id)) this.last.delete(id);
     return { ...reading, records };

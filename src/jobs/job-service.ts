@@ -259,13 +259,11 @@ export class JobService {
         stopBeat();
         this.running.delete(opId);
       }
-      this.persist(opId, () => {
-        if (result?.ok) this.finishOp(opId, NATIVE.succeeded, 'success', RECIPE_STEPS, { action: result.action, containers: result.containers });
-        else if (result) this.finishOp(opId, NATIVE.failed, result.outcome, undefined, { reason: result.reason });
-        // Cut short by a shutdown: what the runtime did is not known.
-        else if (this.closing) this.finishOp(opId, NATIVE.interrupted, 'unknown');
-        else this.finishOp(opId, NATIVE.failed, 'error', undefined, { reason: 'internal' });
-      });
+      if (result?.ok) this.endOp(opId, { native_state: NATIVE.succeeded, outcome: 'success', progress_completed: RECIPE_STEPS, summary: JSON.stringify({ action: result.action, containers: result.containers }) });
+      else if (result) this.endOp(opId, { native_state: NATIVE.failed, outcome: result.outcome, summary: JSON.stringify({ reason: result.reason }) });
+      // Cut short by a shutdown: what the runtime did is not known.
+      else if (this.closing) this.endOp(opId, { native_state: NATIVE.interrupted, outcome: 'unknown' });
+      else this.endOp(opId, { native_state: NATIVE.failed, outcome: 'error', summary: JSON.stringify({ reason: 'internal' }) });
     })();
     this.tasks.add(task);
     void task.finally(() => this.tasks.delete(task));
@@ -379,13 +377,6 @@ export class JobService {
     };
     this.stores[owner].insert(row);
     this.changes.next(owner);
-  }
-
-  private finishOp(opId: string, state: string, outcome: string, completed?: number, summary?: object): void {
-    this.stores.controller.update(opId, {
-      native_state: state, outcome, ...(completed !== undefined ? { progress_completed: completed } : {}), ...(summary ? { summary: JSON.stringify(summary) } : {}),
-    }, this.now());
-    this.changes.next('controller');
   }
 
   private expire(key: string): void {

@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { isIPv4 } from 'node:net';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import { checkOrigin } from '../cli/origin-policy.js';
 import { ConfigError } from '../errors.js';
+import { isLoopbackHost } from './http-app.js';
 import { isHostId } from '../schema/primitives.js';
 
 /** What `dashboard serve` was given, before any check (commander hands over raw strings). */
@@ -31,11 +31,6 @@ const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Printable ASCII without spaces, as for every bearer credential of this project. */
 export const TOKEN_RE = /^[\x21-\x7e]{1,4096}$/;
 
-/** True for the names and literals that only this machine can reach. */
-export function isLoopbackHost(host: string): boolean {
-  if (host === 'localhost' || host === '::1' || host === '[::1]') return true;
-  return isIPv4(host) && host.startsWith('127.');
-}
 
 /**
  * The telemetry gate. With `--auth-env`, the named variable must hold a credential (a typo

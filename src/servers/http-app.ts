@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { isIPv4, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
@@ -244,6 +244,13 @@ export async function listen(app: FastifyInstance, host: string, port: number): 
   return url;
 }
 
+/** True for the names and literals that only this machine can reach (an IPv4-mapped 127.x included). */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost' || host === '::1' || host === '[::1]') return true;
+  const v4 = host.startsWith('::ffff:') ? host.slice(7) : host;
+  return isIPv4(v4) && v4.startsWith('127.');
+}
+
 /**
  * Host header values that name this server when it listens on loopback (for the MCP
  * rebinding guard), or undefined when it listens elsewhere (`0.0.0.0`, a host address): the
@@ -255,7 +262,7 @@ export function loopbackHosts(app: FastifyInstance): string[] | undefined {
   const addr = app.server.address();
   if (!addr || typeof addr !== 'object') return [];
   const a = addr.address;
-  if (!(a === '::1' || a.startsWith('127.') || a.startsWith('::ffff:127.'))) return undefined;
+  if (!isLoopbackHost(a)) return undefined;
   const p = addr.port;
   const hosts = [`127.0.0.1:${p}`, `localhost:${p}`, `[::1]:${p}`];
   // Another loopback address it listens on (127.0.0.2) names it too.

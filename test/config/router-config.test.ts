@@ -55,33 +55,24 @@ describe('router configuration: values that could never work are refused at star
   });
 
   it('a second router naming the same decision log through a symbolic link is refused: one log, one lock', async () => {
-    const d = mkdtempSync(join(tmpdir(), 'svc-router-link-'));
-    mkdirSync(join(d, 'a'));
-    mkdirSync(join(d, 'b'));
-    writeFileSync(join(d, 'a', 'decisions.jsonl'), '');
-    symlinkSync(join(d, 'a', 'decisions.jsonl'), join(d, 'b', 'decisions.jsonl'));
     const env = { CFG_KEYS: 'good-key-0123456789abcdef' };
-    const first = await startRouter(loadRouterConfig(file([`decision_log_path = "${join(d, 'a', 'decisions.jsonl')}"`])), { logger: pino({ level: 'silent' }), env });
-    try {
-      // Another process (a lock is one process's): `router serve` as an operator runs it.
-      const r = await runCli(['router', 'serve', '--config', file([`decision_log_path = "${join(d, 'b', 'decisions.jsonl')}"`])], env, { timeoutMs: 20_000 });
-      assert.equal(r.code, 2, r.stderr);
-      assert.match(r.stderr, /decision_log_path is in use by another running router process/);
-    } finally {
-      await first.close();
-    }
-    // A link whose target does not exist yet: the router makes the target, and the lock is its.
-    const e = mkdtempSync(join(tmpdir(), 'svc-router-link-'));
-    mkdirSync(join(e, 'a'));
-    mkdirSync(join(e, 'b'));
-    symlinkSync(join(e, 'a', 'decisions.jsonl'), join(e, 'b', 'decisions.jsonl'));
-    const viaLink = await startRouter(loadRouterConfig(file([`decision_log_path = "${join(e, 'b', 'decisions.jsonl')}"`])), { logger: pino({ level: 'silent' }), env });
-    try {
-      const r = await runCli(['router', 'serve', '--config', file([`decision_log_path = "${join(e, 'a', 'decisions.jsonl')}"`])], env, { timeoutMs: 20_000 });
-      assert.equal(r.code, 2, r.stderr);
-      assert.match(r.stderr, /decision_log_path is in use by another running router process/);
-    } finally {
-      await viaLink.close();
+    const logIn = (dir: string, side: 'a' | 'b') => file([`decision_log_path = "${join(dir, side, 'decisions.jsonl')}"`]);
+    // `b/decisions.jsonl` links to `a/decisions.jsonl` (made first, or left for the router to make).
+    for (const [targetExists, firstSide, secondSide] of [[true, 'a', 'b'], [false, 'b', 'a']] as const) {
+      const d = mkdtempSync(join(tmpdir(), 'svc-router-link-'));
+      mkdirSync(join(d, 'a'));
+      mkdirSync(join(d, 'b'));
+      if (targetExists) writeFileSync(join(d, 'a', 'decisions.jsonl'), '');
+      symlinkSync(join(d, 'a', 'decisions.jsonl'), join(d, 'b', 'decisions.jsonl'));
+      const first = await startRouter(loadRouterConfig(logIn(d, firstSide)), { logger: pino({ level: 'silent' }), env });
+      try {
+        // Another process (a lock is one process's): `router serve` as an operator runs it.
+        const r = await runCli(['router', 'serve', '--config', logIn(d, secondSide)], env, { timeoutMs: 20_000 });
+        assert.equal(r.code, 2, r.stderr);
+        assert.match(r.stderr, /decision_log_path is in use by another running router process/);
+      } finally {
+        await first.close();
+      }
     }
   });
 

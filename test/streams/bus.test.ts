@@ -20,7 +20,8 @@ import {
 } from '../../src/errors.js';
 import type { Bus, BusMsg } from '../../src/streams/bus.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
-import { connectNatsBus, endpoints, type NatsBus, type NatsBusState } from '../../src/streams/nats-bus.js';
+import { connectNatsBus, type NatsBus, type NatsBusState } from '../../src/streams/nats-bus.js';
+import { endpoints } from '../../src/streams/nats-endpoints.js';
 import { isValidPattern, isValidSubject, subjectMatches } from '../../src/streams/subject-match.js';
 import { freePort } from '../support/free-port.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';

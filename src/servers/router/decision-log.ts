@@ -1,8 +1,9 @@
 import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
-import { makeDirs, openRegularFile, writeNewFile } from '../../config/safe-files.js';
+import { makeDirs, openRegularFile } from '../../config/safe-files.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
 import { scanDecisionFiles, type Decision } from './decision-lines.js';
+import { LossMarks } from './loss-marks.js';
 
 /** The log is opened to append (`a+`); never a FIFO or a device, which could block every write. */
 const APPEND_FLAGS = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT;
@@ -56,19 +57,20 @@ export class DecisionLog {
   private lastReport = Number.NEGATIVE_INFINITY;
   /** After a failed write: no quiet retry before this time (ms). */
   private retryAt = 0;
-  /**
-   * Records may have been deleted by rotation (this process rotated its oldest file away,
-   * or found the oldest slot taken at start, so an earlier process may have): a search of
-   * the retained files can no longer say that nothing else ever matched.
-   */
-  recordsDeleted = false;
-  /**
-   * A router using this log was once killed (it left its in-flight journal behind): requests
-   * that began just before may have no record at all (`<path>.unclean` keeps this known).
-   */
-  recordsMayBeMissing = false;
+  /** What is known to be lost from this log, kept beside it across restarts (see LossMarks). */
+  private readonly marks: LossMarks;
+  /** Rotation may have deleted records (here, or by an earlier process): a search of the retained files cannot say nothing else matched. */
+  get recordsDeleted(): boolean {
+    return this.marks.deleted;
+  }
+  /** A router on this log once stopped without writing every record: some requests may have none. */
+  get recordsMayBeMissing(): boolean {
+    return this.marks.uncleanAtMs !== undefined;
+  }
   /** When records were last known to be missing (the `.unclean` mark's time), or undefined. */
-  uncleanAtMs: number | undefined;
+  get uncleanAtMs(): number | undefined {
+    return this.marks.uncleanAtMs;
+  }
   /** Called after the file was found removed or replaced and made again (the router re-takes its lock). */
   onReopened: (() => void) | undefined;
   /** Called after a rotation deleted records (the router rewrites its in-flight journal). */
@@ -84,7 +86,9 @@ export class DecisionLog {
     private readonly maxFiles: number,
     private readonly onWriteError?: (err: unknown, records: number) => void,
     private readonly flushDelayMs = DEFAULT_FLUSH_DELAY_MS,
-  ) {}
+  ) {
+    this.marks = new LossMarks(path);
+  }
 
   /** Opens (creating the folder); a torn last line from a crash is closed off first. */
   open(): void {
@@ -93,17 +97,8 @@ export class DecisionLog {
     this.size = fstatSync(this.fd).size;
     // Every file slot in use (with one file: any content): an earlier process's rotation may
     // already have deleted records.
-    if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.markDeleted();
-    // An earlier process's rotation deleted records (kept known when decision_log_max_files grew since).
-    if (existsSync(`${this.path}.rotated`)) this.recordsDeleted = true;
-    if (existsSync(`${this.path}.unclean`)) {
-      this.recordsMayBeMissing = true;
-      try {
-        this.uncleanAtMs = statSync(`${this.path}.unclean`).mtimeMs;
-      } catch {
-        this.uncleanAtMs = Date.now();
-      }
-    }
+    if (this.maxFiles > 1 ? existsSync(`${this.path}.${this.maxFiles - 1}`) : this.size > 0) this.marks.markDeleted();
+    this.marks.read();
     if (this.size > 0) {
       const last = Buffer.alloc(1);
       readSync(this.fd, last, 0, 1, this.size - 1);
@@ -111,26 +106,9 @@ export class DecisionLog {
     }
   }
 
-  /** Notes, for good (`<path>.rotated`), that rotation may have deleted records (see recordsDeleted). */
-  private markDeleted(): void {
-    if (this.recordsDeleted) return;
-    this.recordsDeleted = true;
-    try {
-      if (!existsSync(`${this.path}.rotated`)) writeNewFile(`${this.path}.rotated`, 'rotation of this decision log has deleted its oldest records\n');
-    } catch {
-      // in memory at least, for this process
-    }
-  }
-
   /** Notes, for good, that a router on this log stopped without writing every record (see recordsMayBeMissing). */
   markUnclean(): void {
-    this.recordsMayBeMissing = true;
-    this.uncleanAtMs = Date.now();
-    try {
-      writeNewFile(`${this.path}.unclean`, 'a router using this decision log was killed; records of its last requests may be missing\n');
-    } catch {
-      // in memory at least, for this process
-    }
+    this.marks.markUnclean();
   }
 
   /** Queues one decision; it is written within `flushDelayMs`, or sooner by flush(). */
@@ -389,22 +367,19 @@ export class DecisionLog {
 
   private rotate(): void {
     // Renamed first, closed after: a rename that fails leaves the current file open and in use.
-    const oldest = `${this.path}.${this.maxFiles - 1}`;
-    let deleted = false;
+    // With one file it is itself the oldest.
+    const oldest = this.maxFiles > 1 ? `${this.path}.${this.maxFiles - 1}` : this.path;
+    const deleted = existsSync(oldest);
+    if (deleted) {
+      rmSync(oldest);
+      this.marks.markDeleted();
+    }
     if (this.maxFiles > 1) {
-      if (existsSync(oldest)) {
-        rmSync(oldest);
-        this.markDeleted();
-        deleted = true;
-      }
       for (let i = this.maxFiles - 2; i >= 1; i--) {
         const from = `${this.path}.${i}`;
         if (existsSync(from)) renameSync(from, `${this.path}.${i + 1}`);
       }
       renameSync(this.path, `${this.path}.1`);
-    } else {
-      rmSync(this.path);
-      this.markDeleted();
     }
     closeSync(this.fd);
     this.fd = -1;
@@ -412,7 +387,7 @@ export class DecisionLog {
     this.size = 0;
     this.torn = false;
     // Records are gone with the deleted file: whoever names their requests elsewhere is told.
-    if (this.maxFiles === 1 || deleted) this.onRotated?.();
+    if (deleted) this.onRotated?.();
   }
 }
 
