@@ -30,28 +30,32 @@ interface Spec {
   readonly cli: string;
   readonly decisionLog: boolean;
   readonly bufferSize: number | undefined;
+  /** Extra node flags for the router process (`:semi=N` gives `--max-semi-space-size=N`). */
+  readonly nodeArgs: string[];
 }
 
 function parseSpec(arg: string): Spec {
   // Options are the known suffixes after the last colons; the rest is the target (a path may hold `:`).
   const parts = arg.split(':');
   const opts: string[] = [];
-  while (parts.length > 1 && /^(nolog|buf=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
+  while (parts.length > 1 && /^(nolog|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
   const where = parts.join(':');
   if (where === 'bare') {
     if (opts.length > 0) throw new Error(`${arg}: the bare relay takes no options`);
-    return { label: 'bare', kind: 'bare', cli: '', decisionLog: false, bufferSize: undefined };
+    return { label: 'bare', kind: 'bare', cli: '', decisionLog: false, bufferSize: undefined, nodeArgs: [] };
   }
   const cli = where === '.' ? CLI : join(resolve(where), 'dist', 'cli', 'main.js');
   if (!existsSync(cli)) throw new Error(`${arg}: no built CLI at ${cli} (run npm run build there)`);
   let decisionLog = true;
   let bufferSize: number | undefined;
+  const nodeArgs: string[] = [];
   for (const o of opts) {
     if (o === 'nolog') decisionLog = false;
+    else if (o.startsWith('semi=')) nodeArgs.push(`--max-semi-space-size=${o.slice(5)}`);
     else bufferSize = Number(o.slice(4));
   }
   if (bufferSize === 0) throw new Error(`${arg}: buf needs a positive number`);
-  return { label: arg, kind: 'router', cli, decisionLog, bufferSize };
+  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs };
 }
 
 function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
@@ -92,7 +96,7 @@ await runBench('router-ab', async (tmp) => {
     else {
       const dir = join(tmp, `r${i}`);
       mkdirSync(dir);
-      p = await startRouter(sim.url, dir, key, { decisionLog: s.decisionLog, bufferSize: s.bufferSize, cli: s.cli });
+      p = await startRouter(sim.url, dir, key, { decisionLog: s.decisionLog, bufferSize: s.bufferSize, cli: s.cli }, s.nodeArgs);
     }
     targets.push(makeTarget(s.kind === 'bare' ? 'bare' : 'router', s.label, p.url, s.kind === 'bare' ? {} : { authorization: `Bearer ${key}` }, p));
   }
