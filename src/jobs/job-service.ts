@@ -59,6 +59,8 @@ export class JobService {
   /** Emits the owner whose store changed (actors read sooner). */
   readonly changes = new Subject<JobOwner>();
   private readonly pending = new Map<string, Pending>();
+  /** Beats every operation awaiting approval while there is one (see beatPending). */
+  private pendingBeat: NodeJS.Timeout | undefined;
   private readonly running = new Map<string, AbortController>();
   private readonly tasks = new Set<Promise<void>>();
   private closing = false;
@@ -125,6 +127,7 @@ export class JobService {
     const token = randomBytes(24).toString('hex');
     const expiresAt = t + CONFIRMATION_TTL_MS;
     this.pending.set(digest(token), { opId, command, expiresAt, ...(recipe ? { digest: recipe.digest } : {}) });
+    this.beatPending();
     setTimeout(() => this.expire(digest(token)), CONFIRMATION_TTL_MS + 10).unref();
     return { operation_id: opId, command: command.name, plan: describePlan(command, recipe), confirmation_token: token, expires_at: new Date(expiresAt).toISOString() };
   }
@@ -269,6 +272,27 @@ export class JobService {
     void task.finally(() => this.tasks.delete(task));
   }
 
+  /**
+   * An operation awaiting approval is held by this process (its expiry timer runs here), so
+   * its heartbeat is beaten like a runner's: it reads as live while held, and ages into
+   * `stale` if this process stops (a restart marks it expired). One timer beats them all, and
+   * stops when none is left.
+   */
+  private beatPending(): void {
+    if (this.pendingBeat !== undefined) return;
+    this.pendingBeat = setInterval(() => {
+      if (this.pending.size === 0 || this.closing) {
+        clearInterval(this.pendingBeat);
+        this.pendingBeat = undefined;
+        return;
+      }
+      const t = this.now();
+      for (const p of this.pending.values()) this.persist(p.opId, () => this.stores.controller.heartbeat(p.opId, t));
+      this.changes.next('controller');
+    }, HEARTBEAT_MS);
+    this.pendingBeat.unref();
+  }
+
   /** Beats the job's heartbeat every second until the returned function is called. */
   private heartbeat(owner: JobOwner, id: string): () => void {
     const beat = setInterval(() => {
@@ -389,6 +413,8 @@ export class JobService {
   /** Stops runners; their jobs are marked interrupted (their engine work is not known). */
   async close(): Promise<void> {
     this.closing = true;
+    clearInterval(this.pendingBeat);
+    this.pendingBeat = undefined;
     for (const ctl of this.running.values()) ctl.abort();
     await Promise.allSettled([...this.tasks]);
     // A last try for end states still unwritten (the next start marks what is left interrupted).

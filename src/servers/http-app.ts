@@ -68,6 +68,19 @@ function isJson(text: string): boolean {
 /** SQLite errors that mean "the store cannot be used now" (disk, locks, permissions), not a bug. */
 const STORE_UNAVAILABLE = /^SQLITE_(?:FULL|IOERR|CANTOPEN|READONLY|BUSY|LOCKED)(?:_|$)/;
 
+/**
+ * A request target in origin form: an absolute-form target (`http://host:port/v1/x?q`, which
+ * RFC 9112 3.2.2 says a server must accept) loses its scheme and authority, so every match
+ * on the path (routes, the 404/405 answer, the router's inference routes) sees `/v1/x?q`.
+ */
+export function originForm(url: string): string {
+  if (url.startsWith('/')) return url;
+  const m = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(url);
+  if (!m) return url;
+  const rest = url.slice(m[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -80,6 +93,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     // A path parameter may be as long as the ids it carries: a legacy request id is up to 128
     // characters, each up to 3 when percent-encoded (Fastify's default stops at 100).
     routerOptions: { maxParamLength: 384 },
+    rewriteUrl: (req) => originForm(req.url ?? '/'),
     // A missing Host is refused by the hook below with the fixed problem, not by node's bare 400.
     http: { requireHostHeader: false, ...(opts.connectionsCheckIntervalMs !== undefined ? { connectionsCheckingInterval: opts.connectionsCheckIntervalMs } : {}) },
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
@@ -136,6 +150,12 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    // No route takes it (404, or 405 for a known path): that answer, not a verdict on a body
+    // nobody will read.
+    if (req.is404) {
+      done(null, undefined);
+      return;
+    }
     parseJson(req, body as string, (err: Error | null, value?: unknown) => {
       // Valid JSON refused for `__proto__` or `constructor.prototype` is not a syntax error:
       // the fixed invalid-input problem (a JSON-RPC route says "Parse error" only for non-JSON).
@@ -145,8 +165,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     });
   });
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.
+  // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
+  // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) ? new InvalidInputError() : undefined);
+    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || bodyOnRead(req.raw) ? new InvalidInputError() : undefined);
   });
   app.setNotFoundHandler((req, reply) => {
     const q = req.url.indexOf('?');
@@ -165,6 +187,13 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     done();
   });
   return app;
+}
+
+/** A GET or HEAD that carries a body (a nonzero length, or any transfer coding). */
+function bodyOnRead(req: IncomingMessage): boolean {
+  if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+  const len = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
 }
 
 /** An HTTP/1.1 request without a Host header (RFC 9112 3.2: answered with 400); HTTP/1.0 may omit it. */

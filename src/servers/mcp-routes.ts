@@ -3,7 +3,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
-import { OriginRefusedError, SvcError } from '../errors.js';
+import { InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
 import { PACKAGE_VERSION } from '../version.js';
 
@@ -107,6 +107,9 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
   const onRequest = async (req: FastifyRequest): Promise<void> => {
     guardHostAndOrigin(req);
     o.policy.identify(req.headers.authorization);
+    // Filters go in the tool call's arguments: one in the query string would be ignored, and
+    // the unfiltered answer mistaken for a filtered one (as on /tools/call).
+    if (req.url.includes('?')) throw new InvalidInputError();
   };
   // A body that is not JSON at all is JSON-RPC's -32700 `Parse error` (HTTP 400), as an MCP
   // client expects; every other refusal (credential, Host, size, a member named twice) keeps

@@ -16,7 +16,7 @@ import { NodeView } from '../streams/node-view.js';
 import { openBus } from '../streams/open-bus.js';
 import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
-import { createHttpApp, lacksHost, listen } from './http-app.js';
+import { createHttpApp, lacksHost, listen, originForm } from './http-app.js';
 import { Admission } from './router/admission.js';
 import { DataPlaneKeys, digest, isCredentialText } from './router/api-keys.js';
 import { DecisionLog } from './router/decision-log.js';
@@ -246,6 +246,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     refusedHeaders: (req) => (inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization) ? { 'x-svc-request-id': newGatewayId() } : undefined),
     serverFactory: (handler) =>
       createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
+        if (req.url !== undefined && !req.url.startsWith('/')) req.url = originForm(req.url);
         const route = inferenceRoute(req);
         if (route === undefined) handler(req, res);
         else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));

@@ -102,8 +102,11 @@ function asked(r: WorkloadRecord, f: Filters): boolean {
   return relevant(r.owner, f) && (f.state === undefined || r.state === f.state) && (f.host === undefined || r.host === f.host) && (!f.active_only || ACTIVE_STATES.has(r.state));
 }
 
-/** Lowers a node's status and count to what its relevant sources support (never raises them). */
+/** Lowers a node's sources, status and count to what its sources support (never raises them). */
 export function holdToSources(v: NodeResult, f: Filters): void {
+  // A source is `complete` only with no known omission (SPEC.md): one that left records out,
+  // or cannot say how many, is `partial` whatever it claimed.
+  for (const s of v.sources) if (s.status === 'complete' && s.truncation.omitted !== 0) (s as { status: ResultStatus }).status = 'partial';
   const rel = v.sources.filter((s) => relevant(s.owner, f));
   let derived: ResultStatus = 'complete';
   if (rel.length > 0 && rel.every((s) => s.status === 'unavailable')) derived = 'unavailable';

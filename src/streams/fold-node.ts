@@ -1,4 +1,4 @@
-import { ACTIVE_STATES } from '../schema/enums.js';
+import { ACTIVE_STATES, type State } from '../schema/enums.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
 import { parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
@@ -111,9 +111,31 @@ function upsert(snap: NodeSnapshot, m: SourceMirror, rec: WorkloadRecord, latest
   return true;
 }
 
-/** A terminal record never becomes active again; an older observation never wins. */
+/**
+ * Where each active state stands on its kind's one-way path (DESIGN.md): router requests
+ * checking -> admitted -> dispatched -> streaming, jobs and operations queued -> running.
+ * A recipe's `running` has no other ranked state beside it, so it is never compared.
+ */
+const ACTIVE_RANK: Readonly<Partial<Record<State, number>>> = { checking: 0, admitted: 1, dispatched: 2, streaming: 3, queued: 0, running: 1 };
+
+/**
+ * DESIGN.md's transitions, then dates: a terminal record is final (it never becomes active
+ * again, and how it ended never changes); an active record may end whatever the dates say (an
+ * owner whose clock stepped back dates the end before its last active observation), but never
+ * steps back along its path; otherwise an older observation never wins.
+ */
 function mayReplace(prev: MirrorEntry, next: MirrorEntry): boolean {
-  if (prev.rec.state === 'terminal' && next.rec.state !== 'terminal') return false;
+  const p = prev.rec;
+  const n = next.rec;
+  if (p.state === 'terminal') {
+    if (n.state !== 'terminal' || n.phase !== p.phase || n.outcome !== p.outcome) return false;
+  } else if (n.state === 'terminal') {
+    if (ACTIVE_STATES.has(p.state)) return true;
+  } else {
+    const from = ACTIVE_RANK[p.state];
+    const to = ACTIVE_RANK[n.state];
+    if (from !== undefined && to !== undefined && to < from) return false;
+  }
   if (next.updatedMs < prev.updatedMs) return false;
   if (next.updatedMs === prev.updatedMs && next.sourceMs < prev.sourceMs) return false;
   return true;

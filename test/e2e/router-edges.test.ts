@@ -6,7 +6,8 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
 import { GID, PROBLEM, raw, user } from '../support/router-e2e.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
@@ -16,9 +17,17 @@ const T = { timeout: 120_000 };
 
 describe('router edges (real processes, default log level)', T, () => {
   let h: RouterHarness;
+  // An upstream whose readiness answer takes 1.5 s and says "not ready" (its inference route
+  // is never reached): a client still there would get a 502.
+  const slowReady = createServer((req, res) => {
+    if (req.url === '/health') setTimeout(() => res.writeHead(503).end(), 1_500);
+    else res.writeHead(500).end();
+  });
   before(async () => {
+    await new Promise<void>((r) => slowReady.listen(0, '127.0.0.1', r));
     h = await startRouterHarness({
       models: [
+        { alias: 'slowready', upstream: `http://127.0.0.1:${(slowReady.address() as AddressInfo).port}/v1` },
         { alias: 'chat', max_output_tokens: 16 },
         { alias: 'plain', max_output_tokens: 64 },
         { alias: 'one', max_concurrency: 1, max_queue: 1 },
@@ -27,7 +36,11 @@ describe('router edges (real processes, default log level)', T, () => {
       server: { max_body_bytes: 1_048_576 },
     });
   });
-  after(async () => h?.stop());
+  after(async () => {
+    await h?.stop();
+    slowReady.closeAllConnections();
+    slowReady.close();
+  });
 
   const post = (path: string, body: string | object, headers: Record<string, string> = {}, signal?: AbortSignal) =>
     fetch(`${h.routerUrl}${path}`, {
@@ -129,6 +142,70 @@ describe('router edges (real processes, default log level)', T, () => {
     assert.equal(r.status_code, 0);
     assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [null, 'unknown']);
     assert.equal(r.usage.prompt_source, 'estimated', 'the prompt was sent: its estimate stands');
+  });
+
+  /** Sends `text` on one connection and closes it after `ms`, without reading the answers. */
+  const sendAndLeave = async (text: string, ms: number): Promise<void> => {
+    const url = new URL(h.routerUrl);
+    const { connect } = await import('node:net');
+    await new Promise<void>((resolve) => {
+      const sock = connect(Number(url.port), url.hostname, () => {
+        sock.write(text);
+        setTimeout(() => sock.destroy(), ms);
+      });
+      sock.on('close', () => resolve());
+      sock.on('error', () => undefined);
+    });
+  };
+  const chatText = (rid: string, content: string, alias = 'chat'): string => {
+    const body = JSON.stringify({ model: alias, messages: user(content) });
+    return `POST /v1/chat/completions HTTP/1.1\r\nHost: ${new URL(h.routerUrl).host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nX-Request-Id: ${rid}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  };
+
+  it('pipelined requests whose client leaves are all recorded disconnected, and their engine work is cut', async () => {
+    const tag = Date.now();
+    // Two requests back to back on one connection, the client gone after 300 ms: the second
+    // has no answer of its own on the socket yet, and must not run on for nobody.
+    await sendAndLeave(chatText(`pipe-${tag}-0`, 'sim:ttft_ms=1500') + chatText(`pipe-${tag}-1`, 'sim:ttft_ms=1500'), 300);
+    for (const i of [0, 1]) {
+      const r = await record(`pipe-${tag}-${i}`);
+      assert.deepEqual([r.outcome, r.status_code], ['disconnected', 0], `request ${i}`);
+      assert.ok(r.upstream_duration_ms === null || r.upstream_duration_ms < 1_000, `request ${i} was cut (${r.upstream_duration_ms} ms upstream)`);
+    }
+  });
+
+  it('a client that leaves during the readiness check was sent nothing: disconnected with status 0, not a 502', async () => {
+    const rid = `ready-gone-${Date.now()}`;
+    await sendAndLeave(chatText(rid, 'hello', 'slowready'), 300);
+    const r = await record(rid);
+    assert.deepEqual([r.outcome, r.status_code], ['disconnected', 0]);
+    assert.ok(r.readiness_check_ms !== null && r.readiness_check_ms >= 1_000, `the check's time is kept (${r.readiness_check_ms} ms)`);
+  });
+
+  it('absolute-form request targets (RFC 9112 3.2.2) reach the same routes as origin-form ones', async () => {
+    const url = new URL(h.routerUrl);
+    const body = JSON.stringify({ model: 'chat', messages: user('absolute') });
+    const answer = await raw(url, `POST http://${url.host}/v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    assert.match(answer, /^HTTP\/1\.1 200 /);
+    const id = /x-svc-request-id: (req_[0-9a-f]{32})/i.exec(answer)?.[1];
+    assert.ok(id, 'answered with its id');
+    assert.equal((await record(id)).outcome, 'success');
+    const wrong = await raw(url, `POST http://${url.host}/v1/models HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+    assert.match(wrong, /^HTTP\/1\.1 405 /);
+    assert.match(wrong, /\r\nallow: GET, HEAD\r\n/i);
+  });
+
+  it('a body no route reads is not judged: a wrong method stays 405 and an unknown path 404, whatever the body; a body on a GET is refused', async () => {
+    const models = await post('/v1/models', 'not json');
+    await problem(models, 405, 'method-not-allowed');
+    assert.equal(models.headers.get('allow'), 'GET, HEAD');
+    await problem(await post('/v2/nothing', 'not json'), 404, 'not-found');
+    // Filters sent in a GET body would be ignored: refused, never answered unfiltered.
+    const url = new URL(h.routerUrl);
+    const body = '{"owner":"media"}';
+    const answer = await raw(url, `GET /v1/router/status HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.match(answer, /invalid-input/);
   });
 
   it('wrong methods on known routes are 405 with Allow; unknown paths stay 404', async () => {

@@ -155,6 +155,17 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
     assert.match(anonJson.headers.get('content-type') ?? '', /^application\/problem\+json/);
   });
 
+  it('a query string on /mcp is refused (filters belong in the tool arguments), never answered unfiltered', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'node_workloads', arguments: {} } });
+    const headers = { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const res = await fetch(`${ctl.url}/mcp?owner=media`, { method: 'POST', headers, body });
+    assert.equal(res.status, 400);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+    assert.ok(!(await res.text()).includes('media'));
+    // Without a credential the answer is still 401 first.
+    assert.equal((await fetch(`${ctl.url}/mcp?owner=media`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status, 401);
+  });
+
   it('a body that is not JSON is JSON-RPC -32700 "Parse error" (HTTP 400), without any of its text', async () => {
     const raw = (body: string) =>
       fetch(`${ctl.url}/mcp`, {

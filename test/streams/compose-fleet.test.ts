@@ -44,6 +44,17 @@ describe('fleet composition', () => {
     for (const v of shapes) assert.equal(composeFleet([{ hostId: 'a' }], [reply(v)], F, T0).nodes[0]!.condition, 'malformed', JSON.stringify(v).slice(0, 120));
   });
 
+  it('a source that says complete while its count is unknown or short is partial in the fleet (complete means no known omission)', () => {
+    const good = nodeResult('a', 1);
+    const claims = { ...good, status: 'complete', sources: good.sources.map((x) => (x.owner === 'router' ? { ...x, status: 'complete', truncation: { returned: 0, omitted: null } } : x)) };
+    const n = composeFleet([{ hostId: 'a' }], [reply(claims)], F, T0).nodes[0]!;
+    assert.equal(n.sources.find((x) => x.owner === 'router')!.status, 'partial');
+    assert.equal(n.sources.find((x) => x.owner === 'media')!.status, 'complete', 'the other sources keep what they support');
+    assert.equal(n.status, 'partial');
+    const short = { ...good, sources: good.sources.map((x) => (x.owner === 'router' ? { ...x, status: 'complete', truncation: { returned: 0, omitted: 3 } } : x)), truncation: { returned: 1, omitted: 3 } };
+    assert.equal(composeFleet([{ hostId: 'a' }], [reply(short)], F, T0).nodes[0]!.sources.find((x) => x.owner === 'router')!.status, 'partial');
+  });
+
   it('keeps one entry per declared node, in order, with the right condition', () => {
     const declared = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((hostId) => ({ hostId }));
     const answers: NodeAnswer[] = [

@@ -11,6 +11,7 @@ const H = 'node-a';
 const STALE = 30_000;
 const q = (s: NodeSnapshot, now: number, f = {}) => queryNode(s, resolveFilters(f), now, { staleAfterMs: STALE, owners: CONTROLLER_OWNERS });
 const msg = (b: unknown, owner = 'media', host = H) => ({ type: 'message' as const, subject: `svc.v1.${host}.obs.${owner}`, data: enc(b) });
+const qr = (s: NodeSnapshot, now: number) => queryNode(s, resolveFilters({}), now, { staleAfterMs: STALE, owners: ['router'] });
 const src = (r: ReturnType<typeof q>, owner: string) => r.sources.find((s) => s.owner === owner)!;
 
 describe('node fold', () => {
@@ -135,6 +136,45 @@ describe('node fold', () => {
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 1000, upserts: [fin] })), T0);
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 2000, full: false, upserts: [revived] })), T0);
     assert.equal(src(q(s, T0 + 2000), 'media').records[0]!.state, 'terminal');
+  });
+
+  it('an active record ends even when its end is dated before its last active observation (the owner\'s clock stepped back)', () => {
+    const created = formatTimestamp(T0);
+    const streaming = rec(H, 'router', 'r', { at: T0 + 5000, created_at: created });
+    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 5000, upserts: [streaming] }), 'router'), T0 + 5000);
+    // The clock went back 3 s: the end is dated 2 s after the start, before the streaming view.
+    const ended = done(H, 'router', 'r', T0 + 2000);
+    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 6000, upserts: [{ ...ended, created_at: created }] }), 'router'), T0 + 6000);
+    const r = src(qr(s, T0 + 6000), 'router');
+    assert.deepEqual([r.records[0]!.state, r.records[0]!.outcome], ['terminal', 'success']);
+    assert.equal(r.status, 'complete');
+  });
+
+  it('an active record never steps back along its kind\'s path (DESIGN.md transitions), even when the observation is newer', () => {
+    const created = formatTimestamp(T0);
+    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 1000, upserts: [rec(H, 'router', 'r', { at: T0 + 1000, created_at: created })] }), 'router'), T0);
+    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 2000, full: false, upserts: [rec(H, 'router', 'r', { at: T0 + 2000, created_at: created, state: 'checking', phase: 'checking' })] }), 'router'), T0);
+    assert.equal(src(qr(s, T0 + 2000), 'router').records[0]!.state, 'streaming');
+    s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 1000, upserts: [rec(H, 'benchmark', 'j', { at: T0 + 1000, created_at: created })] }), 'benchmark'), T0);
+    s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 2000, full: false, upserts: [rec(H, 'benchmark', 'j', { at: T0 + 2000, created_at: created, state: 'queued', phase: 'queued' })] }), 'benchmark'), T0);
+    assert.equal(src(q(s, T0 + 2000), 'benchmark').records[0]!.state, 'running');
+    // Forward along the path is taken: queued -> running, checking -> dispatched.
+    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 1000, upserts: [rec(H, 'media', 'm', { at: T0 + 1000, created_at: created, state: 'queued', phase: 'queued' })] })), T0);
+    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 2000, full: false, upserts: [rec(H, 'media', 'm', { at: T0 + 2000, created_at: created })] })), T0);
+    assert.equal(src(q(s, T0 + 2000), 'media').records[0]!.state, 'running');
+  });
+
+  it('how a terminal record ended never changes', () => {
+    const ok = done(H, 'controller', 'op', T0 + 1000);
+    s = foldNode(s, msg(batch(H, 'controller', { at: T0 + 1000, upserts: [ok] }), 'controller'), T0);
+    const rewritten = done(H, 'controller', 'op', T0 + 2000, 'error');
+    s = foldNode(s, msg(batch(H, 'controller', { at: T0 + 2000, full: false, upserts: [rewritten] }), 'controller'), T0);
+    const r = src(q(s, T0 + 2000), 'controller').records[0]!;
+    assert.deepEqual([r.phase, r.outcome], ['completed', 'success']);
+    // The same end observed again (later) is taken: nothing about how it ended moved.
+    const again = { ...done(H, 'controller', 'op', T0 + 3000), progress: { completed: 3, total: 3, unit: 'steps' as const } };
+    s = foldNode(s, msg(batch(H, 'controller', { at: T0 + 3000, full: false, upserts: [again] }), 'controller'), T0);
+    assert.deepEqual(src(q(s, T0 + 3000), 'controller').records[0]!.progress, again.progress);
   });
 
   it('a batch with an older source timestamp or a repeated seq is ignored and counted', () => {

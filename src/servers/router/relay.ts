@@ -219,12 +219,24 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   // Arrived after a graceful stop cut the others: cut too, before any engine work.
   if (ctx.stopping.value) abort.abort();
   let clientGone = false;
-  res.on('close', () => {
-    if (!res.writableFinished) {
+  const gone = (): void => {
+    if (!res.writableFinished && !clientGone) {
       clientGone = true;
       abort.abort();
     }
-  });
+  };
+  res.on('close', gone);
+  // A pipelined request (one sent before the answer to the one ahead of it on the connection)
+  // has no socket of its own answer yet: its 'close' comes only when that answer gets one, so
+  // the connection's own close is what says its client left.
+  if (res.socket === null) {
+    const socket = req.socket;
+    if (socket.destroyed) gone();
+    else {
+      socket.once('close', gone);
+      res.once('close', () => socket.off('close', gone));
+    }
+  }
   let admitted = false;
   try {
     const r0 = performance.now();
@@ -232,6 +244,11 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     const check = ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
     const ready = typeof check === 'boolean' ? check : await check;
     x.readinessMs = performance.now() - r0;
+    // Left while the check ran: it was sent nothing, whatever the check found.
+    if (clientGone) {
+      x.outcome = 'disconnected';
+      return;
+    }
     if (!ready) {
       // Refused before dispatch (outcome rejected), but for the client an upstream failure.
       x.outcome = 'rejected';
@@ -254,8 +271,10 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
         x.statusCode = 503;
         return sendRawProblem(res, ErrorCode.UNAVAILABLE);
       }
-      x.outcome = reason === 'aborted' ? 'disconnected' : 'rejected';
+      // A client that left is sent nothing, even when the queue was full when it did.
+      x.outcome = reason === 'aborted' || clientGone ? 'disconnected' : 'rejected';
       // A client that left while queued was sent nothing (as when it leaves once admitted).
+      if (clientGone) return;
       x.statusCode = reason === 'aborted' ? 0 : 429;
       return sendRawProblem(res, ErrorCode.ADMISSION_REFUSED);
     }
