@@ -6,6 +6,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { parse as parseToml } from 'smol-toml';
 import { ConfigError, ForbiddenError, UnauthenticatedError } from '../errors.js';
 import { HOST_ID_PATTERN, literalUnion } from '../schema/primitives.js';
+import { envVar } from '../config/env-var.js';
 
 /** Every grant this project knows; an unknown one is a start-up error. */
 export const GRANTS = ['workloads:read', 'node-admin:lifecycle', 'node-admin:bootstrap', 'media:submit'] as const;
@@ -140,7 +141,7 @@ function resolveCredential(c: PolicyFile['clients'][number], env: NodeJS.Process
   if (hasEnv === hasFile) throw new ConfigError(`authorization policy: client "${c.id}" needs exactly one of credential_env or credential_file`);
   let token: string | undefined;
   if (hasEnv) {
-    token = env[c.credential_env!];
+    token = envVar(env, c.credential_env!);
     if (!token?.trim()) throw new ConfigError(`authorization policy: client "${c.id}": environment variable ${c.credential_env} ${token === undefined ? 'is not set' : 'is empty'}`);
   } else {
     const file = resolve(baseDir, c.credential_file!);

@@ -5,6 +5,7 @@ import { checkOrigin } from './origin-policy.js';
 import { failureFor, runReadAction, SnapshotFailure, snapshotFailure } from './read-errors.js';
 import { EXIT } from './run-server.js';
 import { checkCredential, checkEnvName } from './settings.js';
+import { envVar } from '../config/env-var.js';
 
 /** The options every lifecycle command takes. */
 export interface LifecycleFlags {
@@ -75,7 +76,7 @@ export function expectJson(o: ReadOutcome, okStatus: number, failures: StatusFai
 export async function lifecycleAction(f: LifecycleFlags, run: (c: LifecycleClient) => Promise<void>): Promise<void> {
   await runReadAction(async () => {
     const origin = checkOrigin(f.controllerUrl);
-    const token = checkCredential(process.env[checkEnvName(f.authEnv)]);
+    const token = checkCredential(envVar(process.env, checkEnvName(f.authEnv)));
     const reader = new SafeReader(origin, token, 10);
     try {
       await run(new LifecycleClient(reader, f.yes === true));

@@ -28,10 +28,20 @@ const USAGE_MESSAGES: Readonly<Record<string, string>> = {
   'svc.repeatedOption': 'an option was given more than once',
 };
 
+/** Lifecycle commands (bench run|cancel). */
 const EXIT_HELP = `
-Exit codes: 0 success (a read: any valid answer, partial and unavailable included); 1 a server
-that cannot start, or a job or operation that failed; 2 invalid usage or configuration; 4 the
-other side refused or could not answer; 130 interrupted (Ctrl-C).`;
+Exit codes: 0 success; 1 the job or operation failed or was interrupted (or an unexpected
+internal error); 2 invalid usage or configuration; 4 the other side refused or could not answer;
+130 interrupted (Ctrl-C at a confirmation prompt or while following a job).`;
+
+/** Reads (observation only): nothing starts, and no job can fail. */
+const READ_EXIT_HELP = `
+Exit codes: 0 any valid answer (partial and unavailable included); 1 only an unexpected
+internal error (a bug); 2 invalid usage or configuration; 4 the other side refused or could not
+answer, or its answer did not hold up; 130 interrupted (Ctrl-C).`;
+
+/** The read commands, by their path. */
+const READ_COMMANDS = new Set(['router workloads', 'fleet workloads', 'router diagnose', 'recipe status']);
 
 /** Long-running servers: a stop by signal once they are up is a clean exit. */
 const SERVER_EXIT_HELP = `
@@ -88,7 +98,7 @@ export function buildProgram(): Command {
       for (const o of c.options) refuseRepeats(c, o);
       // Every command's own help says what its exit status means (recipe apply|stop say it in their words).
       const path = c === cmd ? c.name() : `${cmd.name()} ${c.name()}`;
-      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c)) c.addHelpText('after', SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP : EXIT_HELP);
+      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c)) c.addHelpText('after', SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP : READ_COMMANDS.has(path) ? READ_EXIT_HELP : EXIT_HELP);
     }
   }
   return program;
@@ -154,8 +164,38 @@ export function helpHint(program: Command, args: readonly string[]): string {
 /** Messages that name an option as the command defines it, shown as they are. */
 const OWN_MESSAGE_CODES: ReadonlySet<string> = new Set(['svc.invalidOptionValue', 'commander.missingMandatoryOptionValue']);
 
-async function main(argv: string[]): Promise<void> {
+/**
+ * `help a b` in a command group's place means `a b --help`: commander's own help command
+ * takes one name, so `help router diagnose` would show the router's help, and `router help
+ * nope` would say a command is missing instead of that `nope` is unknown. A `help` after a
+ * leaf command (a recipe named "help") is left alone.
+ */
+export function expandHelp(program: Command, args: readonly string[]): string[] {
+  let cmd = program;
+  for (const [i, a] of args.entries()) {
+    if (a === 'help') {
+      const rest = args.slice(i + 1);
+      if (rest.some((r) => r.startsWith('-'))) break;
+      // Each name must be a command of the one before it; the first that is not is left for
+      // commander to call unknown (with --help it would show the group's help instead).
+      let at = cmd;
+      for (const [k, r] of rest.entries()) {
+        const sub = at.commands.find((c) => c.name() === r);
+        if (!sub) return [...args.slice(0, i), ...rest.slice(0, k + 1)];
+        at = sub;
+      }
+      return [...args.slice(0, i), ...rest, '--help'];
+    }
+    const sub = cmd.commands.find((c) => c.name() === a);
+    if (!sub || sub.commands.length === 0) break;
+    cmd = sub;
+  }
+  return [...args];
+}
+
+async function main(rawArgv: string[]): Promise<void> {
   const program = buildProgram();
+  const argv = [...rawArgv.slice(0, 2), ...expandHelp(program, rawArgv.slice(2))];
   const hint = helpHint(program, argv.slice(2));
   setHelpHint(hint);
   try {

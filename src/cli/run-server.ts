@@ -16,7 +16,14 @@ export const EXIT = { ok: 0, failure: 1, usage: 2, snapshot: 4, interrupted: 130
  * (a ConfigError names the key or client, never a secret) and exits non-zero.
  */
 export async function runServer(name: string, start: (logger: Logger) => Promise<Closable>): Promise<void> {
-  const logger = createLogger(`svc-serving ${name}`);
+  let logger: Logger;
+  try {
+    logger = createLogger(`svc-serving ${name}`);
+  } catch (err) {
+    // No logger to say it with: the one fixed line, as for any other start-up failure.
+    process.stderr.write(`svc-serving ${name}: ${describeStartError(err).line}\n`);
+    process.exit(EXIT.usage);
+  }
   let handle: Closable;
   try {
     handle = await start(logger);

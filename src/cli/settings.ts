@@ -5,6 +5,7 @@ import { parse as parseToml } from 'smol-toml';
 import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './http-read.js';
 import { checkOrigin, type SafeOrigin } from './origin-policy.js';
 import { UsageFailure } from './read-errors.js';
+import { envVar } from '../config/env-var.js';
 
 /** Marks parsers that report repeats to an OptionTracker (refuseRepeatedOptions leaves them be). */
 export const TRACKED = Symbol('svc.trackedOption');
@@ -72,7 +73,8 @@ export function checkCredential(value: string | undefined): string {
  * Thrown when: anything else (UsageFailure 'timeout').
  */
 export function parseTimeout(v: string | number): number {
-  const n = typeof v === 'number' ? v : /^[0-9]{1,3}(?:\.[0-9]{1,6})?$/.test(v) ? Number(v) : Number.NaN;
+  // Plain decimals as people write them: `5`, `0.5`, `.5`, `2.` (no sign, exponent or hex).
+  const n = typeof v === 'number' ? v : /^(?:[0-9]{1,3}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})$/.test(v) ? Number(v) : Number.NaN;
   if (!Number.isFinite(n) || n <= 0 || n > MAX_TIMEOUT_S) throw new UsageFailure('timeout');
   return n;
 }
@@ -118,9 +120,9 @@ export function resolveDiagnoseSettings(opts: DiagnoseOptions, env: NodeJS.Proce
   const timeoutS = opts.timeout !== undefined ? parseTimeout(opts.timeout) : file.timeout ?? DEFAULT_TIMEOUT_S;
   let name: string;
   if (opts.authEnv !== undefined) name = checkEnvName(opts.authEnv);
-  else if (nonEmpty(env[DEFAULT_CREDENTIAL_ENV]) !== undefined) name = DEFAULT_CREDENTIAL_ENV;
+  else if (nonEmpty(envVar(env, DEFAULT_CREDENTIAL_ENV)) !== undefined) name = DEFAULT_CREDENTIAL_ENV;
   else name = file.auth_env ?? DEFAULT_CREDENTIAL_ENV;
-  let value = nonEmpty(env[name]);
+  let value = nonEmpty(envVar(env, name));
   if (value === undefined && file.credential_env_file !== undefined) {
     value = readCredentialFile(resolve(dir, file.credential_env_file)).get(name);
   }

@@ -8,6 +8,7 @@ import { DEFAULT_TIMEOUT_S, SafeReader, MAX_WORKLOAD_RESPONSE_BYTES } from './ht
 import { checkOrigin } from './origin-policy.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
 import { OptionTracker, checkCredential, checkEnvName } from './settings.js';
+import { envVar } from '../config/env-var.js';
 
 /** Raw option values as commander hands them over (strings; flags true). */
 interface RawWorkloadOptions {
@@ -82,7 +83,7 @@ function connection(url: string | undefined, o: RawWorkloadOptions): { reader: S
   if (url === undefined || o.authEnv === undefined || o.expectedNode === undefined) throw new UsageFailure('missingConnection');
   if (!isHostId(o.expectedNode)) throw new UsageFailure('expectedNode');
   const origin = checkOrigin(url);
-  const token = checkCredential(process.env[checkEnvName(o.authEnv)]);
+  const token = checkCredential(envVar(process.env, checkEnvName(o.authEnv)));
   return { reader: new SafeReader(origin, token, DEFAULT_TIMEOUT_S, MAX_WORKLOAD_RESPONSE_BYTES), expected: o.expectedNode };
 }
 

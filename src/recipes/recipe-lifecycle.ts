@@ -3,6 +3,7 @@ import { ConfigDirUnreadableError, loadRecipeDir } from './config-dir.js';
 import { MAX_REQUEST_BYTES, RuntimeUnreachableError, type DockerEngineClient } from './docker-api.js';
 import { ContainerInspector, RECIPE_DIGEST_LABEL, RECIPE_LABEL, parseContainerInspect, type ManagedContainer } from './inspector.js';
 import type { LoadedRecipe, Recipe } from './recipe-config.js';
+import { envVar } from '../config/env-var.js';
 
 /**
  * `recipe.apply` and `recipe.stop` against the Docker Engine API (docs/api.md, "Recipes and
@@ -89,7 +90,7 @@ export function createBody(loaded: LoadedRecipe, env: Readonly<Record<string, st
   return {
     Image: r.image,
     Cmd: engineArgs(r),
-    Env: [...r.env].sort().map((n) => `${n}=${env[n] ?? ''}`),
+    Env: [...r.env].sort().map((n) => `${n}=${envVar(env, n) ?? ''}`),
     Labels: { [RECIPE_LABEL]: r.name, [RECIPE_DIGEST_LABEL]: loaded.digest },
     ExposedPorts: { [port]: {} },
     HostConfig: {
@@ -218,9 +219,9 @@ export class RecipeLifecycle {
 
   /** The values of the recipe's env names; undefined when one is unset. */
   private envValues(r: Recipe): Record<string, string> | undefined {
-    const out: Record<string, string> = {};
+    const out: Record<string, string> = Object.create(null) as Record<string, string>;
     for (const n of r.env) {
-      const v = this.env[n];
+      const v = envVar(this.env, n);
       if (v === undefined) return undefined;
       out[n] = v;
     }

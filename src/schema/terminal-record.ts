@@ -22,8 +22,15 @@ export const LEGACY_ID_RE = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 /** Session, workbench run and task ids: bounded opaque tokens. */
 export const OPAQUE_ID_RE = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 
-const Ms = Type.Union([Type.Number({ minimum: 0 }), Type.Null()]);
-const Tokens = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+/**
+ * Bounds no real record reaches (a request lives at most a day upstream plus an hour queued):
+ * a value beyond them is a broken or forged record, refused like any other schema breach
+ * rather than shown as "total 1e+305 s".
+ */
+const MAX_RECORD_MS = 604_800_000;
+const MAX_RECORD_TOKENS = 4_294_967_295;
+const Ms = Type.Union([Type.Number({ minimum: 0, maximum: MAX_RECORD_MS }), Type.Null()]);
+const Tokens = Type.Union([Type.Integer({ minimum: 0, maximum: MAX_RECORD_TOKENS }), Type.Null()]);
 const Opaque = Type.String({ pattern: OPAQUE_ID_RE.source });
 
 export const Usage = Type.Object(
@@ -51,7 +58,8 @@ export const TerminalRecord = Type.Object(
     model: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' }),
     route: literalUnion(ROUTES),
     outcome: literalUnion(REQUEST_OUTCOMES),
-    status_code: Type.Integer({ minimum: 0, maximum: 999 }),
+    // 0: the client was sent nothing; else an HTTP status code.
+    status_code: Type.Union([Type.Literal(0), Type.Integer({ minimum: 100, maximum: 999 })]),
     started_at: Timestamp,
     finished_at: Timestamp,
     latency_ms: Ms,

@@ -22,6 +22,7 @@ import { takeProcessLock } from '../stores/process-lock.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
 import { RecipeLifecycle } from '../recipes/recipe-lifecycle.js';
 import type { ServerDeps } from './server-deps.js';
+import { envVar } from '../config/env-var.js';
 
 export interface ControllerHandle {
   readonly url: string;
@@ -75,8 +76,8 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   if (cfg.router) {
     // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
     // list (key rotation), the first key is the one jobs send.
-    const key = (env[cfg.router.keyEnv] ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
-    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${env[cfg.router.keyEnv] === undefined ? 'is not set' : 'holds no key'}`);
+    const key = (envVar(env, cfg.router.keyEnv) ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
+    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${envVar(env, cfg.router.keyEnv) === undefined ? 'is not set' : 'holds no key'}`);
     // Sent as `Authorization: Bearer <key>`: one no header can carry would fail every job.
     if (!isCredentialText(key)) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`);
     routerTarget = { url: cfg.router.url, key };

@@ -4,6 +4,7 @@ import { checkOrigin } from '../cli/origin-policy.js';
 import { ConfigError } from '../errors.js';
 import { isLoopbackHost } from './http-app.js';
 import { isHostId } from '../schema/primitives.js';
+import { envVar } from '../config/env-var.js';
 
 /** What `dashboard serve` was given, before any check (commander hands over raw strings). */
 export interface DashboardOptions {
@@ -45,8 +46,8 @@ export function telemetryGate(o: DashboardOptions, env: NodeJS.ProcessEnv): Tele
     return new TelemetryGate(undefined);
   }
   if (!ENV_NAME_RE.test(o.authEnv)) throw new ConfigError('--auth-env must be an environment variable name');
-  const token = env[o.authEnv]?.trim() ?? '';
-  if (token === '') throw new ConfigError(`--auth-env: environment variable ${o.authEnv} ${env[o.authEnv] === undefined ? 'is not set' : 'is empty'}`);
+  const token = envVar(env, o.authEnv)?.trim() ?? '';
+  if (token === '') throw new ConfigError(`--auth-env: environment variable ${o.authEnv} ${envVar(env, o.authEnv) === undefined ? 'is not set' : 'is empty'}`);
   if (!TOKEN_RE.test(token)) throw new ConfigError(`--auth-env: environment variable ${o.authEnv} is not a valid credential`);
   return new TelemetryGate(token);
 }

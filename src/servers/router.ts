@@ -28,6 +28,7 @@ import { InflightJournal, lockDecisionLog } from './router/inflight.js';
 import { LineBudget, newGatewayId, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import type { ServerDeps } from './server-deps.js';
 import type { Logger } from 'pino';
+import { envVar } from '../config/env-var.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -201,7 +202,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   for (const m of cfg.models) {
     let apiKey: string | undefined;
     if (m.upstreamApiKeyEnv) {
-      apiKey = env[m.upstreamApiKeyEnv];
+      apiKey = envVar(env, m.upstreamApiKeyEnv);
       if (!apiKey?.trim()) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") ${apiKey === undefined ? 'is not set' : 'is empty'}`);
       // Sent as `Authorization: Bearer <key>`: one a header cannot carry would fail every request.
       apiKey = apiKey.trim();

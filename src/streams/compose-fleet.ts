@@ -2,7 +2,7 @@ import { ACTIVE_STATES, OWNERS, type NodeCondition, type ResultStatus } from '..
 import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
-import { formatTimestamp } from '../schema/primitives.js';
+import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, recordRuleViolation, type WorkloadRecord } from '../schema/record.js';
 import { relevant } from './query-node.js';
 import { topK } from './top-k.js';
@@ -64,6 +64,7 @@ function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, owners: rea
   if (v.condition !== undefined || v.sources.length !== owners.length) return 'malformed';
   let total = 0;
   const ids = new Set<string>();
+  const collectedMs = parseTimestamp(v.collected_at);
   for (const [i, s] of v.sources.entries()) {
     if (s.owner !== owners[i]) return 'malformed';
     // An owner that could not provide trustworthy records has none, and no count (CONTRACT.md).
@@ -73,7 +74,7 @@ function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, owners: rea
       // The rules the fold holds every observation to, the same here: a node that breaks
       // them, repeats a record, or answers what was not asked is not believed at all.
       if (r.owner !== s.owner || recordRuleViolation(r) !== null || ids.has(r.id)) return 'malformed';
-      if (f !== undefined && !asked(r, f)) return 'malformed';
+      if (f !== undefined && !asked(r, f, collectedMs)) return 'malformed';
       ids.add(r.id);
     }
     if (s.truncation.returned !== s.records.length) return 'malformed';
@@ -97,9 +98,16 @@ export function holdRouterAnswer(v: NodeResult, hostId: string, f: Filters): Nod
 }
 const ROUTER_OWNERS: readonly string[] = ['router'];
 
-/** True when a record is one the filters select (what the node can be checked on without its clock). */
-function asked(r: WorkloadRecord, f: Filters): boolean {
-  return relevant(r.owner, f) && (f.state === undefined || r.state === f.state) && (f.host === undefined || r.host === f.host) && (!f.active_only || ACTIVE_STATES.has(r.state));
+/**
+ * True when a record is one the filters select, judged on the node's own clock (its answer's
+ * `collected_at`): `active_only` takes active records that are not stale (SPEC.md), and a
+ * terminal record must have ended within `recent_seconds` of the collection (a second of
+ * slack for the rounding of timestamps to milliseconds).
+ */
+function asked(r: WorkloadRecord, f: Filters, collectedMs: number): boolean {
+  if (!relevant(r.owner, f) || (f.state !== undefined && r.state !== f.state) || (f.host !== undefined && r.host !== f.host)) return false;
+  if (f.active_only && (!ACTIVE_STATES.has(r.state) || r.observation_quality === 'stale')) return false;
+  return r.state !== 'terminal' || collectedMs - parseTimestamp(r.updated_at) <= f.recent_seconds * 1000 + 1000;
 }
 
 /** Lowers a node's sources, status and count to what its sources support (never raises them). */

@@ -4,6 +4,7 @@ import { ConfigError } from '../errors.js';
 import type { Bus } from './bus.js';
 import { InProcessBus } from './in-process-bus.js';
 import { connectNatsBus } from './nats-bus.js';
+import { envVar } from '../config/env-var.js';
 
 /** A user name that is one plain subject token (usable in an inbox prefix). */
 const USER_TOKEN_RE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -17,7 +18,7 @@ export async function openBus(nats: NatsConnection | undefined, env: NodeJS.Proc
   if (!nats) return new InProcessBus();
   const secret = (v: string | undefined): string | undefined => {
     if (v === undefined) return undefined;
-    const value = env[v];
+    const value = envVar(env, v);
     if (!value) throw new ConfigError(`environment variable ${v} ${value === undefined ? 'is not set' : 'is empty'}`);
     return value;
   };

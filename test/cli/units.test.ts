@@ -168,6 +168,11 @@ describe('settings', () => {
     assert.equal(usageKey(() => resolveDiagnoseSettings({ config: write('g.toml', '[x\n') }, env)), 'settingsInvalid');
     assert.equal(usageKey(() => resolveDiagnoseSettings({ config: join(dir, 'missing.toml') }, env)), 'settingsUnreadable');
     for (const t of ['0', '30.5', '-1', 'abc', '1e1', '']) assert.equal(usageKey(() => resolveDiagnoseSettings({ timeout: t, config: write('h.toml', '') }, env)), 'timeout', t);
+    // Inside the range however it is written: a leading dot, many decimals.
+    for (const [t, want] of [['.5', 0.5], ['0.0000001', 1e-7], ['30', 30], ['2.', 2]] as const) {
+      assert.equal(resolveDiagnoseSettings({ timeout: t, config: write('h.toml', '') }, env).timeoutS, want, t);
+    }
+    for (const t of ['.', '0.', '.0', '+1', '0x1']) assert.equal(usageKey(() => resolveDiagnoseSettings({ timeout: t, config: write('h.toml', '') }, env)), 'timeout', t);
   });
 });
 

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { logLevel } from '../../src/logger.js';
 import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 
 describe('usage errors of every command (built CLI)', () => {
@@ -133,6 +134,45 @@ describe('usage errors of every command (built CLI)', () => {
     for (const [i, r] of results.entries()) {
       assert.equal(r.code, 0, commands[i]!.join(' '));
       assert.match(r.stdout, /Exit codes:[\s\S]*\b2\b[\s\S]*\b130 interrupted/, commands[i]!.join(' '));
+      // A read starts nothing and runs no job: its 1 is a bug only.
+      const read = ['router workloads', 'router diagnose', 'fleet workloads', 'recipe status'].includes(commands[i]!.join(' '));
+      const text = r.stdout.replace(/\s+/g, ' ');
+      if (read) assert.match(text, /1 only an unexpected internal error/, commands[i]!.join(' '));
+      assert.equal(/a server that cannot start|cannot start \(/.test(text), ['up', 'router serve', 'fleet serve', 'controller serve', 'engine sim', 'dashboard serve'].includes(commands[i]!.join(' ')), commands[i]!.join(' '));
     }
+  });
+
+  it('help names commands at any depth: `help router diagnose` is the diagnose help; an unknown name after help is an unknown command', async () => {
+    const [deep, unknownSub, unknownTop, bare] = await runCliBatch([
+      { args: ['help', 'router', 'diagnose'] }, { args: ['router', 'help', 'nope'] }, { args: ['help', 'nope'] }, { args: ['router', 'help'] },
+    ]);
+    assert.equal(deep!.code, 0);
+    assert.match(deep!.stdout, /^Usage: svc-serving router diagnose /);
+    assert.equal(unknownSub!.code, 2);
+    assert.equal(unknownSub!.stderr, 'svc-serving: error: unknown command (see svc-serving router --help)\n');
+    assert.equal(unknownTop!.code, 2);
+    assert.match(unknownTop!.stderr, /unknown command/);
+    assert.equal(bare!.code, 0);
+    assert.match(bare!.stdout, /^Usage: svc-serving router /);
+  });
+
+  it('an environment variable named like a JavaScript object member (constructor, __proto__) is unset, not a crash', async () => {
+    const results = await runCliBatch([
+      { args: ['router', 'workloads', '--router-url', 'http://127.0.0.1:1', '--auth-env', 'constructor', '--expected-node', 'a'] },
+      { args: ['router', 'diagnose', '--active', '--router-url', 'http://127.0.0.1:1', '--auth-env', 'toString'] },
+      { args: ['bench', 'cancel', '--controller-url', 'http://127.0.0.1:1', '--auth-env', '__proto__', '--job', 'bench_0123456789abcdef01234567'] },
+    ]);
+    for (const r of results) {
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /unset or empty/);
+      assert.deepEqual(r.uncaught, []);
+    }
+  });
+
+  it('SVC_LOG_LEVEL: empty is the default; a name that is no level stops a server at start with exit 2, naming the variable', async () => {
+    assert.deepEqual([logLevel({}), logLevel({ SVC_LOG_LEVEL: '' }), logLevel({ SVC_LOG_LEVEL: ' Debug ' })], ['info', 'info', 'debug']);
+    const bogus = await runCli(['engine', 'sim', '--listen', '127.0.0.1:0'], { SVC_LOG_LEVEL: 'loud' });
+    assert.equal(bogus!.code, 2);
+    assert.match(bogus!.stderr, /invalid configuration: environment variable SVC_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { TerminalRecord, terminalRecordJson, FINISH_REASONS, REQUEST_OUTCOMES, ROUTES, USAGE_SOURCES } from '../../src/schema/terminal-record.js';
+import { TerminalRecord, checkTerminalRecord, terminalRecordJson, FINISH_REASONS, REQUEST_OUTCOMES, ROUTES, USAGE_SOURCES } from '../../src/schema/terminal-record.js';
 import { gid, rec } from '../support/terminal-records.js';
 
 /** The record with its members in the schema's order (as the router builds records). */
@@ -56,5 +56,16 @@ describe('terminal record JSON text', () => {
     assert.deepEqual(JSON.parse(terminalRecordJson(odd)), odd);
     assert.equal(JSON.parse(terminalRecordJson(rec({ latency_ms: Number.NaN }))).latency_ms, null);
     assert.equal(JSON.parse(terminalRecordJson(rec({ upstream_duration_ms: Number.POSITIVE_INFINITY }))).upstream_duration_ms, null);
+  });
+});
+
+describe('terminal record bounds', () => {
+  it('refuses values no real record reaches (durations over a week, 1-99 as a status, absurd token counts), so no reader shows them', () => {
+    assert.ok(checkTerminalRecord.Check(rec()));
+    assert.ok(checkTerminalRecord.Check(rec({ status_code: 0 })), '0: the client was sent nothing');
+    assert.ok(checkTerminalRecord.Check(rec({ latency_ms: 86_400_000 + 3_600_000 })), 'a day upstream plus an hour queued');
+    for (const bad of [{ latency_ms: 1e308 }, { upstream_duration_ms: 604_800_001 }, { status_code: 42 }, { status_code: 1000 }, { usage: { ...rec().usage, completion_tokens: 2 ** 53 } }]) {
+      assert.equal(checkTerminalRecord.Check(rec(bad as Partial<TerminalRecord>)), false, JSON.stringify(bad));
+    }
   });
 });

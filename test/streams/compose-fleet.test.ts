@@ -103,6 +103,16 @@ describe('fleet composition', () => {
       ['records of an owner not asked for', nodeResult('a', 2), resolveFilters({ owner: 'benchmark' })],
       ['records in a state not asked for', nodeResult('a', 2), resolveFilters({ state: 'terminal' })],
       ['more records than the limit', nodeResult('a', 2), resolveFilters({ limit: 1 })],
+      ['a stale active record under active_only', mutate((v) => (v.sources[media]!.records[0] = { ...v.sources[media]!.records[0]!, observation_quality: 'stale' })), resolveFilters({ active_only: true })],
+      [
+        'a record that ended before recent_seconds',
+        mutate((v) => {
+          const r = v.sources[media]!.records[0]!;
+          const ended = new Date(T0 - 3_600_000).toISOString();
+          v.sources[media]!.records[0] = { ...r, state: 'terminal', phase: 'completed', outcome: 'success', created_at: ended, updated_at: ended, source_timestamp: ended };
+        }),
+        resolveFilters({ recent_seconds: 60 }),
+      ],
       ['a member named twice', JSON.stringify(nodeResult('a', 2)).replace('"expected_host":"a"', '"expected_host":"z","expected_host":"a"'), F],
     ];
     for (const [what, v, f] of bad) {
@@ -111,8 +121,9 @@ describe('fleet composition', () => {
       assert.equal(r.nodes[0]!.condition, 'malformed', what);
       assert.equal(r.nodes[0]!.sources.length, 0, what);
     }
-    // The same reply unchanged is data.
+    // The same reply unchanged is data, also under active_only and a short recent window.
     assert.equal(composeFleet([{ hostId: 'a' }], [reply(nodeResult('a', 2))], F, T0).nodes[0]!.condition, undefined);
+    assert.equal(composeFleet([{ hostId: 'a' }], [reply(nodeResult('a', 2))], resolveFilters({ active_only: true, recent_seconds: 60 }), T0).nodes[0]!.condition, undefined);
   });
 
   it('applies the limit across nodes, newest first, counting what it cut', () => {

@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import { ConfigError } from '../../errors.js';
 import { bearerToken } from '../../auth/policy.js';
+import { envVar } from '../../config/env-var.js';
 
 /**
  * The router's data-plane keys (`[server] api_keys_env`, comma-separated), kept only as
@@ -11,7 +12,7 @@ export class DataPlaneKeys {
 
   /** Thrown when: the variable is unset or holds no key (ConfigError naming the variable). */
   static fromEnv(name: string, env: NodeJS.ProcessEnv): DataPlaneKeys {
-    const raw = env[name];
+    const raw = envVar(env, name);
     const keys = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0);
     if (keys.length === 0) throw new ConfigError(`router configuration: environment variable ${name} ${raw === undefined ? 'is not set' : 'holds no data-plane key'}`);
     // A key no Authorization header can carry would authenticate nobody.
