@@ -139,6 +139,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     let r = await record(gidOf(tc.response));
     assert.equal(r.finish_reason, 'tool_calls');
     assert.equal(r.time_to_first_content_ms, null);
+    // Without the engine's usage, the calls' names and arguments are the output estimated
+    // (buffered as streamed): never zero for work the engine did.
+    const tcOff = await client.chat.completions.create({ model: 'chat', messages: user('sim:finish=tool_calls sim:usage=off'), tools }).withResponse();
+    const fn = tcOff.data.choices[0]!.message.tool_calls![0]!;
+    const called = fn.type === 'function' ? fn.function.name.length + fn.function.arguments.length : 0;
+    assert.deepEqual((await record(gidOf(tcOff.response))).usage.completion_tokens, Math.ceil(called / 4));
 
     const tcs = await client.chat.completions.create({ model: 'chat', messages: user('sim:finish=tool_calls'), tools, stream: true }).withResponse();
     let args = '';

@@ -310,6 +310,17 @@ describe('stream observer', () => {
     assert.equal(promptChars({ prompt: ['ab', 'cd'] }), 4);
     assert.equal(promptChars({ messages: 'not an array' }), 0);
     assert.equal(promptChars({ messages: [null, 1, { content: 7 }] }), 0);
+    // A prompt of token ids counts each id as one token (4 characters), also in lists of lists;
+    // a number in a message is not text.
+    assert.equal(estimateTokens(promptChars({ prompt: [101, 2023, 2003, 1037, 3231, 102] })), 6);
+    assert.equal(estimateTokens(promptChars({ prompt: [[1, 2], [3]] })), 3);
+    assert.equal(promptChars({ prompt: 7 }), 0);
+  });
+
+  it('a buffered tool-call answer counts the calls\' names and arguments toward the completion estimate, never as content', () => {
+    const o = new StreamObserver(() => 3);
+    o.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get', arguments: '{"city":"Paris"}' } }] }, finish_reason: 'tool_calls' }] })));
+    assert.deepEqual([o.toolCall, o.firstContentAt, o.contentChars, o.toolChars], [true, null, 0, 3 + 16]);
   });
 });
 

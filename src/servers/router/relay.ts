@@ -197,7 +197,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     phaseAt: startedAt,
     lastUpstreamAt: null,
     admissionWaitMs: null,
-    estimatedPromptTokens: parsed && isText ? estimateTokens(promptChars(parsed)) : null,
+    // No text or token id to go by (an image-only message, an empty prompt): the engine still
+    // read a prompt (a chat template at least), so its size is unknown, not an estimated 0.
+    estimatedPromptTokens: parsed && isText ? estimateTokens(promptChars(parsed)) || null : null,
     estimatedCompletionTokens: 0,
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
@@ -339,7 +341,7 @@ function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: number): Ter
   const estimable = isText && dispatched && x.answered && x.statusCode < 400 && (!x.streaming || o.fragments > 0 || o.done);
   const usage: Usage = {
     prompt_tokens: o.promptTokens ?? (isText && dispatched ? x.promptEstimate : null),
-    completion_tokens: completionFromUpstream ? o.completionTokens : estimable ? (x.streaming ? o.fragments : estimateTokens(o.contentChars)) : null,
+    completion_tokens: completionFromUpstream ? o.completionTokens : estimable ? (x.streaming ? o.fragments : estimateTokens(o.contentChars + o.toolChars)) : null,
     prompt_source: o.promptTokens !== null ? 'upstream' : isText && dispatched && x.promptEstimate !== null ? 'estimated' : 'unknown',
     completion_source: completionFromUpstream ? 'upstream' : estimable ? 'estimated' : 'unknown',
   };

@@ -18,6 +18,8 @@ export class StreamObserver {
   firstContentAt: number | null = null;
   fragments = 0;
   contentChars = 0;
+  /** Characters of tool-call names and arguments in a buffered answer (output, not content). */
+  toolChars = 0;
   toolCall = false;
   finishReason: FinishReason | null = null;
   promptTokens: number | null = null;
@@ -236,6 +238,7 @@ export class StreamObserver {
         if (Array.isArray(tools) && tools.length > 0) {
           this.toolCall = true;
           if (streaming) this.fragments++;
+          else this.toolChars += toolCallChars(tools);
         }
         if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.finishReason = finishReasonOf(choice.finish_reason);
       }
@@ -298,10 +301,13 @@ const MAX_CONTENT_DEPTH = 16;
  */
 export function promptChars(body: Record<string, unknown>): number {
   let n = 0;
-  const count = (v: unknown, depth: number): void => {
+  // `ids`: inside `prompt`, where a number is a token id (`[101, 2023]`, or lists of them):
+  // one token, counted as the 4 characters the estimate takes for one.
+  const count = (v: unknown, depth: number, ids = false): void => {
     if (typeof v === 'string') n += v.length;
+    else if (ids && typeof v === 'number' && depth > 0) n += 4;
     else if (depth >= MAX_CONTENT_DEPTH) return;
-    else if (Array.isArray(v)) for (const x of v) count(x, depth + 1);
+    else if (Array.isArray(v)) for (const x of v) count(x, depth + 1, ids);
     else if (v && typeof v === 'object') {
       const o = v as Record<string, unknown>;
       if (typeof o['text'] === 'string') n += (o['text'] as string).length;
@@ -309,6 +315,17 @@ export function promptChars(body: Record<string, unknown>): number {
     }
   };
   if (Array.isArray(body['messages'])) for (const m of body['messages']) count((m as Record<string, unknown>)?.['content'], 0);
-  count(body['prompt'], 0);
+  count(body['prompt'], 0, true);
+  return n;
+}
+
+/** Characters of the names and arguments of a buffered answer's tool calls (never kept). */
+function toolCallChars(tools: readonly unknown[]): number {
+  let n = 0;
+  for (const t of tools) {
+    const f = (t as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
+    if (typeof f?.name === 'string') n += f.name.length;
+    if (typeof f?.arguments === 'string') n += f.arguments.length;
+  }
   return n;
 }
