@@ -82,11 +82,11 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
   });
 
   it('fleet workloads posts fleet_workloads with present filters and labels every node', async () => {
-    const args = ['fleet', 'workloads', '--controller-url', ok.url, '--auth-env', ENV_NAME, '--expected-node', 'node-b', '--kind', 'router-request', '--recent-seconds', '60'];
+    const args = ['fleet', 'workloads', '--controller-url', ok.url, '--auth-env', ENV_NAME, '--expected-node', 'node-b', '--kind', 'router-request', '--recent-seconds', '300'];
     const r = await runCli(args, { [ENV_NAME]: CANARY }, { cwd: workdir });
     outputs.push(r);
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(JSON.parse(ok.hits.at(-1)!.body), { name: 'fleet_workloads', arguments: { kind: 'router-request', recent_seconds: 60 } });
+    assert.deepEqual(JSON.parse(ok.hits.at(-1)!.body), { name: 'fleet_workloads', arguments: { kind: 'router-request', recent_seconds: 300 } });
     assert.match(r.stdout, /node node-z: unavailable — NOT idle: the node could not be read \(unreachable\); returned 0, omitted count unknown/);
     assert.match(r.stdout, /fleet: partial — trust these records, but this is not the whole inventory; returned 4, omitted count unknown/);
     const [j, other] = await Promise.all([
