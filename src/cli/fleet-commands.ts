@@ -9,6 +9,14 @@ export function registerFleetCommands(program: Command): Command {
     .command('serve')
     .description('run the fleet controller ([fleet] listen, nats_url, authorization_policy, node_timeout_ms; [[nodes]] host_id, sleeping)')
     .requiredOption('--config <file>', 'fleet configuration (TOML)')
+    .addHelpText(
+      'after',
+      `
+Configuration keys (docs/api.md, deploy/fleet.toml):
+  [fleet]     listen, authorization_policy, node_timeout_ms,
+              nats_url, nats_user, nats_password_env, nats_token_env (see docs/nats.md)
+  [[nodes]]   host_id, sleeping`,
+    )
     .action(async (opts: { config: string }) => {
       await runServer('fleet', async (logger) => (await import('../servers/fleet.js')).startFleet(loadFleetConfig(opts.config), { logger }));
     });

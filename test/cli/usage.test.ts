@@ -4,6 +4,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { logLevel } from '../../src/logger.js';
+import { ModelSchema, RouterConfigSchema } from '../../src/config/router-config.js';
+import { NodeConfigSchema } from '../../src/config/node-config.js';
+import { FleetConfigSchema } from '../../src/config/fleet-config.js';
 import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 
 describe('usage errors of every command (built CLI)', () => {
@@ -140,6 +143,17 @@ describe('usage errors of every command (built CLI)', () => {
       if (read) assert.match(text, /1 only an unexpected internal error/, commands[i]!.join(' '));
       assert.equal(/a server that cannot start|cannot start \(/.test(text), ['up', 'router serve', 'fleet serve', 'controller serve', 'engine sim', 'dashboard serve'].includes(commands[i]!.join(' ')), commands[i]!.join(' '));
     }
+  });
+
+  it('each server command\'s help names every key its configuration takes', async () => {
+    const [router, controller, fleet] = await runCliBatch([{ args: ['router', 'serve', '--help'] }, { args: ['controller', 'serve', '--help'] }, { args: ['fleet', 'serve', '--help'] }]);
+    const keys = (o: { properties: Record<string, unknown> }, table: string): string[] => Object.keys((o.properties[table] as { properties: Record<string, unknown> }).properties);
+    const cases: Array<[string, string[]]> = [
+      [router!.stdout, [...keys(RouterConfigSchema, 'server'), ...Object.keys(ModelSchema.properties)]],
+      [controller!.stdout, keys(NodeConfigSchema, 'node')],
+      [fleet!.stdout, [...keys(FleetConfigSchema, 'fleet'), 'host_id', 'sleeping']],
+    ];
+    for (const [text, names] of cases) for (const k of names) assert.match(text, new RegExp(`\\b${k}\\b`), k);
   });
 
   it('help names commands at any depth: `help router diagnose` is the diagnose help; an unknown name after help is an unknown command', async () => {
