@@ -89,12 +89,16 @@ function finite(ts: readonly (number | undefined)[]): number[] {
 /**
  * Pure: one recipe-serve record. `created_at` is the earliest and `updated_at` the latest of
  * the configuration time and the containers' own times (owner evidence, never the read
- * time unless nothing else is known); `source_timestamp` is the inspection time `now`.
+ * time unless nothing else is known), none later than the inspection time `now`, which is
+ * `source_timestamp`.
  */
 export function mapRecipeServe(host: string, input: RecipeServeInput, now: number): WorkloadRecord {
   const { state } = serveState(input.intent, input.containers);
   const quality = recipeQuality({ ...input.evidence, configured: input.intent === 'configured', containerRunning: state === 'running' });
-  const times = finite([input.configAt, ...input.containers.flatMap((c) => [c.createdAt, c.changedAt])]);
+  // No evidence is newer than the look that found it: a file mtime or container time from a
+  // clock ahead (a `touch -d tomorrow`, another host's runtime) is capped at `now`. A future
+  // `updated_at` would be refused by every fold, and would pin the record once it was kept.
+  const times = finite([input.configAt, ...input.containers.flatMap((c) => [c.createdAt, c.changedAt])]).map((t) => Math.min(t, now));
   const created = times.length ? Math.min(...times) : now;
   const updated = times.length ? Math.max(...times) : now;
   const rec: WorkloadRecord = {

@@ -158,4 +158,14 @@ describe('recipe-serve update times across observations', () => {
     const stopped = observe(times, [{ status: 'exited', createdAt: T + 1000, changedAt: T + 2000 }], undefined, T + 40_000);
     assert.deepEqual([stopped.state, stopped.updated_at], ['absent', formatTimestamp(T + 40_000)]);
   });
+
+  it('evidence dated after the inspection (a recipe file touched a day ahead) is capped at it, and pins nothing once corrected', () => {
+    const times = new UpdateTimes();
+    const ahead = observe(times, [], T + 86_400_000, T + 1000);
+    assert.deepEqual([ahead.created_at, ahead.updated_at, ahead.source_timestamp], [formatTimestamp(T + 1000), formatTimestamp(T + 1000), formatTimestamp(T + 1000)]);
+    assert.ok(recordRuleViolation(ahead) === null);
+    // The mtime is put back, and the recipe's container starts: the change is dated now, not tomorrow.
+    const running = observe(times, [{ status: 'running', createdAt: T + 4000, changedAt: T + 5000 }], T + 2000, T + 6000);
+    assert.deepEqual([running.state, running.updated_at], ['running', formatTimestamp(T + 5000)]);
+  });
 });
