@@ -74,7 +74,15 @@ export class AuthorizationPolicy {
     const plain = JSON.parse(JSON.stringify(raw ?? {}));
     if (!checkPolicy.Check(plain)) {
       const first = [...checkPolicy.Errors(plain)][0];
-      throw new ConfigError(`authorization policy: invalid member ${first?.path || '/'}`);
+      const path = first?.path || '/';
+      // A member of a client is named with that client's id when the id itself is valid (the
+      // id is the operator's own name for it; a credential value is never shown).
+      const at = /^\/clients\/(\d+)\/(.+)$/.exec(path);
+      const id = at ? (plain as { clients?: Array<{ id?: unknown }> }).clients?.[Number(at[1])]?.id : undefined;
+      if (at && typeof id === 'string' && new RegExp(HOST_ID_PATTERN).test(id) && !at[2]!.startsWith('id')) {
+        throw new ConfigError(`authorization policy: client "${id}": invalid member ${at[2]}`);
+      }
+      throw new ConfigError(`authorization policy: invalid member ${path}`);
     }
     const seenIds = new Set<string>();
     const seenDigests = new Map<string, string>();

@@ -29,7 +29,8 @@ export function checkModel(ctx: SimContext, req: IncomingMessage, res: SimRespon
   if (model === undefined || model === null || model === ctx.opts.model) return true;
   // A model that is no string is a malformed request (400, as vLLM's validation answers), not an unknown model.
   if (typeof model !== 'string') sendError(req, res, 400, "'model' must be a string", 'invalid_request_error', null, 'model');
-  else sendError(req, res, 404, `The model \`${model.slice(0, 256)}\` does not exist or you do not have access to it.`, 'invalid_request_error', 'model_not_found', 'model');
+  // OpenAI and vLLM name the model here; the sim does not echo what it was sent.
+  else sendError(req, res, 404, 'The model does not exist or you do not have access to it.', 'invalid_request_error', 'model_not_found', 'model');
   return false;
 }
 

@@ -28,10 +28,13 @@ export function clearSimTimers(res: SimResponse): void {
   }
 }
 
-/** Engines echo the caller's request id; nothing else about request headers is kept. */
+/**
+ * Engines echo the caller's request id (the router sends its generated one); nothing else
+ * about request headers is kept. Only an id of the bounded identifier shape is echoed.
+ */
 export function requestId(req: IncomingMessage): string | undefined {
   const rid = req.headers['x-request-id'];
-  return typeof rid === 'string' ? rid : undefined;
+  return typeof rid === 'string' && /^[A-Za-z0-9._:@/+=-]{1,128}$/.test(rid) ? rid : undefined;
 }
 
 /** Writes a complete response with a content-length (keep-alive friendly). */

@@ -123,8 +123,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const env = deps.env ?? process.env;
   const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
-  // Every credential the router knows, as digests: one hash and one lookup decide whether a
-  // caller id is a credential (a drop decision: constant time is not needed).
+  // Every credential the router knows, as digests (its data-plane keys and policy clients here;
+  // the engine keys and NATS secrets below): one hash and one lookup decide whether a caller
+  // id is a credential (a drop decision: constant time is not needed).
   const policyDigests = policy?.clientsByDigest() ?? new Map<string, string>();
   const credentials = new Set([...keys.digestsHex(), ...policyDigests.keys()]);
   // A data-plane key that is also a policy client's token would be two identities in one
@@ -211,6 +212,12 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     const pool = new Pool(m.upstreamOrigin, { connections: m.maxConcurrency + 2, keepAliveTimeout: 30_000, pipelining: 1 });
     pools.push(pool);
     upstreams.set(m.alias, { route: m, pool, admission: new Admission(m.maxConcurrency, m.maxQueue, m.queueTimeoutMs), apiKey });
+    if (apiKey !== undefined) credentials.add(digest(apiKey));
+  }
+  // The NATS secrets are credentials the router holds too: a caller id carrying one is dropped.
+  for (const name of [cfg.nats?.passwordEnv, cfg.nats?.tokenEnv]) {
+    const v = name === undefined ? undefined : envVar(env, name);
+    if (v) credentials.add(digest(v));
   }
   const startedAt = new Date().toISOString();
   const knownCredential = (authorization: string | string[] | undefined): boolean => {

@@ -31,7 +31,9 @@ describe('authorization policy', () => {
     assert.equal(policy.authorize('Bearer file-token-0123456789', 'workloads:read').id, 'filer');
   });
   const broken: [string, string, RegExp][] = [
-    ['unknown grant', '[[clients]]\nid = "a"\ngrants = ["workloads:write"]\ncredential_env = "X_TOKEN"\n', /invalid member/],
+    ['unknown grant', '[[clients]]\nid = "a"\ngrants = ["workloads:write"]\ncredential_env = "X_TOKEN"\n', /^authorization policy: client "a": invalid member grants\/0$/],
+    ['repeated grant', '[[clients]]\nid = "a"\ngrants = ["workloads:read", "workloads:read"]\ncredential_env = "X_TOKEN"\n', /client "a": invalid member grants/],
+    ['malformed variable name', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "1X"\n', /client "a": invalid member credential_env/],
     ['both credential sources', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\ncredential_file = "f"\n', /exactly one/],
     ['no credential source', '[[clients]]\nid = "a"\ngrants = []\n', /exactly one/],
     ['unset variable', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "UNSET_VAR_XYZ"\n', /client "a": environment variable UNSET_VAR_XYZ is not set/],

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
 import { recordId } from '../../src/schema/record-id.js';
-import { MAX_BODY, multipart, useRouterE2E, user } from '../support/router-e2e.js';
+import { MAX_BODY, UPSTREAM_KEY, multipart, useRouterE2E, user } from '../support/router-e2e.js';
 import type { RouterHarness } from '../support/router-harness.js';
 import { eventually } from '../support/processes.js';
 
@@ -210,7 +210,8 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
   });
 
   it('a caller id that is itself a credential is dropped, never written to records or the decision log', async () => {
-    for (const secret of [h.key, h.readerToken]) {
+    // The router's own keys, a policy client's token, and the engine key it sends upstream.
+    for (const secret of [h.key, h.readerToken, UPSTREAM_KEY]) {
       const res = await chat('pasted a key', {}, { 'x-request-id': secret, 'x-svc-session-id': secret, 'x-svc-task-id': secret, 'x-svc-workbench-run-id': secret });
       assert.equal(res.status, 200);
       await res.text();
@@ -224,9 +225,9 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const stateDir = dirname(h.logPath!);
     for (const f of readdirSync(stateDir)) {
       const text = readFileSync(join(stateDir, f), 'utf8');
-      assert.ok(!text.includes(h.key) && !text.includes(h.readerToken), `a credential in ${f}`);
+      assert.ok(!text.includes(h.key) && !text.includes(h.readerToken) && !text.includes(UPSTREAM_KEY), `a credential in ${f}`);
     }
-    assert.ok(!h.routerOutput().includes(h.key) && !h.routerOutput().includes(h.readerToken));
+    assert.ok(!h.routerOutput().includes(h.key) && !h.routerOutput().includes(h.readerToken) && !h.routerOutput().includes(UPSTREAM_KEY));
   });
 
   it('embeddings and rerank keep the legacy 0 latency and unknown phases; audio keeps a measured latency', async () => {

@@ -163,9 +163,12 @@ describe('engine sim', () => {
   });
 
   it('unknown model -> 404; bad JSON, wrong content type, bad max_tokens -> 400; huge body -> 413', async () => {
-    const unknown = await post('/v1/chat/completions', { model: 'other', messages: [{ role: 'user', content: 'x' }] });
+    const unknown = await post('/v1/chat/completions', { model: 'other-CANARY', messages: [{ role: 'user', content: 'x' }] }, { 'x-request-id': 'bad id\tCANARY' });
     assert.equal(unknown.status, 404);
-    assert.equal((await json(unknown)).error.code, 'model_not_found');
+    assert.equal(unknown.headers.get('x-request-id'), null, 'an id of another shape is not echoed');
+    const err = (await json(unknown)).error;
+    assert.equal(err.code, 'model_not_found');
+    assert.ok(!JSON.stringify(err).includes('CANARY'), 'the model it was sent is not echoed');
     const bad = await post('/v1/chat/completions', '{"model":');
     assert.equal(bad.status, 400);
     assert.equal(typeof (await json(bad)).error.message, 'string');
