@@ -71,13 +71,23 @@ function dispatch(frame) {
       break;
     case 'telemetry':
     case 'telemetry-denied':
-      telemetry.onFrame(frame);
+      // A frame the page cannot read (from a broken or foreign server) never leaves what was
+      // on screen as current: the panel says so instead.
+      try {
+        telemetry.onFrame(frame);
+      } catch {
+        telemetry.onBadFrame();
+      }
       break;
     case 'connected':
     case 'disconnected':
     case 'workloads':
     case 'workloads-denied':
-      workloads.onFrame(frame);
+      try {
+        workloads.onFrame(frame);
+      } catch {
+        workloads.onBadFrame();
+      }
       break;
     default:
       break;

@@ -190,15 +190,21 @@ export function onFrame(frame) {
     return;
   }
   if (required) $('telemetry-auth').hidden = true;
-  lastFrameAt = Date.now();
-  lastIntervalMs = frame.gpu.interval_ms;
-  current = true;
   const [text, kind] = statusLine(frame.gpu);
   $('gpu-status').textContent = text;
   $('gpu-status').className = `status-line status-${kind}`;
   renderAggregate(frame.gpu);
   renderCards(frame.gpu);
   renderRouter(frame.router);
+  // Current only once the whole frame was drawn (a frame that cannot be read throws first).
+  lastFrameAt = Date.now();
+  lastIntervalMs = Number.isInteger(frame.gpu.interval_ms) && frame.gpu.interval_ms > 0 ? frame.gpu.interval_ms : 3000;
+  current = true;
+}
+
+/** A telemetry frame this page cannot read: nothing on screen stays current. */
+export function onBadFrame() {
+  clearCurrent('GPU telemetry unavailable: the dashboard server sent a frame this page cannot read');
 }
 
 export function onLinkLost() {

@@ -26,9 +26,40 @@ let timer = null;
 
 function setSession(text, kind) {
   const el = $('session-status');
-  el.textContent = text;
+  // The same words again are not news (a live region would announce them on every poll).
+  if (el.textContent !== text) el.textContent = text;
   el.className = `pill pill-${kind}`;
   $('disconnect').disabled = credential === null;
+}
+
+/**
+ * When the oldest read still unanswered was sent (null: none waits). The dashboard server
+ * answers every read within its controller deadline (5 s), with the records or a failure:
+ * one silent for longer than OVERDUE_MS is hung, and what is on screen is not current.
+ */
+let awaitingSince = null;
+let overdue = false;
+const OVERDUE_MS = 15_000;
+
+function sendRead(message) {
+  if (!send(message)) return false;
+  if (awaitingSince === null) awaitingSince = Date.now();
+  return true;
+}
+
+function checkOverdue() {
+  if (awaitingSince === null || overdue || credential === null) return;
+  if (Date.now() - awaitingSince <= OVERDUE_MS) return;
+  overdue = true;
+  clearInventory();
+  showMessage(`No answer from the dashboard server since ${new Date(awaitingSince).toLocaleTimeString()}: nothing shown is current. This is not an empty inventory.`, 'unavailable');
+  setSession('waiting for the dashboard server…', 'pending');
+}
+
+/** A workloads frame this page cannot read: nothing is left on screen as current. */
+export function onBadFrame() {
+  clearInventory();
+  showMessage('The dashboard server sent an answer this page cannot read: nothing is shown. This is not an empty inventory.', 'unavailable');
 }
 
 /** The present filters only, as the shared `arguments` object; null when one is invalid. */
@@ -53,8 +84,12 @@ function readFilters() {
   if (check('f-host', host === '' || HOST_RE.test(host), 'host: a letter, then up to 63 letters, digits, _ or -') && host !== '') f.host = host;
   if ($('f-active-only').checked) f.active_only = true;
   for (const [id, key, max, label] of [['f-recent-seconds', 'recent_seconds', 86400, 'recent seconds'], ['f-limit', 'limit', 1000, 'limit']]) {
-    const v = $(id).value.trim();
-    if (check(id, v === '' || (INT_RE.test(v) && Number(v) >= 1 && Number(v) <= max), `${label}: a whole number from 1 to ${max}`) && v !== '') f[key] = Number(v);
+    const input = $(id);
+    const v = input.value.trim();
+    // A number input holding text it cannot parse (`5e`, `-`) reports its value as '': that is
+    // not "no filter", it is a filter that cannot be read.
+    const unreadable = input.validity?.badInput === true;
+    if (check(id, !unreadable && (v === '' || (INT_RE.test(v) && Number(v) >= 1 && Number(v) <= max)), `${label}: a whole number from 1 to ${max}`) && v !== '') f[key] = Number(v);
   }
   return invalidWhy === null ? f : null;
 }
@@ -82,7 +117,7 @@ function startConnect() {
     showInvalidFilter('a filter value is invalid: not read');
     return setSession('waiting for valid filters to connect', 'pending');
   }
-  if (!send({ type: 'connect', gen, credential, filters })) {
+  if (!sendRead({ type: 'connect', gen, credential, filters })) {
     return setSession('waiting for the dashboard server…', 'pending');
   }
   setSession('connecting…', 'pending');
@@ -100,6 +135,8 @@ function disconnect() {
 /** Drops the credential from memory and from the input. */
 function forget() {
   credential = null;
+  awaitingSince = null;
+  overdue = false;
   refusedAt = null;
   connected = false;
   signedIn = null;
@@ -158,17 +195,22 @@ function filtersChanged() {
   clearInventory();
   if (!connected) return startConnect();
   showMessage('Reading with the new filters…', 'pending');
-  send({ type: 'read', gen, filters });
+  sendRead({ type: 'read', gen, filters });
 }
 
 function poll() {
   if (credential === null || !connected || !workloadsVisible() || typing !== null) return;
   if (refusedAt !== null && Date.now() - refusedAt < REFUSED_POLL_MS) return;
   const filters = readFilters();
-  if (filters !== null) send({ type: 'read', gen, filters });
+  if (filters !== null) sendRead({ type: 'read', gen, filters });
 }
 
 export function onFrame(frame) {
+  // Any answer to a read, even one for older filters, says the server is not hung.
+  if (frame.type === 'workloads' || frame.type === 'workloads-denied') {
+    awaitingSince = null;
+    overdue = false;
+  }
   // Frames without a generation are the fixed denial of a disabled service.
   if (typeof frame.gen === 'number' && frame.gen !== gen) return;
   switch (frame.type) {
@@ -226,6 +268,9 @@ export function onHello() {
 export function onLinkLost() {
   connected = false;
   signedIn = null;
+  // The link's own message says why nothing is read; no read waits on a closed socket.
+  awaitingSince = null;
+  overdue = false;
   if (credential !== null) {
     clearInventory();
     showMessage('The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.', 'unavailable');
@@ -259,5 +304,8 @@ export function init() {
     timer = setTimeout(tick, pollInterval());
   };
   timer = setTimeout(tick, pollInterval());
-  setInterval(tickAges, 1000);
+  setInterval(() => {
+    tickAges();
+    checkOverdue();
+  }, 1000);
 }

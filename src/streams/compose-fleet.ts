@@ -121,6 +121,11 @@ export function holdToSources(v: NodeResult, f: Filters): void {
   else if (rel.some((s) => s.status !== 'complete' || s.truncation.omitted !== 0)) derived = 'partial';
   if (STATUS_RANK[derived] > STATUS_RANK[v.status]) v.status = derived;
   if (rel.some((s) => s.truncation.omitted === null)) v.truncation = { returned: v.truncation.returned, omitted: null };
+  else if (v.truncation.omitted !== null) {
+    // The node left out at least what its sources say they left out.
+    const left = rel.reduce((n, s) => n + (s.truncation.omitted ?? 0), 0);
+    if (v.truncation.omitted < left) v.truncation = { returned: v.truncation.returned, omitted: left };
+  }
   if (v.status === 'complete' && v.truncation.omitted !== 0) v.status = 'partial';
 }
 

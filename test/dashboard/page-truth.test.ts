@@ -18,7 +18,7 @@ function sixSources(at: number): NodeResult {
 describe('the dashboard page does not claim what it does not know', { timeout: 120_000 }, () => {
   const policy = writeTestPolicy();
   let controller: FakeServer;
-  let answer: 'refuse' | 'future' = 'refuse';
+  let answer: 'refuse' | 'future' | 'now' = 'refuse';
   let asked = 0;
   let b: Browser;
   const running: RunningProcess[] = [];
@@ -28,7 +28,7 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
     controller = await startFake((_req, res) => {
       asked++;
       if (answer === 'refuse') sendJson(res, 401, { type: 'urn:svc-serving:problem:unauthenticated', title: 'Unauthenticated', status: 401 });
-      else sendJson(res, 200, sixSources(Date.now() + 90_000));
+      else sendJson(res, 200, sixSources(Date.now() + (answer === 'future' ? 90_000 : 0)));
     });
     b = await launchBrowser();
   });
@@ -60,6 +60,38 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
     const status = await b.page.locator('#node-status').innerText();
     assert.match(status, /collected 9\d s in the future \(the clocks disagree; age unknown\)/);
     assert.doesNotMatch(status, /0 s ago/);
+  });
+
+  it('a number filter the browser cannot parse is invalid, not "no filter"; a hung dashboard server leaves nothing on screen as current', async () => {
+    answer = 'now';
+    const d = await serveDashboard(['--workload-controller-url', controller.url, '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], policy.env);
+    running.push(d);
+    await b.page.goto(d.url);
+    await b.page.click('#tab-workloads');
+    await b.page.fill('#credential', policy.tokens.reader);
+    await b.page.click('#connect');
+    await b.page.locator('#session-status', { hasText: 'connected as' }).waitFor({ timeout: 10_000 });
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
+    // `5e` in a number input reads as '' to scripts: the page must call it invalid and read nothing.
+    await b.page.click('#f-limit');
+    await b.page.keyboard.type('5e');
+    await b.page.locator('#node-status', { hasText: 'Nothing is shown' }).waitFor({ timeout: 5_000 });
+    assert.equal(await b.page.locator('#f-limit').getAttribute('aria-invalid'), 'true');
+    assert.equal(await b.page.locator('#records').isHidden(), true);
+    await b.page.fill('#f-limit', '');
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 10_000 });
+    // The dashboard server hangs (stopped, its socket still open): after 15 s without an
+    // answer, the records go and the page says nothing shown is current.
+    d.proc.kill('SIGSTOP');
+    try {
+      await b.page.locator('#node-status', { hasText: 'nothing shown is current' }).waitFor({ timeout: 25_000 });
+      assert.equal(await b.page.locator('#records').isHidden(), true);
+      assert.doesNotMatch(await b.page.locator('#session-status').innerText(), /connected as/);
+    } finally {
+      d.proc.kill('SIGCONT');
+    }
+    // It answers again: the records come back.
+    await b.page.locator('#records tbody tr').first().waitFor({ timeout: 15_000 });
   });
 
   it('locked telemetry says locked, not "waiting for the first sample"', async () => {

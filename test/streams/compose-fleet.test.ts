@@ -53,6 +53,10 @@ describe('fleet composition', () => {
     assert.equal(n.status, 'partial');
     const short = { ...good, sources: good.sources.map((x) => (x.owner === 'router' ? { ...x, status: 'complete', truncation: { returned: 0, omitted: 3 } } : x)), truncation: { returned: 1, omitted: 3 } };
     assert.equal(composeFleet([{ hostId: 'a' }], [reply(short)], F, T0).nodes[0]!.sources.find((x) => x.owner === 'router')!.status, 'partial');
+    // A node that says it left out fewer than its sources did is held to its sources.
+    const fewer = { ...short, status: 'complete', truncation: { returned: 1, omitted: 0 } };
+    const held = composeFleet([{ hostId: 'a' }], [reply(fewer)], F, T0).nodes[0]!;
+    assert.deepEqual([held.status, held.truncation], ['partial', { returned: 1, omitted: 3 }]);
   });
 
   it('keeps one entry per declared node, in order, with the right condition', () => {
