@@ -60,12 +60,16 @@ function ageSpan(prefix, ts) {
   span.dataset.ts = ts;
   span.dataset.prefix = prefix;
   span.title = ts;
+  // The age is rewritten every second (tickAges): inside a live region (#node-status) that
+  // would be announced every second. Its own ticking is not news; the answer around it is.
+  span.setAttribute('aria-live', 'off');
   return span;
 }
 
 export function tickAges() {
   for (const span of document.querySelectorAll('span.age[data-ts]')) {
-    span.textContent = `${span.dataset.prefix}${age(span.dataset.ts)}`;
+    const text = `${span.dataset.prefix}${age(span.dataset.ts)}`;
+    if (span.textContent !== text) span.textContent = text;
   }
 }
 

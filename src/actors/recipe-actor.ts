@@ -110,7 +110,7 @@ export async function readManifestOwner(host: string, manifestsDir: string, insp
  * older date would hide the change behind the record it replaces.)
  */
 export class UpdateTimes {
-  private readonly last = new Map<string, { updatedMs: number; what: string }>();
+  private readonly last = new Map<string, { createdMs: number; updatedMs: number; what: string }>();
 
   apply(reading: OwnerReading): OwnerReading {
     if (reading.records.length === 0 && reading.status === 'unavailable') return reading;
@@ -119,10 +119,20 @@ export class UpdateTimes {
       seen.add(r.id);
       const what = `${r.state}|${r.phase}|${r.observation_quality}|${r.outcome ?? ''}`;
       const mapped = parseTimestamp(r.updated_at);
+      const mappedCreated = parseTimestamp(r.created_at);
+      const look = parseTimestamp(r.source_timestamp);
       const prev = this.last.get(r.id);
-      const updatedMs = prev === undefined || mapped >= prev.updatedMs ? mapped : prev.what === what ? prev.updatedMs : Math.max(prev.updatedMs, parseTimestamp(r.source_timestamp));
-      this.last.set(r.id, { updatedMs, what });
-      return updatedMs === mapped ? r : { ...r, updated_at: formatTimestamp(updatedMs) };
+      let updatedMs: number;
+      if (prev === undefined) updatedMs = mapped;
+      // Unchanged, and dated only by the look itself (no evidence, or evidence from a clock
+      // ahead capped at the look): no news, so it keeps its date instead of moving every poll.
+      else if (prev.what === what && (mapped <= prev.updatedMs || mapped === look)) updatedMs = prev.updatedMs;
+      else if (mapped >= prev.updatedMs) updatedMs = mapped;
+      else updatedMs = Math.max(prev.updatedMs, look);
+      // `created_at` never moves later (a capped or look-dated creation stays the first seen).
+      const createdMs = prev === undefined ? mappedCreated : Math.min(prev.createdMs, mappedCreated, updatedMs);
+      this.last.set(r.id, { createdMs, updatedMs, what });
+      return updatedMs === mapped && createdMs === mappedCreated ? r : { ...r, created_at: formatTimestamp(createdMs), updated_at: formatTimestamp(updatedMs) };
     });
     for (const id of this.last.keys()) if (!seen.has(id)) this.last.delete(id);
     return { ...reading, records };

@@ -182,6 +182,8 @@ export function expandHelp(program: Command, args: readonly string[]): string[] 
       for (const [k, r] of rest.entries()) {
         const sub = at.commands.find((c) => c.name() === r);
         if (!sub) return [...args.slice(0, i), ...rest.slice(0, k + 1)];
+        // A leaf command: its help, whatever follows (help never runs a command).
+        if (sub.commands.length === 0) return [...args.slice(0, i), ...rest.slice(0, k + 1), '--help'];
         at = sub;
       }
       return [...args.slice(0, i), ...rest, '--help'];

@@ -15,6 +15,8 @@ import type { RecipeLifecycle, RecipeResult } from '../recipes/recipe-lifecycle.
 /** How long a plan's confirmation token stays valid. */
 export const CONFIRMATION_TTL_MS = 120_000;
 const HEARTBEAT_MS = 1_000;
+/** Plans awaiting approval at once (each lives 120 s); the next is 503 until one ends. */
+export const MAX_PENDING_PLANS = 256;
 /** Shortest spacing of the "job store cannot be written" log lines. */
 const WRITE_REPORT_MS = 10_000;
 
@@ -121,6 +123,8 @@ export class JobService {
       if (!command.params.files.every(isMediaPath)) throw new InvalidInputError();
     }
     const recipe = isRecipeCommand(command) ? this.requireRecipes().resolve(command.params.name) : undefined;
+    // Each plan waits in memory (and is beaten every second) until applied or expired: bounded.
+    if (this.pending.size >= MAX_PENDING_PLANS) throw new UnavailableError();
     const t = this.now();
     const opId = newId('op');
     this.insert('controller', { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: recipe ? RECIPE_STEPS : 3 }, t);
@@ -287,7 +291,8 @@ export class JobService {
         return;
       }
       const t = this.now();
-      for (const p of this.pending.values()) this.persist(p.opId, () => this.stores.controller.heartbeat(p.opId, t));
+      const ids = [...this.pending.values()].map((p) => p.opId);
+      this.persist(ids[0]!, () => this.stores.controller.heartbeatAll(ids, t));
       this.changes.next('controller');
     }, HEARTBEAT_MS);
     this.pendingBeat.unref();

@@ -28,7 +28,7 @@ export const OPAQUE_ID_RE = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
  * rather than shown as "total 1e+305 s".
  */
 const MAX_RECORD_MS = 604_800_000;
-const MAX_RECORD_TOKENS = 4_294_967_295;
+export const MAX_RECORD_TOKENS = 4_294_967_295;
 const Ms = Type.Union([Type.Number({ minimum: 0, maximum: MAX_RECORD_MS }), Type.Null()]);
 const Tokens = Type.Union([Type.Integer({ minimum: 0, maximum: MAX_RECORD_TOKENS }), Type.Null()]);
 const Opaque = Type.String({ pattern: OPAQUE_ID_RE.source });

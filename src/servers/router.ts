@@ -82,8 +82,10 @@ export function decodeUnreserved(path: string): string {
 
 /** The inference route a request's path names, or undefined. */
 function inferenceRoute(req: IncomingMessage): RouteName | undefined {
-  const q = req.url?.indexOf('?') ?? -1;
-  let path = q < 0 ? req.url : req.url!.slice(0, q);
+  // Absolute form too: node:http refuses some requests (a bad Expect) before the rewrite.
+  const url = req.url !== undefined && !req.url.startsWith('/') ? originForm(req.url) : req.url;
+  const q = url?.indexOf('?') ?? -1;
+  let path = q < 0 ? url : url!.slice(0, q);
   // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
   // routes already treat it: unreserved characters are decoded before the match.
   if (path !== undefined && path.includes('%')) path = decodeUnreserved(path);

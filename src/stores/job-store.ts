@@ -79,6 +79,14 @@ export class JobStore {
     this.db.prepare('UPDATE jobs SET heartbeat_at = ? WHERE id = ?').run(now, id);
   }
 
+  /** Beats many jobs' heartbeats in one transaction (one write, however many). */
+  heartbeatAll(ids: readonly string[], now: number): void {
+    const beat = this.db.prepare('UPDATE jobs SET heartbeat_at = ? WHERE id = ?');
+    this.db.transaction(() => {
+      for (const id of ids) beat.run(now, id);
+    })();
+  }
+
   get(id: string): JobRow | undefined {
     return this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
   }

@@ -151,15 +151,19 @@ describe('usage errors of every command (built CLI)', () => {
     const cases: Array<[string, string[]]> = [
       [router!.stdout, [...keys(RouterConfigSchema, 'server'), ...Object.keys(ModelSchema.properties)]],
       [controller!.stdout, keys(NodeConfigSchema, 'node')],
-      [fleet!.stdout, [...keys(FleetConfigSchema, 'fleet'), 'host_id', 'sleeping']],
+      [fleet!.stdout, [...keys(FleetConfigSchema, 'fleet'), ...Object.keys((FleetConfigSchema.properties.nodes as unknown as { items: { properties: Record<string, unknown> } }).items.properties)]],
     ];
     for (const [text, names] of cases) for (const k of names) assert.match(text, new RegExp(`\\b${k}\\b`), k);
   });
 
   it('help names commands at any depth: `help router diagnose` is the diagnose help; an unknown name after help is an unknown command', async () => {
-    const [deep, unknownSub, unknownTop, bare] = await runCliBatch([
+    const [deep, unknownSub, unknownTop, bare, extra] = await runCliBatch([
       { args: ['help', 'router', 'diagnose'] }, { args: ['router', 'help', 'nope'] }, { args: ['help', 'nope'] }, { args: ['router', 'help'] },
+      { args: ['help', 'recipe', 'status', 'qwen'] },
     ]);
+    // Help never runs the command it names, whatever follows it.
+    assert.equal(extra!.code, 0, extra!.stderr);
+    assert.match(extra!.stdout, /^Usage: svc-serving recipe status /);
     assert.equal(deep!.code, 0);
     assert.match(deep!.stdout, /^Usage: svc-serving router diagnose /);
     assert.equal(unknownSub!.code, 2);

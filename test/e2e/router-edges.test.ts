@@ -172,6 +172,12 @@ describe('router edges (real processes, default log level)', T, () => {
       assert.deepEqual([r.outcome, r.status_code], ['disconnected', 0], `request ${i}`);
       assert.ok(r.upstream_duration_ms === null || r.upstream_duration_ms < 1_000, `request ${i} was cut (${r.upstream_duration_ms} ms upstream)`);
     }
+    // Deep pipelining costs the connection one listener, not one per request (node would warn
+    // on stderr, outside the JSON log, at the eleventh).
+    const many = Array.from({ length: 14 }, (_, i) => chatText(`pipe-${tag}-deep-${i}`, 'sim:ttft_ms=1500')).join('');
+    await sendAndLeave(many, 300);
+    assert.equal((await record(`pipe-${tag}-deep-13`)).outcome, 'disconnected');
+    assert.doesNotMatch(h.routerOutput(), /MaxListenersExceededWarning/);
   });
 
   it('a client that leaves during the readiness check was sent nothing: disconnected with status 0, not a 502', async () => {

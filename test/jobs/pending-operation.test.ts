@@ -4,7 +4,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { JobService } from '../../src/jobs/job-service.js';
+import { JobService, MAX_PENDING_PLANS } from '../../src/jobs/job-service.js';
+import { UnavailableError } from '../../src/errors.js';
 import { JobStore } from '../../src/stores/job-store.js';
 import { mapJob } from '../../src/actors/job-mapping.js';
 import { parseTimestamp } from '../../src/schema/primitives.js';
@@ -32,5 +33,13 @@ describe('an operation awaiting approval', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     assert.equal(reader.get(plan.operation_id)!.heartbeat_at, beat, 'no beat after the controller closed');
     reader.close();
+  });
+
+  it('at most MAX_PENDING_PLANS wait at once: the next plan is 503 (unavailable), not one more write every second', async () => {
+    const jobs = new JobService(mkdtempSync(join(tmpdir(), 'svc-pending-')), { url: 'http://127.0.0.1:9', key: 'k' }, pino({ level: 'silent' }));
+    const command = { name: 'benchmark.start' as const, params: { alias: 'm', requests: 10, concurrency: 1, prompt_tokens: 8, max_tokens: 4 } };
+    for (let i = 0; i < MAX_PENDING_PLANS; i++) jobs.plan(command);
+    assert.throws(() => jobs.plan(command), UnavailableError);
+    await jobs.close();
   });
 });

@@ -164,8 +164,13 @@ describe('recipe-serve update times across observations', () => {
     const ahead = observe(times, [], T + 86_400_000, T + 1000);
     assert.deepEqual([ahead.created_at, ahead.updated_at, ahead.source_timestamp], [formatTimestamp(T + 1000), formatTimestamp(T + 1000), formatTimestamp(T + 1000)]);
     assert.ok(recordRuleViolation(ahead) === null);
+    // Looked at again, still ahead: nothing changed, so nothing moves (no new date every poll,
+    // no record sorting first for a day).
+    const again = observe(times, [], T + 86_400_000, T + 2000);
+    assert.deepEqual([again.created_at, again.updated_at], [formatTimestamp(T + 1000), formatTimestamp(T + 1000)]);
     // The mtime is put back, and the recipe's container starts: the change is dated now, not tomorrow.
     const running = observe(times, [{ status: 'running', createdAt: T + 4000, changedAt: T + 5000 }], T + 2000, T + 6000);
-    assert.deepEqual([running.state, running.updated_at], ['running', formatTimestamp(T + 5000)]);
+    assert.deepEqual([running.state, running.created_at, running.updated_at], ['running', formatTimestamp(T + 1000), formatTimestamp(T + 5000)]);
+    assert.ok(recordRuleViolation(running) === null);
   });
 });

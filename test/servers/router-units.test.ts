@@ -317,6 +317,12 @@ describe('stream observer', () => {
     assert.equal(promptChars({ prompt: 7 }), 0);
   });
 
+  it('an engine usage count past what a record may hold is no count (the record stays readable)', () => {
+    const o = new StreamObserver(() => 3);
+    o.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5e9, completion_tokens: 7 } })));
+    assert.deepEqual([o.promptTokens, o.completionTokens], [null, 7]);
+  });
+
   it('a buffered tool-call answer counts the calls\' names and arguments toward the completion estimate, never as content', () => {
     const o = new StreamObserver(() => 3);
     o.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get', arguments: '{"city":"Paris"}' } }] }, finish_reason: 'tool_calls' }] })));

@@ -158,7 +158,7 @@ describe('node fold', () => {
     s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 1000, upserts: [rec(H, 'benchmark', 'j', { at: T0 + 1000, created_at: created })] }), 'benchmark'), T0);
     s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 2000, full: false, upserts: [rec(H, 'benchmark', 'j', { at: T0 + 2000, created_at: created, state: 'queued', phase: 'queued' })] }), 'benchmark'), T0);
     assert.equal(src(q(s, T0 + 2000), 'benchmark').records[0]!.state, 'running');
-    // Forward along the path is taken: queued -> running, checking -> dispatched.
+    // Forward along the path is taken (queued -> running).
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 1000, upserts: [rec(H, 'media', 'm', { at: T0 + 1000, created_at: created, state: 'queued', phase: 'queued' })] })), T0);
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 2000, full: false, upserts: [rec(H, 'media', 'm', { at: T0 + 2000, created_at: created })] })), T0);
     assert.equal(src(q(s, T0 + 2000), 'media').records[0]!.state, 'running');

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Pool } from 'undici';
 import type { ActiveRequest, RouterRegistry } from '../../actors/router-registry.js';
@@ -235,8 +236,8 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     const socket = req.socket;
     if (socket.destroyed) gone();
     else {
-      socket.once('close', gone);
-      res.once('close', () => socket.off('close', gone));
+      const forget = whenSocketCloses(socket, gone);
+      res.once('close', forget);
     }
   }
   let admitted = false;
@@ -314,6 +315,31 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
     else if (ctx.failureLines.take(finishedMs)) ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
   }
+}
+
+/** Exchanges waiting on each connection's close (pipelined requests): one listener per socket. */
+const waitingOnSocket = new WeakMap<Socket, Set<() => void>>();
+
+/**
+ * Calls `fn` when `socket` closes; returns the function that stops waiting. However many
+ * requests a client pipelines on one connection, the socket holds one 'close' listener (one
+ * each would trip node's listener-leak warning on stderr at the eleventh).
+ */
+function whenSocketCloses(socket: Socket, fn: () => void): () => void {
+  let waiting = waitingOnSocket.get(socket);
+  if (waiting === undefined) {
+    const set = new Set<() => void>();
+    waiting = set;
+    waitingOnSocket.set(socket, set);
+    socket.once('close', () => {
+      waitingOnSocket.delete(socket);
+      for (const f of set) f();
+      set.clear();
+    });
+  }
+  waiting.add(fn);
+  const set = waiting;
+  return () => void set.delete(fn);
 }
 
 /**

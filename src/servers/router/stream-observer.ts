@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import { FINISH_REASONS, normalizeFinishReason, type FinishReason } from '../../schema/terminal-record.js';
+import { FINISH_REASONS, MAX_RECORD_TOKENS, normalizeFinishReason, type FinishReason } from '../../schema/terminal-record.js';
 
 /** Longest SSE line kept while waiting for its end; longer lines are skipped, not buffered. */
 const MAX_LINE = 1024 * 1024;
@@ -245,8 +245,10 @@ export class StreamObserver {
     }
     const u = o.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
     if (u && typeof u === 'object') {
-      if (Number.isSafeInteger(u.prompt_tokens) && (u.prompt_tokens as number) >= 0) this.promptTokens = u.prompt_tokens as number;
-      if (Number.isSafeInteger(u.completion_tokens) && (u.completion_tokens as number) >= 0) this.completionTokens = u.completion_tokens as number;
+      // A count past what a record may hold is no count (the estimate stands), never a record
+      // the router's own schema would refuse at the next read.
+      if (isTokenCount(u.prompt_tokens)) this.promptTokens = u.prompt_tokens;
+      if (isTokenCount(u.completion_tokens)) this.completionTokens = u.completion_tokens;
     }
   }
 }
@@ -317,6 +319,10 @@ export function promptChars(body: Record<string, unknown>): number {
   if (Array.isArray(body['messages'])) for (const m of body['messages']) count((m as Record<string, unknown>)?.['content'], 0);
   count(body['prompt'], 0, true);
   return n;
+}
+
+function isTokenCount(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= MAX_RECORD_TOKENS;
 }
 
 /** Characters of the names and arguments of a buffered answer's tool calls (never kept). */
