@@ -168,7 +168,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || bodyOnRead(req.raw) ? new InvalidInputError() : undefined);
+    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw) || bodyOnRead(req.raw) ? new InvalidInputError() : undefined);
   });
   app.setNotFoundHandler((req, reply) => {
     const q = req.url.indexOf('?');
@@ -194,6 +194,18 @@ function bodyOnRead(req: IncomingMessage): boolean {
   if (req.method !== 'GET' && req.method !== 'HEAD') return false;
   const len = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
+}
+
+/**
+ * A body framed in a way the server will not guess at: a transfer coding other than plain
+ * `chunked` (`gzip, chunked` would be read as if it were not compressed; RFC 9112 6.1 says
+ * an unknown coding is not understood), or any `Transfer-Encoding` on an HTTP/1.0 request
+ * (which RFC 9112 6.1 says must be treated as faulty framing).
+ */
+export function badFraming(req: IncomingMessage): boolean {
+  const te = req.headers['transfer-encoding'];
+  if (te === undefined) return false;
+  return te.trim().toLowerCase() !== 'chunked' || (req.httpVersionMajor === 1 && req.httpVersionMinor === 0);
 }
 
 /** An HTTP/1.1 request without a Host header (RFC 9112 3.2: answered with 400); HTTP/1.0 may omit it. */

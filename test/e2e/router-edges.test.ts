@@ -201,6 +201,20 @@ describe('router edges (real processes, default log level)', T, () => {
     assert.match(wrong, /\r\nallow: GET, HEAD\r\n/i);
   });
 
+  it('a transfer coding other than plain chunked, or chunked on HTTP/1.0, is the fixed 400 (the body is not guessed at)', async () => {
+    const url = new URL(h.routerUrl);
+    const body = JSON.stringify({ model: 'chat', messages: user('framing') });
+    const chunked = `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+    for (const [version, te] of [['1.1', 'gzip, chunked'], ['1.0', 'chunked']] as const) {
+      const answer = await raw(url, `POST /v1/chat/completions HTTP/${version}\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\nConnection: close\r\n\r\n${chunked}`);
+      assert.match(answer, /^HTTP\/1\.1 400 /, `${version} ${te}`);
+      assert.match(answer, /x-svc-request-id: req_[0-9a-f]{32}/i);
+    }
+    // Plain chunked on HTTP/1.1 is read as usual.
+    const ok = await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunked}`);
+    assert.match(ok, /^HTTP\/1\.1 200 /);
+  });
+
   it('a body no route reads is not judged: a wrong method stays 405 and an unknown path 404, whatever the body; a body on a GET is refused', async () => {
     const models = await post('/v1/models', 'not json');
     await problem(models, 405, 'method-not-allowed');

@@ -19,7 +19,7 @@ import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sen
 import { appendMember, prepareBody } from './relay-body.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { REPEATED, repeatedSingleHeaders } from '../single-headers.js';
-import { lacksHost } from '../http-app.js';
+import { badFraming, lacksHost } from '../http-app.js';
 import { hasDuplicateKey } from '../../schema/json-duplicates.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
@@ -125,8 +125,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   const gid = newGatewayId();
   // Set once here: every answer to this request, errors and successes alike, carries it.
   res.setHeader('x-svc-request-id', gid);
-  // A repeated single header, or an HTTP/1.1 request without Host: the fixed 400, with the id.
-  if (repeated !== 0 || lacksHost(req)) return turnedAway(ctx, gid, req, res, ErrorCode.INVALID_INPUT);
+  // A repeated single header, an HTTP/1.1 request without Host, or a transfer coding other
+  // than plain chunked: the fixed 400, with the id.
+  if (repeated !== 0 || lacksHost(req) || badFraming(req)) return turnedAway(ctx, gid, req, res, ErrorCode.INVALID_INPUT);
   const isAudio = route === 'audio.transcriptions';
   const ct = header1(req.headers['content-type']) ?? '';
   if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
