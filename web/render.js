@@ -66,6 +66,13 @@ function ageSpan(prefix, ts) {
   return span;
 }
 
+/** An element's words without its ticking ages (what a reader would be told is new). */
+function withoutAges(root) {
+  const copy = root.cloneNode(true);
+  for (const a of copy.querySelectorAll('span.age')) a.remove();
+  return copy.textContent;
+}
+
 export function tickAges() {
   for (const span of document.querySelectorAll('span.age[data-ts]')) {
     const text = `${span.dataset.prefix}${age(span.dataset.ts)}`;
@@ -111,7 +118,15 @@ export function renderNode(frame, filters) {
     ageSpan(frame.failure ? 'tried ' : 'collected ', n.collected_at),
   );
   parts.push(meta);
-  line.replaceChildren(...parts);
+  // The same answer again (a poll that found nothing new) is not news for the live region:
+  // only the age it ticks from moves.
+  const next = document.createElement('div');
+  next.append(...parts);
+  const shown = line.querySelector('span.age');
+  if (shown !== null && withoutAges(line) === withoutAges(next)) {
+    shown.dataset.ts = n.collected_at;
+    shown.title = n.collected_at;
+  } else line.replaceChildren(...next.childNodes);
   renderSources(n.sources, filters);
   renderRecords(n, frame.failure);
 }

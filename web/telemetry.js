@@ -4,6 +4,10 @@
 import { send } from './app.js';
 
 const $ = (id) => document.getElementById(id);
+/** Writes a live region's words only when they change (the same words again are not news). */
+function say(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
 let credential = null;
 /** What a credential is (docs/api.md): 1-4096 printable ASCII characters without spaces. */
 const CREDENTIAL_RE = /^[\x21-\x7e]{1,4096}$/;
@@ -114,17 +118,17 @@ function renderRouter(router) {
   const table = $('router-figures');
   routerWired = router !== null;
   if (router === null) {
-    status.textContent = 'no router is wired to this dashboard';
+    say(status, 'no router is wired to this dashboard');
     table.hidden = true;
     return;
   }
   if (router.status !== 'ok') {
-    status.textContent = 'router metrics could not be read (unavailable); figures are not shown rather than shown as zero';
+    say(status, 'router metrics could not be read (unavailable); figures are not shown rather than shown as zero');
     status.className = 'status-line status-unavailable';
     table.hidden = true;
     return;
   }
-  status.textContent = 'Router figures from its metrics (current in-memory buffer; eviction and restart reduce them). "—" means not measured.';
+  say(status, 'Router figures from its metrics (current in-memory buffer; eviction and restart reduce them). "—" means not measured.');
   status.className = 'status-line';
   const rows = router.models.map((m) => {
     const tr = el('tr');
@@ -147,7 +151,7 @@ let current = false;
  */
 function clearCurrent(why) {
   current = false;
-  $('gpu-status').textContent = why;
+  say($('gpu-status'), why);
   $('gpu-status').className = 'status-line status-unavailable';
   $('gpu-aggregate').hidden = true;
   for (const c of charts.values()) {
@@ -157,10 +161,10 @@ function clearCurrent(why) {
   $('router-figures').hidden = true;
   // Only a router this dashboard reads can have figures that are "not current".
   if (routerWired === true) {
-    $('router-status').textContent = 'router figures are not current';
+    say($('router-status'), 'router figures are not current');
     $('router-status').className = 'status-line status-unavailable';
   } else if (routerWired === null) {
-    $('router-status').textContent = why.includes('locked') ? 'router figures: locked with the telemetry' : 'router figures: none received';
+    say($('router-status'), why.includes('locked') ? 'router figures: locked with the telemetry' : 'router figures: none received');
     $('router-status').className = 'status-line';
   }
 }
@@ -191,7 +195,7 @@ export function onFrame(frame) {
   }
   if (required) $('telemetry-auth').hidden = true;
   const [text, kind] = statusLine(frame.gpu);
-  $('gpu-status').textContent = text;
+  say($('gpu-status'), text);
   $('gpu-status').className = `status-line status-${kind}`;
   renderAggregate(frame.gpu);
   renderCards(frame.gpu);

@@ -33,17 +33,23 @@ function setSession(text, kind) {
 }
 
 /**
- * When the oldest read still unanswered was sent (null: none waits). The dashboard server
- * answers every read within its controller deadline (5 s), with the records or a failure:
- * one silent for longer than OVERDUE_MS is hung, and what is on screen is not current.
+ * When the first read of the current generation still unanswered was sent (null: none
+ * waits). The dashboard server answers each generation's read within its whole-read deadline
+ * (10 s), with the records or a failure; a read of an older generation is aborted and never
+ * answered, and a poll while one runs is dropped, so only the current generation's clock
+ * counts. Silent for longer than OVERDUE_MS: the server is hung, and nothing shown is current.
  */
 let awaitingSince = null;
+let awaitingGen = null;
 let overdue = false;
-const OVERDUE_MS = 15_000;
+const OVERDUE_MS = 20_000;
 
 function sendRead(message) {
   if (!send(message)) return false;
-  if (awaitingSince === null) awaitingSince = Date.now();
+  if (awaitingSince === null || awaitingGen !== message.gen) {
+    awaitingSince = Date.now();
+    awaitingGen = message.gen;
+  }
   return true;
 }
 
@@ -206,8 +212,8 @@ function poll() {
 }
 
 export function onFrame(frame) {
-  // Any answer to a read, even one for older filters, says the server is not hung.
-  if (frame.type === 'workloads' || frame.type === 'workloads-denied') {
+  // An answer to the read awaited (or a denial without a generation) ends the wait.
+  if ((frame.type === 'workloads' || frame.type === 'workloads-denied') && (typeof frame.gen !== 'number' || frame.gen === awaitingGen)) {
     awaitingSince = null;
     overdue = false;
   }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../errors.js';
 import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
 import { handleGeneration, type SimContext } from './engine-sim-generate.js';
-import { clearSimTimers, isJsonRequest, parseJsonObject, readBody, sendBody, sendError, sendJson, type SimResponse } from './engine-sim-http.js';
+import { clearSimTimers, isJsonRequest, parseJsonObject, readBody, requestId, sendBody, sendError, sendJson, type SimResponse } from './engine-sim-http.js';
 
 /**
  * `svc-serving engine sim`: an OpenAI-compatible engine stand-in (vLLM's OpenAI server shape)
@@ -61,8 +61,8 @@ export async function startEngineSim(opts: EngineSimOptions & { host: string; po
 
   function answerHealth(req: IncomingMessage, res: ServerResponse): void {
     if (health.ok) {
-      const rid = req.headers['x-request-id'];
-      res.writeHead(200, typeof rid === 'string' ? ['content-length', '0', 'x-request-id', rid] : ['content-length', '0']);
+      const rid = requestId(req);
+      res.writeHead(200, rid !== undefined ? ['content-length', '0', 'x-request-id', rid] : ['content-length', '0']);
       res.end();
     } else {
       sendError(req, res, 503, 'engine is not healthy', 'server_error', 503);

@@ -35,11 +35,16 @@ describe('an operation awaiting approval', () => {
     reader.close();
   });
 
-  it('at most MAX_PENDING_PLANS wait at once: the next plan is 503 (unavailable), not one more write every second', async () => {
+  it('at most MAX_PENDING_PLANS wait at once (the next plan is 503, unavailable), and all of them are beaten each second', async () => {
     const jobs = new JobService(mkdtempSync(join(tmpdir(), 'svc-pending-')), { url: 'http://127.0.0.1:9', key: 'k' }, pino({ level: 'silent' }));
     const command = { name: 'benchmark.start' as const, params: { alias: 'm', requests: 10, concurrency: 1, prompt_tokens: 8, max_tokens: 4 } };
-    for (let i = 0; i < MAX_PENDING_PLANS; i++) jobs.plan(command);
+    const ids = Array.from({ length: MAX_PENDING_PLANS }, () => jobs.plan(command).operation_id);
     assert.throws(() => jobs.plan(command), UnavailableError);
+    const store = jobs.stores.controller;
+    await eventually(() => ids.every((id) => {
+      const row = store.get(id)!;
+      return row.heartbeat_at > row.created_at;
+    }), 5_000);
     await jobs.close();
   });
 });

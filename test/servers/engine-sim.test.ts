@@ -262,6 +262,9 @@ describe('engine sim', () => {
 
   it('health: 200 empty, toggled to 503 and delayed via /sim/health and setHealth', async () => {
     const ok = await fetch(`${sim.url}/health`);
+    // The request id is echoed only of the bounded id shape, on /health too.
+    assert.equal((await fetch(`${sim.url}/health`, { headers: { 'x-request-id': 'req-1' } })).headers.get('x-request-id'), 'req-1');
+    assert.equal((await fetch(`${sim.url}/health`, { headers: { 'x-request-id': 'bad id\tCANARY' } })).headers.get('x-request-id'), null);
     assert.equal(ok.status, 200);
     assert.equal(await ok.text(), '');
     assert.equal((await post('/sim/health', { ok: false, delay_ms: 0 })).status, 200);
