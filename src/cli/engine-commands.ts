@@ -48,7 +48,8 @@ const DIRECTIVES_HELP = `
 Directives: words of the last user message (chat) or the prompt (completions) change one request:
   sim:ttft_ms=N          milliseconds before the first token
   sim:token_delay_ms=N   milliseconds between tokens (0: in bursts, as fast as the client reads)
-  sim:tokens=N           tokens in the answer (at most 1000000; max_tokens still caps it: finish "length")
+  sim:tokens=N           tokens in the answer (at most 1000000; max_tokens, or without it what the
+                         context leaves after the prompt, still caps it: finish "length")
   sim:finish=WORD        the finish_reason sent, verbatim (tool_calls: the answer is a tool call)
   sim:usage=off          no usage member, even with stream_options.include_usage
   sim:fail_after=N       when N < the answer's tokens: the connection is cut after N tokens
@@ -59,7 +60,9 @@ Directives: words of the last user message (chat) or the prompt (completions) ch
                          counted within max_tokens (a budget they use up: finish "length")
   sim:status=NNN         answer with that error status (400-599) and an OpenAI-style error body
   sim:reject=context     a vLLM-style context-length rejection (400)
-Malformed values and unknown keys are ignored.
+Values are whole numbers of at most 9 digits; malformed values and unknown keys are ignored.
+A buffered answer arrives when its last token would have (reasoning tokens and the tokens
+before an error included).
 Health: GET /health answers 200 (503 when unhealthy); from loopback, POST /sim/health with
 {"ok": false, "delay_ms": 2000} makes it fail or answer slowly (e.g. to test the router's readiness check).`;
 

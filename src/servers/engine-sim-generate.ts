@@ -71,7 +71,9 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
     return;
   }
 
+  // Without max_tokens, vLLM's limit is what the context has left after the prompt.
   const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
+  if (maxTokens === undefined) maxTokens = maxLen - promptTokens;
   // Reasoning fragments come first and count as completion tokens, within max_tokens (as vLLM
   // counts them): a budget spent on thinking leaves less (or nothing) of the answer.
   const wantReasoning = chat && d?.finish !== 'tool_calls' ? (d?.reasoning ?? 0) : 0;
@@ -103,19 +105,19 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
     } else runStream(res, script, n + reasoning, failAfter, ttft, delay);
     return;
   }
-  if (errorAfter >= 0 && errorAfter < n + reasoning) {
-    // Some engines answer a buffered request's failure with status 200 and an error object.
-    sendJson(req, res, 200, simulatedFailure(500));
-    return;
-  }
   const usage = d?.usageOff !== true;
+  // A failure during generation (an error object with status 200, as some engines answer a
+  // buffered request, or a cut connection) comes after the tokens generated before it.
+  const failed = errorAfter >= 0 && errorAfter < n + reasoning;
   // Cut only when the answer has more tokens than fail_after: a shorter one ends normally.
-  const cut = failAfter >= 0 && failAfter < n + reasoning;
-  const emitted = cut ? Math.min(failAfter, n) : n;
-  const wait = ttft + (emitted > 1 ? (emitted - 1) * delay : 0);
+  const cut = !failed && failAfter >= 0 && failAfter < n + reasoning;
+  // Every generated token takes its time, reasoning ones included (as when streamed).
+  const emitted = failed ? errorAfter : cut ? failAfter : n + reasoning;
+  const wait = Math.min(ttft + (emitted > 1 ? (emitted - 1) * delay : 0), MAX_TIMER_MS);
   const fire = (): void => {
     res.simTimer = undefined;
-    if (cut) {
+    if (failed) sendJson(req, res, 200, simulatedFailure(500));
+    else if (cut) {
       res.simCut = true;
       res.destroy();
     } else {
@@ -125,6 +127,9 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
   if (wait === 0) fire();
   else res.simTimer = setTimeout(fire, wait);
 }
+
+/** The longest wait a timer can take (node fires a longer one after 1 ms, with a warning). */
+const MAX_TIMER_MS = 2_147_483_647;
 
 interface Plan {
   id: string;
@@ -247,9 +252,9 @@ function runStream(res: SimResponse, s: Script, n: number, failAfter: number, tt
   const begin = (): void => {
     res.simTimer = undefined;
     step();
-    if (delay > 0 && k < limit && !res.destroyed) res.simInterval = setInterval(step, delay);
+    if (delay > 0 && k < limit && !res.destroyed) res.simInterval = setInterval(step, Math.min(delay, MAX_TIMER_MS));
   };
-  if (ttft > 0) res.simTimer = setTimeout(begin, ttft);
+  if (ttft > 0) res.simTimer = setTimeout(begin, Math.min(ttft, MAX_TIMER_MS));
   else begin();
 }
 

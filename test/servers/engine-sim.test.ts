@@ -131,14 +131,48 @@ describe('engine sim', () => {
   });
 
   it('a long answer with no token delay arrives whole, in bursts; fail_after cuts it at the exact token', async () => {
-    const events = await sse(await chat('sim:tokens=5000', { stream: true, stream_options: { include_usage: true } }));
-    assert.equal(events.at(-1), '[DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
-    assert.equal(chunks.filter((c) => c.choices[0]?.delta.content === 'tok ').length, 5000);
-    assert.equal(chunks.at(-1).usage.completion_tokens, 5000);
-    const text = await readUntilCut(await chat('sim:fail_after=600 sim:tokens=5000', { stream: true }));
-    assert.equal((text.match(/"content":"tok "/g) ?? []).length, 600);
-    assert.equal(text.includes('[DONE]'), false);
+    // A context of 8192: the 256 of this file's sim would end the answer first (below).
+    const wide = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 5, model: MODEL, maxModelLen: 8192 });
+    try {
+      const on = (content: string, extra: Record<string, unknown>) =>
+        fetch(`${wide.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], ...extra }) });
+      const events = await sse(await on('sim:tokens=5000', { stream: true, stream_options: { include_usage: true } }));
+      assert.equal(events.at(-1), '[DONE]');
+      const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+      assert.equal(chunks.filter((c) => c.choices[0]?.delta.content === 'tok ').length, 5000);
+      assert.equal(chunks.at(-1).usage.completion_tokens, 5000);
+      const text = await readUntilCut(await on('sim:fail_after=600 sim:tokens=5000', { stream: true }));
+      assert.equal((text.match(/"content":"tok "/g) ?? []).length, 600);
+      assert.equal(text.includes('[DONE]'), false);
+    } finally {
+      await wide.close();
+    }
+  });
+
+  it('without max_tokens the answer ends where the context does (finish length), as vLLM limits it', async () => {
+    const body = await json(await chat('sim:tokens=1000'));
+    assert.equal(body.choices[0].finish_reason, 'length');
+    assert.equal(body.usage.prompt_tokens + body.usage.completion_tokens, 256);
+  });
+
+  it('a buffered answer takes the time its tokens would (reasoning and errors after tokens included); huge waits never fire early', async () => {
+    const timed = async (content: string): Promise<[number, Response]> => {
+      const t = performance.now();
+      const res = await chat(content);
+      return [performance.now() - t, res];
+    };
+    const [reasoning] = await timed('sim:ttft_ms=20 sim:token_delay_ms=40 sim:tokens=1 sim:reasoning=5');
+    assert.ok(reasoning >= 20 + 5 * 40 - 5, `reasoning tokens take their time (${reasoning.toFixed(0)} ms)`);
+    const [failed, res] = await timed('sim:error_after=3 sim:tokens=5 sim:ttft_ms=50 sim:token_delay_ms=50');
+    assert.equal(res.status, 200);
+    assert.ok((await json(res)).error !== undefined);
+    assert.ok(failed >= 50 + 2 * 50 - 5, `the failure comes after the tokens before it (${failed.toFixed(0)} ms)`);
+    // Past what a timer can hold: still waiting after 300 ms (node would fire it after 1 ms).
+    const ac = new AbortController();
+    const long = post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'sim:tokens=4 sim:token_delay_ms=999999999' }] }, {}, ac.signal).then(() => 'answered', () => 'aborted');
+    const early = await Promise.race([long, new Promise((r) => setTimeout(() => r('waiting'), 300))]);
+    ac.abort();
+    assert.equal(early, 'waiting');
   });
 
   it('status=503 answers an OpenAI-style error carrying the secret marker', async () => {
