@@ -1,4 +1,5 @@
 import { before, describe, it } from 'node:test';
+import { request as httpRequest } from 'node:http';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
@@ -327,6 +328,29 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.doesNotMatch(bigText, /UPSTREAM-SECRET|\[DONE\]/);
     assert.deepEqual([(await record(gidOf(big))).outcome, (await record(gidOf(big))).finish_reason], ['error', 'error']);
 
+    // A failure right after a large write, to a client that is a moment late to read (its
+    // buffers full, but reading): it gets every event before the failure, then the error
+    // event, not a cut connection.
+    const bulkText = await new Promise<string>((resolve, reject) => {
+      const u = new URL(`${h.routerUrl}/v1/chat/completions`);
+      const body = JSON.stringify({ model: 'recorded', stream: true, messages: user('answer-raw=big-then-error') });
+      const req = httpRequest(u, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' } }, (res) => {
+        res.pause();
+        const parts: Buffer[] = [];
+        setTimeout(() => {
+          res.on('data', (d: Buffer) => parts.push(d));
+          res.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+          res.on('error', reject);
+          res.resume();
+        }, 500);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    assert.equal((bulkText.match(/"content":"y{32768}"/g) ?? []).length, 160);
+    assert.match(bulkText, /\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
+    assert.doesNotMatch(bulkText, /UPSTREAM-SECRET/);
+
     const half = await chat('answer-raw=content-line-then-end', { stream: true }, {}, 'recorded');
     await assertProblem(half, 502, 'upstream-failed');
     r = await record(gidOf(half));
@@ -353,7 +377,9 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const halfText = await half.text();
     assert.match(halfText, /"content":"hi "\}[^]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
     assert.doesNotMatch(halfText, /UPSTREAM-SECRET/);
-    assert.equal((await record(gidOf(half))).outcome, 'error');
+    const halfRec = await record(gidOf(half));
+    assert.equal(halfRec.outcome, 'error');
+    assert.equal(halfRec.usage.completion_tokens, 1, 'the unclosed event that was not relayed is not counted');
     const only = await chat('answer-raw=only-unterminated', { stream: true }, {}, 'recorded');
     assert.doesNotMatch(await assertProblem(only, 502, 'upstream-failed'), /UPSTREAM-SECRET/);
     // What an engine sends after [DONE] is neither read nor relayed.

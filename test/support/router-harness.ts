@@ -297,6 +297,12 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
     res.end(sseContent(c, 'hi ') + sseContent(c, 'UPSTREAM-SECRET-HALF').trimEnd());
   },
+  // 160 content events of 32 KB (5 MiB), then an error, in one write: more than the sockets
+  // between the router and a client that is slow to start reading hold.
+  'big-then-error': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.end(Array.from({ length: 160 }, () => sseContent(c, 'y'.repeat(32_768))).join('') + 'data: {"error":{"message":"UPSTREAM-SECRET-BIG"}}\n\n');
+  },
   'only-unterminated': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
     res.end(sseContent(c, 'UPSTREAM-SECRET-HALF').trimEnd());

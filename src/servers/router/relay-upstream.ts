@@ -228,13 +228,17 @@ export async function pipeUpstream(
         const carry = heldLen > 0 ? held!.subarray(0, heldLen) : undefined;
         if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
           // What the unclosed event holds counts only when it is relayed (its content then
-          // reached the client; else nothing of it did).
-          const firstBefore = x.obs.firstContentAt;
+          // reached the client; else nothing of it did: no first content, no fragment).
+          const before = { first: x.obs.firstContentAt, fragments: x.obs.fragments, chars: x.obs.contentChars };
           x.obs.sseChunk(carry, performance.now());
           const doneWithin = x.obs.done;
           x.obs.sseEnd();
           if (x.obs.done) relayed(doneWithin ? carry.subarray(0, x.obs.doneAtByte) : carry);
-          else x.obs.firstContentAt = firstBefore;
+          else {
+            x.obs.firstContentAt = before.first;
+            x.obs.fragments = before.fragments;
+            x.obs.contentChars = before.chars;
+          }
         } else if (ended) x.obs.sseEnd();
         x.upstreamEndAt = performance.now();
       }
@@ -269,6 +273,9 @@ export async function pipeUpstream(
       // Cut by a graceful stop, not failed by the engine: the record's finish says the router
       // cancelled it (diagnosis reads `router_ended`), since its status is the stream's 200.
       if (!timedOut && ctx.stopping.value) x.finishOverride = 'cancelled';
+      // A large last write fills the client's buffer even when it is reading: it gets a short
+      // grace to take it, so what came before the failure and the error event reach it.
+      if (res.writableNeedDrain) await drainedWithin(res, CLIENT_DRAIN_GRACE_MS);
       if (res.writableNeedDrain) {
         // A client that stopped reading cannot be told: the connection is closed, and the
         // request ends now (its admission slot is released), not when the client leaves.
@@ -391,3 +398,21 @@ const CALL_OPTIONS: UpstreamCallOptions = {
   streams: (status, ct) => status >= 200 && status <= 299 && status !== 204 && status !== 205 && SSE.test(safeContentType(ct, 'application/json')),
   wholeLimit: (status) => (status >= 200 && status <= 299 ? BUFFERED_LIMIT : ERROR_BODY_LIMIT),
 };
+
+/** How long a failed stream waits for a client still reading to take what it was sent. */
+const CLIENT_DRAIN_GRACE_MS = 2_000;
+
+/** Settles when `res` drains or closes, or after `ms`, whichever is first. */
+function drainedWithin(res: ServerResponse, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    res.once('drain', done);
+    res.once('close', done);
+  });
+}
