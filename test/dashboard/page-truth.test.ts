@@ -38,13 +38,19 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
     await controller?.close();
   });
 
-  it('a credential the controller refuses turns the pill from connected to refused, and back once it is taken', async () => {
+  /** A dashboard reading the fake controller, its Workloads tab open and Connect pressed with the reader. */
+  const connectWorkloads = async (): Promise<RunningProcess> => {
     const d = await serveDashboard(['--workload-controller-url', controller.url, '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], policy.env);
     running.push(d);
     await b.page.goto(d.url);
     await b.page.click('#tab-workloads');
     await b.page.fill('#credential', policy.tokens.reader);
     await b.page.click('#connect');
+    return d;
+  };
+
+  it('a credential the controller refuses turns the pill from connected to refused, and back once it is taken', async () => {
+    const d = await connectWorkloads();
     await b.page.locator('#session-status', { hasText: 'the controller refused the credential (HTTP 401)' }).waitFor({ timeout: 5_000 });
     assert.match(await b.page.locator('#session-status').getAttribute('class') ?? '', /pill-bad/);
     assert.match(await b.page.locator('#node-status').innerText(), /did not accept the credential \(HTTP 401\)/);
@@ -64,12 +70,7 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
 
   it('a number filter the browser cannot parse is invalid, not "no filter"; a hung dashboard server leaves nothing on screen as current', async () => {
     answer = 'now';
-    const d = await serveDashboard(['--workload-controller-url', controller.url, '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], policy.env);
-    running.push(d);
-    await b.page.goto(d.url);
-    await b.page.click('#tab-workloads');
-    await b.page.fill('#credential', policy.tokens.reader);
-    await b.page.click('#connect');
+    const d = await connectWorkloads();
     await b.page.locator('#session-status', { hasText: 'connected as' }).waitFor({ timeout: 10_000 });
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     // Polls that bring nothing new do not rewrite the node's live status line (a screen
