@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, InitializeRequestSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
 import { InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
@@ -36,7 +36,6 @@ const RPC_ERROR_TEXT: ReadonlyMap<number, string> = new Map([
 ]);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const optionalObject = (v: unknown): boolean => v === undefined || isObject(v);
 
 /**
  * The params each method this server answers must have. The SDK parses params inside its
@@ -44,12 +43,12 @@ const optionalObject = (v: unknown): boolean => v === undefined || isObject(v);
  * here first, a mismatch is -32602 `Invalid params`, as JSON-RPC says.
  */
 const PARAMS_FIT: Readonly<Record<string, (p: unknown) => boolean>> = {
-  'tools/call': (p) => isObject(p) && typeof p['name'] === 'string' && optionalObject(p['arguments']) && optionalObject(p['_meta']),
-  'tools/list': (p) => p === undefined || (isObject(p) && (p['cursor'] === undefined || typeof p['cursor'] === 'string') && optionalObject(p['_meta'])),
-  ping: (p) => p === undefined || (isObject(p) && optionalObject(p['_meta'])),
-  initialize: (p) =>
-    isObject(p) && typeof p['protocolVersion'] === 'string' && isObject(p['capabilities']) &&
-    isObject(p['clientInfo']) && typeof p['clientInfo']['name'] === 'string' && typeof p['clientInfo']['version'] === 'string',
+  // The SDK's own request schemas, so that every shape it would refuse (nested members such as
+  // `capabilities.roots`, `clientInfo.title`, `_meta.progressToken`, `task`) is refused here.
+  'tools/call': (p) => CallToolRequestSchema.safeParse({ method: 'tools/call', params: p }).success,
+  'tools/list': (p) => ListToolsRequestSchema.safeParse({ method: 'tools/list', ...(p === undefined ? {} : { params: p }) }).success,
+  ping: (p) => PingRequestSchema.safeParse({ method: 'ping', ...(p === undefined ? {} : { params: p }) }).success,
+  initialize: (p) => InitializeRequestSchema.safeParse({ method: 'initialize', params: p }).success,
 };
 
 /**
@@ -130,17 +129,18 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
       return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: RPC_ERROR_TEXT.get(-32600) } });
     }
     if (isObject(body) && typeof body['method'] === 'string' && (typeof body['id'] === 'string' || typeof body['id'] === 'number')) {
-      const fits = Object.hasOwn(PARAMS_FIT, body['method']) ? PARAMS_FIT[body['method']] : undefined;
-      if (fits && !fits(body['params'])) {
-        return reply.type('application/json').send({ jsonrpc: '2.0', id: body['id'], error: { code: -32602, message: RPC_ERROR_TEXT.get(-32602) } });
-      }
       // The SDK's validator throws on an argument named `constructor` (an Internal error);
-      // renamed to a name no filter has, it is refused like any other unknown filter.
+      // renamed to a name no filter has, it is refused like any other unknown filter (a tool
+      // error, not Invalid params).
       const params = body['params'];
       if (body['method'] === 'tools/call' && isObject(params) && isObject(params['arguments']) && Object.hasOwn(params['arguments'], 'constructor')) {
         const args = params['arguments'];
         args['\u0000constructor'] = args['constructor'];
         delete args['constructor'];
+      }
+      const fits = Object.hasOwn(PARAMS_FIT, body['method']) ? PARAMS_FIT[body['method']] : undefined;
+      if (fits && !fits(body['params'])) {
+        return reply.type('application/json').send({ jsonrpc: '2.0', id: body['id'], error: { code: -32602, message: RPC_ERROR_TEXT.get(-32602) } });
       }
     }
     const server = buildServer(o.tools, client);
