@@ -10,6 +10,12 @@ export const MAX_RESPONSE_BYTES = 128 * 1024;
  * SPEC.md's 128 KiB is the diagnosis limit (docs/api.md).
  */
 export const MAX_WORKLOAD_RESPONSE_BYTES = 1024 * 1024;
+/**
+ * A fleet result also holds an entry for every declared node (up to 10,000, about 200 bytes
+ * for a failed node and 700 for one with six empty sources) besides its 1000 records: a fleet
+ * the configuration accepts must stay readable, so its cap is 16 MiB.
+ */
+export const MAX_FLEET_RESPONSE_BYTES = 16 * 1024 * 1024;
 /** SPEC.md Limits: `--timeout` is greater than 0 and at most 30 seconds, default 5. */
 export const DEFAULT_TIMEOUT_S = 5;
 export const MAX_TIMEOUT_S = 30;

@@ -39,7 +39,7 @@ export const SNAPSHOT = {
   redirect: 'the server answered with a redirect; redirects are never followed',
   timeout: 'the server sent nothing within the read timeout',
   transport: 'could not connect to the server, or the connection failed',
-  oversized: 'the response exceeded the size limit (1 MiB for workload reads, 128 KiB for every other answer) and was discarded',
+  oversized: 'the response exceeded the size limit (16 MiB for fleet reads, 1 MiB for node workload reads, 128 KiB for every other answer) and was discarded',
   malformed: 'the response is not a valid envelope of the expected schema',
   routerIdentity: 'the router answered for a different node than --expected-node',
   fleetIdentity: 'the fleet result has no entry for --expected-node',

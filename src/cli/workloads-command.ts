@@ -4,7 +4,7 @@ import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '
 import { isHostId } from '../schema/primitives.js';
 import { holdFleetAnswer, holdRouterAnswer } from '../streams/compose-fleet.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
-import { DEFAULT_TIMEOUT_S, SafeReader, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
+import { DEFAULT_TIMEOUT_S, SafeReader, MAX_FLEET_RESPONSE_BYTES, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from './origin-policy.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
 import { OptionTracker, checkCredential, checkEnvName } from './settings.js';
@@ -77,14 +77,14 @@ function addOptions(cmd: Command, urlFlag: string, urlHelp: string, t: OptionTra
 }
 
 /** Checks the connection options shared by both commands; returns origin and credential. */
-function connection(url: string | undefined, o: RawWorkloadOptions): { reader: SafeReader; expected: string } {
+function connection(url: string | undefined, o: RawWorkloadOptions, maxBytes = MAX_WORKLOAD_RESPONSE_BYTES): { reader: SafeReader; expected: string } {
   // Commander reports missing required options with the operand-free 'a required option is
   // missing'; they are declared optional only so that repeats can be detected first.
   if (url === undefined || o.authEnv === undefined || o.expectedNode === undefined) throw new UsageFailure('missingConnection');
   if (!isHostId(o.expectedNode)) throw new UsageFailure('expectedNode');
   const origin = checkOrigin(url);
   const token = checkCredential(envVar(process.env, checkEnvName(o.authEnv)));
-  return { reader: new SafeReader(origin, token, DEFAULT_TIMEOUT_S, MAX_WORKLOAD_RESPONSE_BYTES), expected: o.expectedNode };
+  return { reader: new SafeReader(origin, token, DEFAULT_TIMEOUT_S, maxBytes), expected: o.expectedNode };
 }
 
 function print(json: boolean, body: unknown, human: () => string): void {
@@ -119,7 +119,7 @@ async function routerWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise
 async function fleetWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise<void> {
   t.check();
   const filters = filtersFromOptions(o);
-  const { reader, expected } = connection(o.controllerUrl, o);
+  const { reader, expected } = connection(o.controllerUrl, o, MAX_FLEET_RESPONSE_BYTES);
   try {
     const res = await reader.post('/tools/call', { name: 'fleet_workloads', arguments: filters });
     if (res.kind !== 'json') throw failureFor(res, 'fleetNotServed');

@@ -98,6 +98,26 @@ describe('CLI connection safety (built CLI against in-test servers)', () => {
     assertFixedFailure(other, ok.url, /the fleet result has no entry for --expected-node/);
   });
 
+  it('a fleet result of thousands of declared nodes (over 1 MiB) is read; over 16 MiB it is refused', async () => {
+    const base = fleetResult([controllerNodeResult('node-b')]);
+    const gone = base.nodes.at(-1)!;
+    const many = Array.from({ length: 6000 }, (_, i) => ({ ...gone, expected_host: `gone-${i}` }));
+    const big = { ...base, nodes: [...base.nodes, ...many] };
+    const large = await startFake((_req, res) => sendJson(res, 200, big));
+    const huge = await startFake((_req, res) => sendJson(res, 200, `{"pad":"${'x'.repeat(17 * 1024 * 1024)}"}`));
+    try {
+      assert.ok(JSON.stringify(big).length > 1024 * 1024, 'the fixture is over the node read bound');
+      const args = (url: string) => ['fleet', 'workloads', '--controller-url', url, '--auth-env', ENV_NAME, '--expected-node', 'node-b'];
+      const [r, over] = await runCliBatch([{ args: args(large.url) }, { args: args(huge.url) }], { [ENV_NAME]: CANARY });
+      assert.equal(r!.code, 0, r!.stderr);
+      assert.match(r!.stdout, /node node-b/);
+      assert.equal(over!.code, 4);
+      assert.match(over!.stderr, /exceeded the size limit \(16 MiB for fleet reads/);
+    } finally {
+      await Promise.all([large.close(), huge.close()]);
+    }
+  });
+
   it('ignores proxy environment variables, NODE_USE_ENV_PROXY included', async () => {
     const env = { HTTP_PROXY: trap.url, HTTPS_PROXY: trap.url, ALL_PROXY: trap.url, http_proxy: trap.url, https_proxy: trap.url, all_proxy: trap.url, NODE_USE_ENV_PROXY: '1', NO_PROXY: '', no_proxy: '' };
     const [r, d] = await Promise.all([
