@@ -268,7 +268,7 @@ export class RouterRegistry {
       if (lines++ >= 100) break;
       this.opts.logger?.info({ gateway_request_id: e.gateway_request_id, model: e.model, outcome: 'error', status: 0 }, 'request finished');
     }
-    if (pending.size > 100) this.opts.logger?.info({ skipped: pending.size - 100 }, 'request finished lines left out (rate bound); every request has its terminal record');
+    if (pending.size > 100) this.opts.logger?.info({ skipped: pending.size - 100 }, 'request lines left out (rate bound); every routed request has its terminal record');
     this.changed();
     return pending.size;
   }

@@ -145,6 +145,11 @@ function refuseRepeats(c: Command, o: Option): void {
   });
 }
 
+/** The command `name` directly under `c`, if it has one. */
+function subcommand(c: Command, name: string): Command | undefined {
+  return c.commands.find((x) => x.name() === name);
+}
+
 /**
  * Where to read about the command a command line names: `svc-serving <command> [<sub>] --help`
  * for the deepest command its leading words name (a command's own words, never an operand).
@@ -153,7 +158,7 @@ export function helpHint(program: Command, args: readonly string[]): string {
   const path: string[] = [];
   let c = program;
   for (const word of args) {
-    const sub = c.commands.find((x) => x.name() === word);
+    const sub = subcommand(c, word);
     if (sub === undefined) break;
     path.push(word);
     c = sub;
@@ -180,7 +185,7 @@ export function expandHelp(program: Command, args: readonly string[]): string[] 
       // commander to call unknown (with --help it would show the group's help instead).
       let at = cmd;
       for (const [k, r] of rest.entries()) {
-        const sub = at.commands.find((c) => c.name() === r);
+        const sub = subcommand(at, r);
         if (!sub) return [...args.slice(0, i), ...rest.slice(0, k + 1)];
         // A leaf command: its help, whatever follows (help never runs a command).
         if (sub.commands.length === 0) return [...args.slice(0, i), ...rest.slice(0, k + 1), '--help'];
@@ -188,7 +193,7 @@ export function expandHelp(program: Command, args: readonly string[]): string[] 
       }
       return [...args.slice(0, i), ...rest, '--help'];
     }
-    const sub = cmd.commands.find((c) => c.name() === a);
+    const sub = subcommand(cmd, a);
     if (!sub || sub.commands.length === 0) break;
     cmd = sub;
   }

@@ -7,6 +7,7 @@ import { isMediaPath } from './media-runner.js';
 import { NATIVE, type JobOwner } from '../actors/job-mapping.js';
 import { JobStore, type JobRow } from '../stores/job-store.js';
 import { UnwrittenEnds } from './unwritten-ends.js';
+import { PendingPlans } from './pending-plans.js';
 import { runBenchmark, type RouterTarget } from './benchmark-runner.js';
 import { describePlan, isRecipeCommand, type Command, type RecipeCommand } from './commands.js';
 import { runMedia } from './media-runner.js';
@@ -15,8 +16,6 @@ import type { RecipeLifecycle, RecipeResult } from '../recipes/recipe-lifecycle.
 /** How long a plan's confirmation token stays valid. */
 export const CONFIRMATION_TTL_MS = 120_000;
 const HEARTBEAT_MS = 1_000;
-/** Plans awaiting approval at once (each lives 120 s); the next is 503 until one ends. */
-export const MAX_PENDING_PLANS = 256;
 /** Shortest spacing of the "job store cannot be written" log lines. */
 const WRITE_REPORT_MS = 10_000;
 
@@ -26,14 +25,6 @@ export interface PlanResult {
   plan: string[];
   confirmation_token: string;
   expires_at: string;
-}
-
-interface Pending {
-  readonly opId: string;
-  readonly command: Command;
-  readonly expiresAt: number;
-  /** recipe.apply: the digest of the recipe the plan described (apply refuses another). */
-  readonly digest?: string;
 }
 
 export interface JobServiceOptions {
@@ -60,9 +51,15 @@ export class JobService {
   readonly paths: Readonly<Record<JobOwner, string>>;
   /** Emits the owner whose store changed (actors read sooner). */
   readonly changes = new Subject<JobOwner>();
-  private readonly pending = new Map<string, Pending>();
-  /** Beats every operation awaiting approval while there is one (see beatPending). */
-  private pendingBeat: NodeJS.Timeout | undefined;
+  private readonly pending = new PendingPlans({
+    ttlMs: CONFIRMATION_TTL_MS,
+    beatMs: HEARTBEAT_MS,
+    onExpire: (p) => this.endOp(p.opId, { native_state: NATIVE.expired, outcome: 'timeout' }),
+    onBeat: (ids) => {
+      this.persist(ids[0]!, () => this.stores.controller.heartbeatAll(ids, this.now()));
+      this.changes.next('controller');
+    },
+  });
   private readonly running = new Map<string, AbortController>();
   private readonly tasks = new Set<Promise<void>>();
   private closing = false;
@@ -124,15 +121,13 @@ export class JobService {
     }
     const recipe = isRecipeCommand(command) ? this.requireRecipes().resolve(command.params.name) : undefined;
     // Each plan waits in memory (and is beaten every second) until applied or expired: bounded.
-    if (this.pending.size >= MAX_PENDING_PLANS) throw new UnavailableError();
+    if (this.pending.full) throw new UnavailableError();
     const t = this.now();
     const opId = newId('op');
     this.insert('controller', { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: recipe ? RECIPE_STEPS : 3 }, t);
     const token = randomBytes(24).toString('hex');
     const expiresAt = t + CONFIRMATION_TTL_MS;
-    this.pending.set(digest(token), { opId, command, expiresAt, ...(recipe ? { digest: recipe.digest } : {}) });
-    this.beatPending();
-    setTimeout(() => this.expire(digest(token)), CONFIRMATION_TTL_MS + 10).unref();
+    this.pending.add(digest(token), { opId, command, expiresAt, ...(recipe ? { digest: recipe.digest } : {}) });
     return { operation_id: opId, command: command.name, plan: describePlan(command, recipe), confirmation_token: token, expires_at: new Date(expiresAt).toISOString() };
   }
 
@@ -143,10 +138,8 @@ export class JobService {
    * is unknown (NotFoundError).
    */
   apply(token: string): { operation_id: string; job_id?: string } {
-    const key = digest(token);
-    const p = this.pending.get(key);
+    const p = this.pending.take(digest(token));
     if (!p) throw new InvalidInputError();
-    this.pending.delete(key);
     if (this.now() > p.expiresAt) {
       this.endOp(p.opId, { native_state: NATIVE.expired, outcome: 'timeout' });
       throw new InvalidInputError();
@@ -276,28 +269,6 @@ export class JobService {
     void task.finally(() => this.tasks.delete(task));
   }
 
-  /**
-   * An operation awaiting approval is held by this process (its expiry timer runs here), so
-   * its heartbeat is beaten like a runner's: it reads as live while held, and ages into
-   * `stale` if this process stops (a restart marks it expired). One timer beats them all, and
-   * stops when none is left.
-   */
-  private beatPending(): void {
-    if (this.pendingBeat !== undefined) return;
-    this.pendingBeat = setInterval(() => {
-      if (this.pending.size === 0 || this.closing) {
-        clearInterval(this.pendingBeat);
-        this.pendingBeat = undefined;
-        return;
-      }
-      const t = this.now();
-      const ids = [...this.pending.values()].map((p) => p.opId);
-      this.persist(ids[0]!, () => this.stores.controller.heartbeatAll(ids, t));
-      this.changes.next('controller');
-    }, HEARTBEAT_MS);
-    this.pendingBeat.unref();
-  }
-
   /** Beats the job's heartbeat every second until the returned function is called. */
   private heartbeat(owner: JobOwner, id: string): () => void {
     const beat = setInterval(() => {
@@ -408,18 +379,10 @@ export class JobService {
     this.changes.next(owner);
   }
 
-  private expire(key: string): void {
-    const p = this.pending.get(key);
-    if (!p) return;
-    this.pending.delete(key);
-    this.endOp(p.opId, { native_state: NATIVE.expired, outcome: 'timeout' });
-  }
-
   /** Stops runners; their jobs are marked interrupted (their engine work is not known). */
   async close(): Promise<void> {
     this.closing = true;
-    clearInterval(this.pendingBeat);
-    this.pendingBeat = undefined;
+    this.pending.close();
     for (const ctl of this.running.values()) ctl.abort();
     await Promise.allSettled([...this.tasks]);
     // A last try for end states still unwritten (the next start marks what is left interrupted).

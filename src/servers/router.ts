@@ -82,8 +82,9 @@ export function decodeUnreserved(path: string): string {
 
 /** The inference route a request's path names, or undefined. */
 function inferenceRoute(req: IncomingMessage): RouteName | undefined {
-  // Absolute form too: node:http refuses some requests (a bad Expect) before the rewrite.
-  const url = req.url !== undefined && !req.url.startsWith('/') ? originForm(req.url) : req.url;
+  // Absolute form too (RFC 9112 3.2.2): the one place the raw URL is matched; Fastify's
+  // routes see it rewritten (createHttpApp's rewriteUrl).
+  const url = req.url === undefined ? undefined : originForm(req.url);
   const q = url?.indexOf('?') ?? -1;
   let path = q < 0 ? url : url!.slice(0, q);
   // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
@@ -256,7 +257,6 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     refusedHeaders: (req) => (inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization) ? { 'x-svc-request-id': newGatewayId() } : undefined),
     serverFactory: (handler) =>
       createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
-        if (req.url !== undefined && !req.url.startsWith('/')) req.url = originForm(req.url);
         const route = inferenceRoute(req);
         if (route === undefined) handler(req, res);
         else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));

@@ -76,7 +76,7 @@ export class JobStore {
 
   /** A sign of life without a change of state. */
   heartbeat(id: string, now: number): void {
-    this.db.prepare('UPDATE jobs SET heartbeat_at = ? WHERE id = ?').run(now, id);
+    this.heartbeatAll([id], now);
   }
 
   /** Beats many jobs' heartbeats in one transaction (one write, however many). */

@@ -13,7 +13,7 @@ import { startRouter, type RouterHandle } from '../../src/servers/router.js';
 import { Admission, AdmissionRefused } from '../../src/servers/router/admission.js';
 import { parseDecision } from '../../src/servers/router/decision-lines.js';
 import { RelayAbort } from '../../src/servers/router/relay-support.js';
-import { lastEventEnd } from '../../src/servers/router/relay-upstream.js';
+import { lastEventEnd } from '../../src/servers/router/stream-observer.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';

@@ -2,6 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
+import type { Socket } from 'node:net';
 import { ERRORS, PROBLEM_CONTENT_TYPE, problemFor, type ErrorCode } from '../../errors.js';
 import { noteEarlyAnswer } from '../http-app.js';
 
@@ -138,21 +139,49 @@ export function collect(stream: Readable, limit: number, onOver: (s: Readable) =
 /**
  * Resolves when the response can take more data, when the client has gone, or when the
  * exchange is aborted (its deadline passed, the router is stopping): a client that stops
- * reading must not hold the request past its deadline.
+ * reading must not hold the request past its deadline. Without `abort` (a stream already
+ * ended, whose last bytes a client still reading gets a grace for), after `graceMs` at most.
  */
-export function drained(res: ServerResponse, abort: RelayAbort): Promise<void> {
+export function drained(res: ServerResponse, abort: RelayAbort | undefined, graceMs?: number): Promise<void> {
   return new Promise((resolve) => {
-    if (abort.aborted) return resolve();
+    if (abort?.aborted) return resolve();
+    const timer = graceMs === undefined ? undefined : setTimeout(() => done(), graceMs);
     const done = (): void => {
+      clearTimeout(timer);
       res.off('drain', done);
       res.off('close', done);
-      abort.off('abort', done);
+      abort?.off('abort', done);
       resolve();
     };
     res.once('drain', done);
     res.once('close', done);
-    abort.once('abort', done);
+    abort?.once('abort', done);
   });
+}
+
+/** Exchanges waiting on each connection's close (pipelined requests): one listener per socket. */
+const waitingOnSocket = new WeakMap<Socket, Set<() => void>>();
+
+/**
+ * Calls `fn` when `socket` closes; returns the function that stops waiting. However many
+ * requests a client pipelines on one connection, the socket holds one 'close' listener (one
+ * each would trip node's listener-leak warning on stderr at the eleventh).
+ */
+export function whenSocketCloses(socket: Socket, fn: () => void): () => void {
+  let waiting = waitingOnSocket.get(socket);
+  if (waiting === undefined) {
+    const set = new Set<() => void>();
+    waiting = set;
+    waitingOnSocket.set(socket, set);
+    socket.once('close', () => {
+      waitingOnSocket.delete(socket);
+      for (const f of set) f();
+      set.clear();
+    });
+  }
+  waiting.add(fn);
+  const set = waiting;
+  return () => void set.delete(fn);
 }
 
 const SAFE_CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+(?: *; *[A-Za-z0-9_-]+=[A-Za-z0-9_.-]+)*$/;

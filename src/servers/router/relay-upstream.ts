@@ -5,6 +5,7 @@ import { ErrorCode } from '../../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay.js';
 import { drained, isContextRejection, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
 import { UpstreamCall, type UpstreamAnswer, type UpstreamCallOptions } from './upstream-call.js';
+import { lastEventEnd } from './stream-observer.js';
 
 /** Bytes of an upstream error body read to classify it (then discarded). */
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -275,7 +276,7 @@ export async function pipeUpstream(
       if (!timedOut && ctx.stopping.value) x.finishOverride = 'cancelled';
       // A large last write fills the client's buffer even when it is reading: it gets a short
       // grace to take it, so what came before the failure and the error event reach it.
-      if (res.writableNeedDrain) await drainedWithin(res, CLIENT_DRAIN_GRACE_MS);
+      if (res.writableNeedDrain) await drained(res, undefined, CLIENT_DRAIN_GRACE_MS);
       if (res.writableNeedDrain) {
         // A client that stopped reading cannot be told: the connection is closed, and the
         // request ends now (its admission slot is released), not when the client leaves.
@@ -349,25 +350,6 @@ function discard(): void {
   // read and dropped
 }
 
-/**
- * Index just past the last empty line of `b` (the end of its last whole SSE event), or 0 when
- * it has none. Lines end at LF, CR or CRLF. `b` starts where an event may start. With `from`,
- * only empty lines that end at or after it are looked for (`b` before it held no event end).
- */
-export function lastEventEnd(b: Buffer, from = 0): number {
-  for (let i = b.length - 1; i >= from; i--) {
-    const c = b[i];
-    if (c !== 0x0a && c !== 0x0d) continue;
-    // Where this line ending starts (CRLF is one).
-    const t = c === 0x0a && i > 0 && b[i - 1] === 0x0d ? i - 1 : i;
-    if (t === 0) return i + 1;
-    const p = b[t - 1];
-    if (p === 0x0a || p === 0x0d) return i + 1;
-    i = t;
-  }
-  return 0;
-}
-
 /** Errors of a connection that was never made (undici passes the socket's code through). */
 const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -401,18 +383,3 @@ const CALL_OPTIONS: UpstreamCallOptions = {
 
 /** How long a failed stream waits for a client still reading to take what it was sent. */
 const CLIENT_DRAIN_GRACE_MS = 2_000;
-
-/** Settles when `res` drains or closes, or after `ms`, whichever is first. */
-function drainedWithin(res: ServerResponse, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    res.once('drain', done);
-    res.once('close', done);
-  });
-}

@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Pool } from 'undici';
 import type { ActiveRequest, RouterRegistry } from '../../actors/router-registry.js';
@@ -15,7 +14,7 @@ import { AdmissionRefused, type Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
-import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, type LineBudget } from './relay-support.js';
+import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, whenSocketCloses, type LineBudget } from './relay-support.js';
 import { appendMember, prepareBody } from './relay-body.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { REPEATED, repeatedSingleHeaders } from '../single-headers.js';
@@ -316,31 +315,6 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
     else if (ctx.failureLines.take(finishedMs)) ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
   }
-}
-
-/** Exchanges waiting on each connection's close (pipelined requests): one listener per socket. */
-const waitingOnSocket = new WeakMap<Socket, Set<() => void>>();
-
-/**
- * Calls `fn` when `socket` closes; returns the function that stops waiting. However many
- * requests a client pipelines on one connection, the socket holds one 'close' listener (one
- * each would trip node's listener-leak warning on stderr at the eleventh).
- */
-function whenSocketCloses(socket: Socket, fn: () => void): () => void {
-  let waiting = waitingOnSocket.get(socket);
-  if (waiting === undefined) {
-    const set = new Set<() => void>();
-    waiting = set;
-    waitingOnSocket.set(socket, set);
-    socket.once('close', () => {
-      waitingOnSocket.delete(socket);
-      for (const f of set) f();
-      set.clear();
-    });
-  }
-  waiting.add(fn);
-  const set = waiting;
-  return () => void set.delete(fn);
 }
 
 /**

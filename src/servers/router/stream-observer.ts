@@ -335,3 +335,22 @@ function toolCallChars(tools: readonly unknown[]): number {
   }
   return n;
 }
+
+/**
+ * Index just past the last empty line of `b` (the end of its last whole SSE event), or 0 when
+ * it has none. Lines end at LF, CR or CRLF. `b` starts where an event may start. With `from`,
+ * only empty lines that end at or after it are looked for (`b` before it held no event end).
+ */
+export function lastEventEnd(b: Buffer, from = 0): number {
+  for (let i = b.length - 1; i >= from; i--) {
+    const c = b[i];
+    if (c !== 0x0a && c !== 0x0d) continue;
+    // Where this line ending starts (CRLF is one).
+    const t = c === 0x0a && i > 0 && b[i - 1] === 0x0d ? i - 1 : i;
+    if (t === 0) return i + 1;
+    const p = b[t - 1];
+    if (p === 0x0a || p === 0x0d) return i + 1;
+    i = t;
+  }
+  return 0;
+}
