@@ -382,6 +382,13 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(halfRec.usage.completion_tokens, 1, 'the unclosed event that was not relayed is not counted');
     const only = await chat('answer-raw=only-unterminated', { stream: true }, {}, 'recorded');
     assert.doesNotMatch(await assertProblem(only, 502, 'upstream-failed'), /UPSTREAM-SECRET/);
+    // `[DONE]` whose closing CRLF is split between two reads: the answer ends at its CR at
+    // once, with the LF the client would otherwise never get (CRLF, as the engine framed it).
+    const t0 = performance.now();
+    const split = await chat('answer-raw=crlf-split-done', { stream: true }, {}, 'recorded');
+    assert.match(await split.text(), /"content":"hi "[^]*\r\n\r\ndata: \[DONE\]\r\n\r\n$/);
+    assert.ok(performance.now() - t0 < 280, 'ended at the CR, not after the engine\'s pause');
+    assert.equal((await record(gidOf(split))).outcome, 'success');
     // What an engine sends after [DONE] is neither read nor relayed.
     const late = await chat('answer-raw=error-after-done', { stream: true }, {}, 'recorded');
     const lateText = await late.text();

@@ -287,6 +287,12 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
     res.write(sseContent(c, 'hi ') + 'data: [DONE]\n\n');
     setTimeout(() => res.end(), 10_000).unref();
   },
+  // CRLF lines, the last CRLF split between two writes: `data: [DONE]\r\n\r`, a pause, `\n`.
+  'crlf-split-done': (res, c) => {
+    res.writeHead(200, { ...SSE_HEAD, ...c.extra });
+    res.write(sseContent(c, 'hi ').replace(/\n/g, '\r\n') + 'data: [DONE]\r\n\r');
+    setTimeout(() => res.end('\n'), 300).unref();
+  },
   // An error event after [DONE], in the same write: after [DONE] nothing is read or relayed.
   'error-after-done': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });

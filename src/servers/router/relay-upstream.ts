@@ -21,6 +21,8 @@ const ERROR_HEAD = /^\s*\{\s*"(?:error"\s*:|object"\s*:\s*"error")/;
  * failure: no engine sends a delta of a megabyte in one event.
  */
 const MAX_HELD_EVENT = 1024 * 1024;
+const LF = Buffer.from('\n');
+
 /** How long an engine may take to close its stream after `[DONE]` before it is cut. */
 const DONE_GRACE_MS = 1_000;
 /** Largest non-streaming upstream body relayed. */
@@ -206,6 +208,10 @@ export async function pipeUpstream(
           // Up to the end of `[DONE]`: what an engine sends after it is not relayed.
           const flowing = relayed(x.obs.done ? chunk.subarray(0, x.obs.doneAtByte) : chunk);
           if (x.obs.done) {
+            // A CRLF stream's `[DONE]` may have its last LF in a read that is not awaited: the
+            // LF is added, so the stream ends in CRLF as framed (a CR-only stream stays so).
+            const d = x.obs.doneAtByte;
+            if (d >= 2 && chunk[d - 1] === 0x0d && chunk[d - 2] === 0x0a) res.write(LF);
             // The answer is complete: the client's response ends, and the exchange is recorded,
             // now, not when the engine closes its stream (drained; cut after a grace).
             x.upstreamEndAt = performance.now();
