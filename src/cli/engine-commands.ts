@@ -59,7 +59,9 @@ Directives: words of the last user message (chat) or the prompt (completions) ch
   sim:reasoning=N        chat (not with finish=tool_calls): N reasoning_content fragments first,
                          counted within max_tokens (a budget they use up: finish "length")
   sim:status=NNN         answer with that error status (400-599) and an OpenAI-style error body
-  sim:reject=context     a vLLM-style context-length rejection (400)
+  sim:reject=context     a vLLM-style context-length rejection (400, OpenAI's error envelope,
+                         as vLLM answers since 0.10.1); reject=context_flat: the flat
+                         {"object":"error",...} body older vLLM answered
 Values are whole numbers of at most 9 digits; malformed values and unknown keys are ignored.
 A buffered answer arrives when its last token would have (reasoning tokens and the tokens
 before an error included).

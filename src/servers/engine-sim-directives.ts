@@ -12,7 +12,8 @@ export interface Directives {
   usageOff?: boolean;
   failAfter?: number;
   status?: number;
-  rejectContext?: boolean;
+  /** A context-length rejection: vLLM's error envelope (0.10.1 on), or its older flat object. */
+  rejectContext?: 'nested' | 'flat';
   /** After this many tokens, an in-stream error event (vLLM's shape) then `[DONE]`; buffered: a 200 error body. */
   errorAfter?: number;
   /** Reasoning fragments (`reasoning_content`) before the answer. */
@@ -60,7 +61,8 @@ export function parseDirectives(text: string): Directives | undefined {
         if (n !== undefined && n >= 400 && n <= 599) d.status = n;
         break;
       case 'reject':
-        if (value === 'context') d.rejectContext = true;
+        if (value === 'context') d.rejectContext = 'nested';
+        else if (value === 'context_flat') d.rejectContext = 'flat';
         break;
       case 'error_after':
         if (n !== undefined) d.errorAfter = n;

@@ -65,9 +65,9 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
     return;
   }
   const maxLen = ctx.opts.maxModelLen;
-  if (d?.rejectContext === true || promptTokens + (maxTokens ?? 0) > maxLen) {
+  if (d?.rejectContext !== undefined || promptTokens + (maxTokens ?? 0) > maxLen) {
     const requested = Math.max(maxLen + 1, promptTokens + (maxTokens ?? 0));
-    sendJson(req, res, 400, contextError(maxLen, requested, promptTokens));
+    sendJson(req, res, 400, contextError(maxLen, requested, promptTokens, d?.rejectContext === 'flat'));
     return;
   }
 
@@ -277,10 +277,11 @@ function pickName(v: { function?: { name?: unknown } } | undefined): string | un
   return fn !== null && typeof fn === 'object' && typeof fn.name === 'string' && fn.name.length > 0 ? fn.name : undefined;
 }
 
-/** vLLM's context-length rejection (its flat error object, not OpenAI's envelope). */
-function contextError(maxLen: number, requested: number, promptTokens: number): string {
+/** vLLM's context-length rejection (`flat`: the body vLLM sent before 0.10.1). */
+function contextError(maxLen: number, requested: number, promptTokens: number, flat: boolean): string {
   return vllmBadRequest(
     `This model's maximum context length is ${maxLen} tokens. However, you requested ${requested} tokens (${promptTokens} in the messages, ${requested - promptTokens} in the completion). Please reduce the length of the messages or completion.`,
+    flat,
   );
 }
 
@@ -289,8 +290,13 @@ export function inputContextError(maxLen: number, tokens: number, what: string):
   return vllmBadRequest(`This model's maximum context length is ${maxLen} tokens. However, you requested ${tokens} tokens in the input for ${what}. Please reduce the length of the input.`);
 }
 
-function vllmBadRequest(message: string): string {
-  return JSON.stringify({ object: 'error', message, type: 'BadRequestError', param: null, code: 400 });
+/**
+ * vLLM's 400: OpenAI's error envelope, as vLLM answers since 0.10.1; `flat`: the object it
+ * answered before (`{"object":"error","message":...}`, which OpenAI's SDKs cannot read).
+ */
+function vllmBadRequest(message: string, flat = false): string {
+  const error = { message, type: 'BadRequestError', param: null, code: 400 };
+  return JSON.stringify(flat ? { object: 'error', ...error } : { error });
 }
 
 const FAILURE_TYPES: Readonly<Record<number, string>> = {

@@ -173,10 +173,11 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   });
 
   it('context rejection: the SDK gets a 400 BadRequestError with the fixed context-length problem; record rejected', async () => {
-    for (const stream of [false, true]) {
+    // vLLM's error envelope (0.10.1 on) and its older flat object alike.
+    for (const [stream, shape] of [[false, 'context'], [true, 'context'], [false, 'context_flat'], [true, 'context_flat']] as const) {
       const n = errors.length;
       const err = await client.chat.completions
-        .create({ model: 'chat', messages: user('sim:reject=context'), stream })
+        .create({ model: 'chat', messages: user(`sim:reject=${shape}`), stream })
         .then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof OpenAI.BadRequestError, String(err));
       assert.equal(err.status, 400);

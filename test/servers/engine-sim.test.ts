@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { pino } from 'pino';
+import OpenAI from 'openai';
 import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
 import { CLI, eventually, spawnNode } from '../support/processes.js';
 
@@ -188,12 +189,22 @@ describe('engine sim', () => {
     for (const res of [await chat('sim:reject=context'), await chat('hi', { max_tokens: 255 }), await chat('x'.repeat(2000))]) {
       assert.equal(res.status, 400);
       const body = await json(res);
-      assert.equal(body.object, 'error');
-      assert.equal(body.type, 'BadRequestError');
-      assert.equal(body.code, 400);
-      assert.match(body.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens/);
+      // vLLM 0.10.1 on: OpenAI's envelope, which the SDKs read.
+      assert.deepEqual(Object.keys(body), ['error']);
+      assert.equal(body.error.type, 'BadRequestError');
+      assert.equal(body.error.code, 400);
+      assert.match(body.error.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens/);
     }
+    // Older vLLM's flat object, on request.
+    const flat = await json(await chat('sim:reject=context_flat'));
+    assert.deepEqual([flat.object, flat.type, flat.code, flat.error], ['error', 'BadRequestError', 400, undefined]);
+    assert.match(flat.message, /^This model's maximum context length is 256 tokens\./);
     assert.equal((await chat('hi', { max_tokens: 200 })).status, 200);
+    // The openai SDK reads the envelope's words (the flat object reads "(no body)" there).
+    const client = new OpenAI({ baseURL: `${sim.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const err = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'sim:reject=context' }] }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.match(err.message, /^400 This model's maximum context length is 256 tokens\./);
   });
 
   it('unknown model -> 404; bad JSON, wrong content type, bad max_tokens -> 400; huge body -> 413', async () => {
@@ -253,8 +264,7 @@ describe('engine sim', () => {
     ]) {
       assert.equal(res.status, 400);
       const body = await json(res);
-      assert.equal(body.object, 'error');
-      assert.match(body.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens in the input for (embedding generation|score)\./);
+      assert.match(body.error.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens in the input for (embedding generation|score)\./);
     }
     assert.equal((await post('/v1/embeddings', { model: MODEL, input: 'x'.repeat(4 * 256) })).status, 200);
   });
