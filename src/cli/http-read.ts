@@ -122,7 +122,7 @@ export class SafeReader {
       const text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
       const body = JSON.parse(text) as unknown;
       // A member named twice: which value is meant cannot be known (JSON.parse keeps the last).
-      if (hasDuplicateKey(text)) return { kind: 'malformed' };
+      if (hasDuplicateKey(text, body)) return { kind: 'malformed' };
       return { kind: 'json', status: statusCode, body };
     } catch {
       return { kind: 'malformed' };

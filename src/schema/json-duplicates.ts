@@ -2,40 +2,90 @@
  * True when some JSON object in `text` names the same member twice (`{"limit":5,"limit":6}`),
  * comparing names after unescaping (`"limit"` and `"\u006cimit"` are the same name). JSON.parse
  * keeps the last one silently; CONTRACT.md wants a repeated filter rejected, not guessed.
- * Meant for text that JSON.parse accepts: on anything else the answer is not meaningful.
- * One pass, no recursion (a body nested thousands deep costs no stack).
+ * `parsed` is `JSON.parse(text)` when the caller has it (else it is parsed here).
+ * Meant for text that JSON.parse accepts: on anything else the answer is false.
+ *
+ * How: JSON.parse keeps one member per name, so the text names more members than the parsed
+ * value holds exactly when a name is repeated (a dropped copy's own members, if it held an
+ * object, only widen the gap). The text's member names are counted without being read (no
+ * string made, no set kept per object: a fleet reads megabytes of node answers), and the
+ * parsed value's own members are counted in one walk. No recursion either way (a body nested
+ * thousands deep costs no stack).
  */
-export function hasDuplicateKey(text: string): boolean {
-  // One entry per open container: the member names seen so far, or null for an array.
-  const stack: (Set<string> | null)[] = [];
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x7b /* { */) stack.push(new Set());
-    else if (c === 0x5b /* [ */) stack.push(null);
-    else if (c === 0x7d /* } */ || c === 0x5d /* ] */) stack.pop();
-    else if (c === 0x22 /* " */) {
-      // The closing quote: the next quote not escaped by an odd run of backslashes. Found
-      // with indexOf, so long strings (prompts) cost a native scan, not a loop per character.
-      const start = i;
-      for (;;) {
-        i = text.indexOf('"', i + 1);
-        if (i < 0) return false; // not JSON text: no meaningful answer
-        let k = i - 1;
-        while (text.charCodeAt(k) === 0x5c /* \ */) k--;
-        if ((i - 1 - k) % 2 === 0) break;
-      }
-      const names = stack[stack.length - 1];
-      if (!names) continue;
-      // A string in an object is a member name when a colon follows it.
-      let j = i + 1;
-      while (j < n && (text.charCodeAt(j) === 0x20 || text.charCodeAt(j) === 0x09 || text.charCodeAt(j) === 0x0a || text.charCodeAt(j) === 0x0d)) j++;
-      if (text.charCodeAt(j) !== 0x3a /* : */) continue;
-      const raw = text.slice(start, i + 1);
-      const name = raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
-      if (names.has(name)) return true;
-      names.add(name);
+export function hasDuplicateKey(text: string, parsed?: unknown): boolean {
+  const named = countMemberNames(text);
+  if (named < 0) return false;
+  if (parsed === undefined) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return false;
     }
   }
-  return false;
+  return named > walkMembers(parsed).members;
+}
+
+/**
+ * What a parsed JSON value holds that a JSON route refuses: `duplicate` (a member named twice
+ * in `text`), `prototype` (a member named `__proto__`, or `constructor` holding `prototype`,
+ * at any depth: what Fastify's parser refuses as prototype poisoning), else undefined.
+ */
+export function refusedJson(text: string, parsed: unknown): 'duplicate' | 'prototype' | undefined {
+  const named = countMemberNames(text);
+  const walked = walkMembers(parsed);
+  if (walked.prototype) return 'prototype';
+  return named > walked.members ? 'duplicate' : undefined;
+}
+
+/** Member names in JSON text: strings followed (after whitespace) by a colon. -1: not JSON text. */
+function countMemberNames(text: string): number {
+  let count = 0;
+  const n = text.length;
+  let i = text.indexOf('"');
+  while (i >= 0) {
+    // The closing quote: the next quote not escaped by an odd run of backslashes. Found with
+    // indexOf, so long strings (prompts) cost a native scan, not a loop per character.
+    for (;;) {
+      i = text.indexOf('"', i + 1);
+      if (i < 0) return -1;
+      let k = i - 1;
+      while (text.charCodeAt(k) === 0x5c /* \ */) k--;
+      if ((i - 1 - k) % 2 === 0) break;
+    }
+    // Outside strings a colon follows only a member name.
+    let j = i + 1;
+    let c = text.charCodeAt(j);
+    while (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) c = text.charCodeAt(++j);
+    if (c === 0x3a /* : */) count++;
+    i = j < n ? text.indexOf('"', j) : -1;
+  }
+  return count;
+}
+
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** Own members of every object in a parsed JSON value, and whether one poisons a prototype. */
+function walkMembers(value: unknown): { members: number; prototype: boolean } {
+  let members = 0;
+  let prototype = false;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (const e of v) if (e !== null && typeof e === 'object') stack.push(e);
+      continue;
+    }
+    const o = v as Record<string, unknown>;
+    if (hasOwn.call(o, '__proto__')) prototype = true;
+    for (const k in o) {
+      members++;
+      const e = o[k];
+      if (e !== null && typeof e === 'object') {
+        if (k === 'constructor' && !Array.isArray(e) && hasOwn.call(e, 'prototype')) prototype = true;
+        stack.push(e);
+      }
+    }
+  }
+  return { members, prototype };
 }

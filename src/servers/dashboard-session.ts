@@ -68,7 +68,7 @@ export class DashboardSession {
     if (typeof gen !== 'number' || !Number.isSafeInteger(gen) || gen < 0) return;
     // A member named twice (`"limit":5,"limit":6`) is a repeated filter: refused, never the
     // last value (the filters then read as null, which parseFilterArgs refuses).
-    const filters = hasDuplicateKey(raw) ? null : msg['filters'];
+    const filters = hasDuplicateKey(raw, msg) ? null : msg['filters'];
     if (msg['type'] === 'connect') return this.connect(gen, msg['credential'], filters);
     if (msg['type'] === 'read') return this.read(gen, filters);
     if (msg['type'] === 'disconnect') return this.disconnect(gen);

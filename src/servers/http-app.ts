@@ -160,7 +160,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       // Valid JSON refused for `__proto__` or `constructor.prototype` is not a syntax error:
       // the fixed invalid-input problem (a JSON-RPC route says "Parse error" only for non-JSON).
       if (err) done(isJson(body as string) ? new InvalidInputError() : err, undefined);
-      else if (hasDuplicateKey(body as string)) done(new InvalidInputError(), undefined);
+      else if (hasDuplicateKey(body as string, value)) done(new InvalidInputError(), undefined);
       else done(null, value);
     });
   });

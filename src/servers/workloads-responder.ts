@@ -33,7 +33,7 @@ export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) =
           throw new SvcError(ErrorCode.INVALID_INPUT);
         }
         // A filter named twice is refused, as on HTTP: JSON.parse would keep the last one.
-        if (hasDuplicateKey(text)) throw new SvcError(ErrorCode.INVALID_INPUT);
+        if (hasDuplicateKey(text, args)) throw new SvcError(ErrorCode.INVALID_INPUT);
       }
       return encoder.encode(JSON.stringify(query(resolveFilters(parseFilterArgs(args)))));
     } catch (err) {

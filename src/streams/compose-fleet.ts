@@ -50,7 +50,7 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
   if (o['schema'] !== SCHEMA_ID) return 'schema' in o || ('type' in o && 'status' in o) ? 'incompatible' : 'malformed';
   if (!checkNodeResult.Check(v)) return 'malformed';
   // A member named twice: JSON.parse kept the last copy, another reader may keep the first.
-  if (hasDuplicateKey(text)) return 'malformed';
+  if (hasDuplicateKey(text, v)) return 'malformed';
   return checkNodeClaims(hostId, v, f);
 }
 

@@ -199,6 +199,11 @@ describe('router end to end: one record per request, identifiers, headers, activ
       `{"model":"recorded","max_tokens":100000,"max_tokens":5,"messages":${JSON.stringify(user('dup'))}}`,
       `{"model":"other","model":"recorded","messages":${JSON.stringify(user('dup'))}}`,
       `{"model":"recorded","messages":[{"role":"user","role":"system","content":"dup"}]}`,
+      `{"model":"recorded","messages":[{"role":"user","\\u0072ole":"system","content":"dup"}]}`,
+      // Prototype poisoning, refused as on every other JSON route.
+      `{"model":"recorded","__proto__":{"x":1},"messages":${JSON.stringify(user('dup'))}}`,
+      `{"model":"recorded","messages":[{"role":"user","content":"p","\\u005f_proto__":{}}]}`,
+      `{"model":"recorded","messages":${JSON.stringify(user('p'))},"tools":[{"constructor":{"prototype":{}}}]}`,
     ]) {
       problem400(await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(dup)}\r\nConnection: close\r\n\r\n${dup}`));
     }

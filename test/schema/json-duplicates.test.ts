@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { hasDuplicateKey } from '../../src/schema/json-duplicates.js';
+import { hasDuplicateKey, refusedJson } from '../../src/schema/json-duplicates.js';
 
 describe('hasDuplicateKey', () => {
   it('finds a member named twice at any depth, also when one spelling uses escapes', () => {
@@ -10,6 +10,24 @@ describe('hasDuplicateKey', () => {
     assert.equal(hasDuplicateKey('[{"x":1},{"y":[{"z":1, "z" :2}]}]'), true);
     assert.equal(hasDuplicateKey('{"owner":"media","\\u006fwner":"router"}'), true);
     assert.equal(hasDuplicateKey('{"a\\"b":1,"a\\"b":2}'), true);
+    assert.equal(hasDuplicateKey('{"a":{"x":{"y":1}},"a":2}'), true, 'the dropped copy held an object');
+    assert.equal(hasDuplicateKey('{"__proto__":1,"__proto__":2}'), true);
+    const text = '{"a":[{"b":1}, {"b":2,"c":{"b":3}}],"d" : {"e":1,\n"e":2}}';
+    assert.equal(hasDuplicateKey(text, JSON.parse(text)), true, 'with the value the caller parsed');
+    assert.equal(hasDuplicateKey('{"a":1', undefined), false, 'not JSON: no answer');
+  });
+
+  it('refusedJson: a repeated member, or a __proto__ / constructor.prototype member at any depth', () => {
+    const verdict = (t: string) => refusedJson(t, JSON.parse(t));
+    assert.equal(verdict('{"model":"m","messages":[{"role":"user","content":"x"}]}'), undefined);
+    assert.equal(verdict('{"a":1,"a":1}'), 'duplicate');
+    assert.equal(verdict('{"__proto__":{"admin":true}}'), 'prototype');
+    assert.equal(verdict('{"m":[{"x":{"\\u005f_proto__":{}}}]}'), 'prototype', 'escaped, nested in an array');
+    assert.equal(verdict('{"constructor":{"prototype":{"x":1}}}'), 'prototype');
+    assert.equal(verdict('{"constructor":{"name":"x"},"prototype":1}'), undefined, 'constructor without prototype in it');
+    assert.equal(verdict('{"constructor":["prototype"]}'), undefined);
+    assert.equal(verdict('{"s":"__proto__","t":"{\\"__proto__\\":1}"}'), undefined, 'in strings');
+    assert.equal(({} as Record<string, unknown>)['admin'], undefined, 'nothing was polluted');
   });
 
   it('does not confuse values, sibling objects or strings that look like JSON with member names', () => {

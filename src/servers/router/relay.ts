@@ -19,7 +19,7 @@ import { appendMember, prepareBody } from './relay-body.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { REPEATED, repeatedSingleHeaders } from '../single-headers.js';
 import { badFraming, lacksHost } from '../http-app.js';
-import { hasDuplicateKey } from '../../schema/json-duplicates.js';
+import { refusedJson } from '../../schema/json-duplicates.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 
 export interface Upstream {
@@ -154,8 +154,9 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     }
     // A member named twice (`"max_tokens":100000,"max_tokens":5`) is refused, as on every JSON
     // route: JSON.parse keeps the last copy, an engine may keep the first, and the ceiling,
-    // the alias and the record would then be about a request the engine never saw.
-    if (!parsed || hasDuplicateKey(text)) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
+    // the alias and the record would then be about a request the engine never saw. So is a
+    // `__proto__` or `constructor.prototype` member, as every other JSON route refuses it.
+    if (!parsed || refusedJson(text, parsed) !== undefined) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     alias = parsed['model'];
   }
   if (typeof alias !== 'string' || alias.length === 0) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
