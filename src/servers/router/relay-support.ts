@@ -3,7 +3,8 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Socket } from 'node:net';
-import { ERRORS, PROBLEM_CONTENT_TYPE, problemFor, type ErrorCode } from '../../errors.js';
+import { ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, problemFor } from '../../errors.js';
+import type { Exchange } from './relay.js';
 import { noteEarlyAnswer } from '../http-app.js';
 
 // Random bytes drawn 4 KiB at a time: one id is 16 of them, in hex.
@@ -239,4 +240,23 @@ export class LineBudget {
 /** Milliseconds with microsecond resolution, as stored in records. */
 export function ms(v: number): number {
   return Math.round(v * 1000) / 1000;
+}
+
+/** Why an exchange ends with nothing relayed to its client. */
+export type Cut = 'timeout' | 'stopping' | 'failed';
+
+/** A missed deadline first, then a graceful stop's cut, else the upstream failed. */
+export function cutOf(timedOut: boolean, stopping: boolean): Cut {
+  return timedOut ? 'timeout' : stopping ? 'stopping' : 'failed';
+}
+
+/**
+ * Ends an exchange whose client was sent nothing with the plain problem, and records the
+ * same: 504 at the deadline (outcome timeout), 503 when a graceful stop cut it (the router,
+ * not an upstream, stopped), else 502 (outcome error).
+ */
+export function refuse(x: Exchange, res: ServerResponse, cut: Cut): void {
+  x.outcome = cut === 'timeout' ? 'timeout' : 'error';
+  x.statusCode = cut === 'timeout' ? 504 : cut === 'stopping' ? 503 : 502;
+  sendRawProblem(res, cut === 'timeout' ? ErrorCode.UPSTREAM_TIMEOUT : cut === 'stopping' ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED);
 }
