@@ -186,8 +186,9 @@ export class OwnerActor {
     }
   }
 
+  /** The batch bound, never above what the bus carries now (a server's smaller `max_payload`). */
   private maxPayload(): number {
-    return this.opts.maxPayload ?? MAX_BATCH_BYTES;
+    return Math.min(this.opts.maxPayload ?? MAX_BATCH_BYTES, this.opts.bus.maxPayload);
   }
 
   /**

@@ -18,6 +18,9 @@ const MAX_REQUEST_BYTES = 16 * 1024;
  * Serves `node_workloads` on `svc.v1.<host>.workloads`: the request is the `arguments`
  * object as JSON (empty payload: no filters); the reply is the NodeResult, or a fixed
  * problem `{type, title, status}` for bad input. Who may ask is NATS's permission to decide.
+ * A NodeResult over what the bus carries (a server's small `max_payload`) would never arrive,
+ * and the node would read as unreachable: it is answered with fewer records instead (the
+ * limit halved until it fits; what is left out is counted in `omitted`, status `partial`).
  */
 export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) => NodeResult, logger?: Logger): BusService {
   return bus.serve(workloadsSubject(host), (data) => {
@@ -35,7 +38,15 @@ export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) =
         // A filter named twice is refused, as on HTTP: JSON.parse would keep the last one.
         if (hasDuplicateKey(text, args)) throw new SvcError(ErrorCode.INVALID_INPUT);
       }
-      return encoder.encode(JSON.stringify(query(resolveFilters(parseFilterArgs(args)))));
+      const f = resolveFilters(parseFilterArgs(args));
+      let reply = encoder.encode(JSON.stringify(query(f)));
+      for (let limit = f.limit; reply.byteLength > bus.maxPayload && limit > 0; ) {
+        limit = Math.floor(limit / 2);
+        reply = encoder.encode(JSON.stringify(query({ ...f, limit })));
+      }
+      // Not even the sources without records fit: the fixed problem (a few dozen bytes).
+      if (reply.byteLength > bus.maxPayload) throw new SvcError(ErrorCode.UNAVAILABLE);
+      return reply;
     } catch (err) {
       const code = err instanceof SvcError ? err.code : ErrorCode.INTERNAL;
       if (code === ErrorCode.INTERNAL) logger?.error({ err: { name: (err as Error)?.name } }, 'node_workloads failed');

@@ -28,6 +28,11 @@ export interface BusService {
  * encoding and validation behave the same in process and across hosts.
  */
 export interface Bus {
+  /**
+   * Largest payload the bus carries now (over NATS the server's `max_payload`, which can
+   * change with the server a reconnect reaches); a larger message is refused.
+   */
+  readonly maxPayload: number;
   /** Fire-and-forget publish. Thrown when: the bus is closed (BusClosedError). */
   publish(subject: string, data: Uint8Array): void;
   /** Hot stream of messages on a subject pattern; unsubscribing removes the interest. */

@@ -22,8 +22,8 @@ function terminal(n: number, finishedAt = T0 + n): WorkloadRecord {
 }
 
 /** An actor over an in-process bus whose reading the test sets; returns every batch it published. */
-function harness(cap = 2000) {
-  const bus = new InProcessBus();
+function harness(cap = 2000, busMaxPayload?: number) {
+  const bus = new InProcessBus(busMaxPayload === undefined ? {} : { maxPayload: busMaxPayload });
   const batches: ObservationBatch[] = [];
   bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
   let reading: OwnerReading = { status: 'complete', records: [] };
@@ -66,6 +66,29 @@ describe('owner actor', () => {
     assert.equal(d.seq, h.batches[0]!.seq + 1);
     assert.deepEqual(d.upserts.map((r) => r.id).sort(), [b.id, c.id].sort());
     assert.deepEqual(d.removals, [a.id]);
+  });
+
+  it('a window over what the bus carries (a server\'s small max_payload) is split into parts that fit, not refused', async () => {
+    const h = harness(2000, 4096);
+    const records = Array.from({ length: 40 }, (_, i) => terminal(i + 1));
+    h.set({ status: 'complete', records });
+    await h.step(true);
+    assert.ok(h.batches.length > 1, 'split');
+    const id = h.batches[0]!.snapshot?.id;
+    assert.ok(id !== undefined);
+    for (const [i, b] of h.batches.entries()) {
+      assert.ok(Buffer.byteLength(JSON.stringify(b)) <= 4096, 'each part fits');
+      assert.deepEqual(b.snapshot, { id, part: i + 1, parts: h.batches.length });
+    }
+    assert.deepEqual(h.batches.flatMap((b) => b.upserts.map((r) => r.id)).sort(), records.map((r) => r.id).sort());
+    // A delta over the bound goes out as a split full window too.
+    const more = Array.from({ length: 30 }, (_, i) => terminal(100 + i));
+    h.set({ status: 'complete', records: [...records, ...more] });
+    const before = h.batches.length;
+    await h.step();
+    const after = h.batches.slice(before);
+    assert.ok(after.length > 1 && after.every((b) => b.full && Buffer.byteLength(JSON.stringify(b)) <= 4096));
+    assert.equal(after.flatMap((b) => b.upserts).length, 70);
   });
 
   it('a reading the owner already bounded is published as handed over, with its own omitted count', async () => {
