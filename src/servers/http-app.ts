@@ -109,6 +109,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // Node times a request's body only while its headers timeout is no longer than the
   // request timeout (60 s each by default).
   if (!opts.serverFactory) app.server.headersTimeout = Math.min(app.server.headersTimeout, opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
+  // Every header is seen (node drops those past its 2,000th name or value without a word,
+  // which hid a second Authorization, Content-Type or Host after 1,000 others from the
+  // repeated-header check): the 16 KiB header bound limits how many a request can carry.
+  app.server.maxHeadersCount = 0;
   // Requests node:http answers on its own, outside any route: an `Expect` other than
   // 100-continue (node's bare 417) and CONNECT (node closes without a word). Both get the
   // fixed 400 problem, as every request the server cannot take does.

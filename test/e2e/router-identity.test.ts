@@ -210,6 +210,11 @@ describe('router end to end: one record per request, identifiers, headers, activ
     // A credential or body type named twice (even with the same value) is refused, not guessed.
     const twoKeys = await raw(url, head(`Authorization: Bearer ${h.key}\r\n`));
     problem400(twoKeys);
+    // Also behind more headers than node keeps by default (it dropped those past 1,000).
+    const filler = Array.from({ length: 1100 }, (_, i) => `x${i}: a\r\n`).join('');
+    problem400(await raw(url, head(`${filler}Authorization: Bearer ${h.key}\r\n`)));
+    problem400(await raw(url, head(`${filler}Content-Type: text/plain\r\n`)));
+    problem400(await raw(url, `GET /v1/router/status HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\n${filler}Host: other\r\nConnection: close\r\n\r\n`));
     assert.doesNotMatch(twoKeys, /x-svc-request-id/i, 'two credentials authenticate nobody');
     const twoTypes = await raw(url, head('Content-Type: text/plain\r\n'));
     problem400(twoTypes);
