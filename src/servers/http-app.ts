@@ -66,7 +66,7 @@ function isJson(text: string): boolean {
 }
 
 /** SQLite errors that mean "the store cannot be used now" (disk, locks, permissions), not a bug. */
-const STORE_UNAVAILABLE = /^SQLITE_(?:FULL|IOERR|CANTOPEN|READONLY|BUSY|LOCKED)(?:_|$)/;
+const STORE_UNAVAILABLE = /^(?:SQLITE_(?:FULL|IOERR|CANTOPEN|READONLY|BUSY|LOCKED)(?:_|$)|SVC_STORE_GONE$)/;
 
 /**
  * A request target in origin form: an absolute-form target (`http://host:port/v1/x?q`, which

@@ -1,4 +1,5 @@
 import { makeDirs } from '../config/safe-files.js';
+import { statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -42,7 +43,12 @@ CREATE INDEX IF NOT EXISTS jobs_updated ON jobs (updated_at);
  * the heartbeat.
  */
 export class JobStore {
-  private constructor(private readonly db: Database.Database, readonly readonly: boolean) {}
+  private constructor(
+    private readonly db: Database.Database,
+    readonly readonly: boolean,
+    /** The writer's file, as opened: its path and identity (`dev`/`ino`). */
+    private readonly file?: { readonly path: string; readonly dev: number; readonly ino: number },
+  ) {}
 
   /** Opens (creating) the store for writing. Thrown when: the file cannot be opened. */
   static openForOwner(path: string): JobStore {
@@ -51,7 +57,8 @@ export class JobStore {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.exec(SCHEMA);
-    return new JobStore(db, false);
+    const st = statSync(path);
+    return new JobStore(db, false, { path, dev: st.dev, ino: st.ino });
   }
 
   /** Opens an existing store read-only (the actor's view). Thrown when: missing or unreadable. */
@@ -60,7 +67,19 @@ export class JobStore {
     return new JobStore(db, true);
   }
 
+  /**
+   * Before each write: the file still at the store's path is the one it writes. A store file
+   * removed or replaced (its `state_dir` deleted) would take writes into a file nobody can
+   * read again, and each would be lost: refused instead (StoreGoneError, like a full disk).
+   */
+  private attached(): void {
+    if (!this.file) return;
+    const st = statSync(this.file.path, { throwIfNoEntry: false });
+    if (!st || st.dev !== this.file.dev || st.ino !== this.file.ino) throw new StoreGoneError();
+  }
+
   insert(row: JobRow): void {
+    this.attached();
     this.db
       .prepare(`INSERT INTO jobs (id, kind, native_state, outcome, progress_completed, progress_total, created_at, updated_at, heartbeat_at, summary)
                 VALUES (@id, @kind, @native_state, @outcome, @progress_completed, @progress_total, @created_at, @updated_at, @heartbeat_at, @summary)`)
@@ -69,6 +88,7 @@ export class JobStore {
 
   /** Changes a job; `updated_at` and the heartbeat move to `now`. */
   update(id: string, patch: JobPatch, now: number): void {
+    this.attached();
     const sets = Object.keys(patch).map((k) => `${k} = @${k}`);
     sets.push('updated_at = @now', 'heartbeat_at = @now');
     this.db.prepare(`UPDATE jobs SET ${sets.join(', ')} WHERE id = @id`).run({ ...patch, id, now });
@@ -81,6 +101,7 @@ export class JobStore {
 
   /** Beats many jobs' heartbeats in one transaction (one write, however many). */
   heartbeatAll(ids: readonly string[], now: number): void {
+    this.attached();
     const beat = this.db.prepare('UPDATE jobs SET heartbeat_at = ? WHERE id = ?');
     this.db.transaction(() => {
       for (const id of ids) beat.run(now, id);
@@ -112,4 +133,10 @@ export class JobStore {
   close(): void {
     this.db.close();
   }
+}
+
+/** The store's file was removed or replaced while open: writes are refused until a restart. */
+export class StoreGoneError extends Error {
+  override readonly name = 'StoreGoneError';
+  readonly code = 'SVC_STORE_GONE';
 }

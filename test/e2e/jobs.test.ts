@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -269,5 +269,27 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     assert.equal(wrong.out.code, 1);
     assert.match(wrong.out.stdout, /: failed\n  finished +3 of 3 requests .*, 0 succeeded\n/);
     assert.match(wrong.out.stdout, /no request succeeded: check that the router serves this alias/);
+  });
+
+  // Last: it deletes the controller's state.
+  it('state_dir deleted under a running controller: its job stops, lifecycle is 503, nothing is written where nobody reads it', async () => {
+    const { job_id } = await start('benchmark.start', { alias: 'm', requests: 100_000, concurrency: 1, prompt_tokens: 8, max_tokens: 8 });
+    const status = async (): Promise<{ state: string; outcome: string | null }> =>
+      (await (await call(`/v1/lifecycle/status/${job_id}`, policy.tokens.lifecycle)).json()) as { state: string; outcome: string | null };
+    await eventually(async () => (await status()).state === 'running', 10_000);
+    rmSync(join(dir, 'state'), { recursive: true, force: true });
+    // The job can no longer record its progress: stopped, and its end answered at once.
+    await eventually(async () => (await status()).state === 'failed', 10_000);
+    assert.equal((await status()).outcome, 'error');
+    // A plan would be recorded in a file that is gone: refused, not accepted and lost.
+    const plan = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command: 'benchmark.start', params: { alias: 'm', requests: 1, concurrency: 1, prompt_tokens: 8, max_tokens: 8 } });
+    assert.equal(plan.status, 503);
+    assert.deepEqual(await plan.json(), { type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 });
+    assert.equal(source(await read({ owner: 'benchmark' }), 'benchmark').status, 'unavailable');
+    assert.equal(existsSync(join(dir, 'state')), false, 'no store made again behind the operator\'s back');
+    // A restart makes a new store, and work is taken again.
+    await controller.stop();
+    await startController();
+    await start('benchmark.start', { alias: 'm', requests: 2, concurrency: 1, prompt_tokens: 8, max_tokens: 8 });
   });
 });
