@@ -22,7 +22,7 @@ import { DataPlaneKeys, digest, isCredentialText } from './router/api-keys.js';
 import { DecisionLog } from './router/decision-log.js';
 import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
-import { relayInference, type RelayContext, type Upstream } from './router/relay.js';
+import { cutUploads, relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
 import { InflightJournal, lockDecisionLog } from './router/inflight.js';
 import { LineBudget, newGatewayId, refuseUpload, sendRawProblem } from './router/relay-support.js';
@@ -230,6 +230,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const ctx: RelayContext = {
     cfg, registry, keys, knownCredential, isCredential: (v) => credentials.has(digest(v)), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
+    uploading: new Set(),
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record')),
   };
 
@@ -314,6 +315,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
         // that cancelled. Connections still open half a second later are closed.
         ctx.stopping.value = true;
         for (const a of registry.active.values()) a.stop?.abort();
+        cutUploads(ctx);
         last = setTimeout(() => app.server.closeAllConnections(), 500);
       }, STOP_GRACE_MS);
       await closing;

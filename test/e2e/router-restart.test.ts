@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
 import { appendFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { CLI } from '../support/processes.js';
@@ -199,6 +200,31 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     await h.startRouter();
     const r = (await h.lookup(id)).body.request as TerminalRecord;
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 503, 'error']);
+  });
+
+  it('a request whose body is still arriving when a graceful stop cuts it gets the 503 problem with its id, not a closed connection', async () => {
+    const url = new URL(h.routerUrl);
+    const sock = connect(Number(url.port), url.hostname);
+    let answer = '';
+    sock.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    const closed = new Promise<void>((r) => sock.on('close', () => r()));
+    sock.on('error', () => undefined);
+    // Headers promise 100,000 bytes; a few arrive, then the client trickles.
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"model":"chat",`);
+    const trickle = setInterval(() => sock.writable && sock.write(' '), 1_000);
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const stopping = h.stopRouter();
+      await closed;
+      assert.match(answer, /^HTTP\/1\.1 503 /);
+      assert.match(answer, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
+      assert.ok(answer.endsWith(JSON.stringify({ type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 })), answer);
+      assert.equal(await stopping, 0);
+    } finally {
+      clearInterval(trickle);
+      sock.destroy();
+    }
+    await h.startRouter();
   });
 
   it('a second router started on the same configuration is refused before it touches the first one\'s records', async () => {

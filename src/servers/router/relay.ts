@@ -45,6 +45,8 @@ export interface RelayContext {
   readonly failureLines: LineBudget;
   /** Set when a graceful stop cuts the requests still running: they end as errors, not as client cancellations. */
   readonly stopping: { value: boolean };
+  /** Answers whose request body is still arriving (cutUploads answers them at a graceful stop's cut). */
+  readonly uploading: Set<ServerResponse>;
 }
 
 const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
@@ -133,11 +135,17 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     return turnedAway(ctx, gid, req, res, ErrorCode.UNSUPPORTED_MEDIA_TYPE);
   }
   let body: Buffer;
+  ctx.uploading.add(res);
   try {
     body = await readBody(req, ctx.cfg.maxBodyBytes);
   } catch (err) {
+    // Answered already when a graceful stop cut the upload (cutUploads).
+    if (res.headersSent) return;
     return turnedAway(ctx, gid, req, res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT);
+  } finally {
+    ctx.uploading.delete(res);
   }
+  if (res.headersSent) return;
   // Backend entry: the request is here whole. The client's upload time is not the router's.
   const t0 = performance.now();
   const startedAt = Date.now();
@@ -323,6 +331,19 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
  * the fixed problem, and one `request refused` line an operator can find by its id (no
  * terminal record: it never reached an alias). `req` when its upload may still be arriving.
  */
+/**
+ * A graceful stop's cut: each request whose body is still arriving gets the 503 problem (with
+ * its id) now, rather than a connection closed without a word. It is refused before routing
+ * (no alias known, no terminal record), like any request turned away at the door.
+ */
+export function cutUploads(ctx: RelayContext): void {
+  for (const res of ctx.uploading) {
+    const gid = res.getHeader('x-svc-request-id');
+    if (!res.headersSent && typeof gid === 'string') turnedAway(ctx, gid, res.req, res, ErrorCode.UNAVAILABLE);
+  }
+  ctx.uploading.clear();
+}
+
 function turnedAway(ctx: RelayContext, gid: string, req: IncomingMessage | undefined, res: ServerResponse, code: ErrorCode): void {
   if (req !== undefined) refuseUpload(req, res, code);
   else sendRawProblem(res, code);
