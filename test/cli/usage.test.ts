@@ -7,9 +7,22 @@ import { logLevel } from '../../src/logger.js';
 import { ModelSchema, RouterConfigSchema } from '../../src/config/router-config.js';
 import { NodeConfigSchema } from '../../src/config/node-config.js';
 import { FleetConfigSchema } from '../../src/config/fleet-config.js';
+import { spawnSync } from 'node:child_process';
+import { CLI } from '../support/processes.js';
 import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 
 describe('usage errors of every command (built CLI)', () => {
+  it('too few file descriptors to load the program: one line and exit 1, never a stack trace', () => {
+    for (const args of [['--version'], ['router', 'serve', '--config', 'x.toml'], ['engine', 'sim']]) {
+      // The shell lowers its own limit, then becomes the CLI.
+      const r = spawnSync('/bin/sh', ['-c', 'ulimit -n 48 && exec "$0" "$@"', process.execPath, CLI, ...args], { encoding: 'utf8', timeout: 30_000 });
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /^svc-serving: error: cannot start: (too many open files \(raise the limit: ulimit -n\)|the program could not be loaded \([A-Z_]+\): check the open-file limit \(ulimit -n\) and the installation)\n$/);
+      assert.ok(!looksLikeStackTrace(r.stderr), r.stderr);
+      assert.equal(r.stdout, '');
+    }
+  });
+
   it('a mistyped option is reported as unknown, also where a required option is missing too', async () => {
     const commands = [
       ['router', 'serve'], ['controller', 'serve'], ['fleet', 'serve'], ['bench', 'run'], ['bench', 'cancel'], ['recipe', 'apply', 'qwen'], ['recipe', 'stop', 'qwen'],
