@@ -63,6 +63,8 @@ function openSocket() {
 }
 
 function dispatch(frame) {
+  // Only objects are frames (`null`, a number or an array from a broken server are ignored).
+  if (frame === null || typeof frame !== 'object' || Array.isArray(frame)) return;
   switch (frame.type) {
     case 'hello':
       pollMs = Number.isInteger(frame.poll_ms) && frame.poll_ms >= 500 ? frame.poll_ms : 2000;
