@@ -4,6 +4,7 @@ import { parseFilterArgs, type FilterArgs } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { TOKEN_RE, type TelemetryGate, type WorkloadService } from './dashboard-config.js';
 import { unavailableNode, type ControllerReader } from './dashboard-reader.js';
+import type { LineBudget } from './line-budget.js';
 
 /** The minimal WebSocket surface a session needs (the `ws` socket, or a fake in tests). */
 export interface FrameSink {
@@ -33,6 +34,8 @@ export interface SessionDeps {
   readonly reader: ControllerReader | undefined;
   readonly subscribeTelemetry: (sink: FrameSink) => () => void;
   readonly logger: Logger;
+  /** Bounds the `workload session refused` lines of all sessions (no credential needed to cause one). */
+  readonly refusedLines: LineBudget;
 }
 
 /**
@@ -110,7 +113,7 @@ export class DashboardSession {
     const client = typeof credential === 'string' && TOKEN_RE.test(credential) ? this.d.service.policy.authenticate(credential) : undefined;
     const refused: DeniedCode | undefined = !client ? 'unauthenticated' : client.grants.has('workloads:read') ? undefined : 'forbidden';
     if (refused || !client) {
-      this.d.logger.info({ code: refused }, 'workload session refused');
+      if (this.d.refusedLines.take(Date.now())) this.d.logger.info({ code: refused }, 'workload session refused');
       return this.deny(gen, refused ?? 'unauthenticated');
     }
     this.credential = credential as string;

@@ -3,7 +3,7 @@ import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ErrorCode, InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
-import { LineBudget } from './router/relay-support.js';
+import { LineBudget } from './line-budget.js';
 import { createHttpApp, isLoopbackHost, listen, loopbackHosts } from './http-app.js';
 import { telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
 import { ControllerReader } from './dashboard-reader.js';
@@ -121,6 +121,7 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   // hold the process past SIGTERM.
   const sockets = new Set<WsSocket>();
   const slowReaders = new LineBudget(10, (skipped) => log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'));
+  const refusedLines = new LineBudget(10, (skipped) => log.info({ skipped }, 'workload session refused lines left out (rate bound)'));
   app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw, req) => {
     const socket = raw as unknown as WsSocket;
     const address = req.socket.remoteAddress ?? '';
@@ -136,7 +137,7 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
       sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
         if (slowReaders.take(Date.now())) log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
       }),
-      gate, service, reader, logger: log,
+      gate, service, reader, logger: log, refusedLines,
       subscribeTelemetry: (sink) => hub.subscribe(sink),
     });
     socket.send(JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }));

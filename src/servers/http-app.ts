@@ -4,6 +4,7 @@ import { isIPv4, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { LineBudget } from './line-budget.js';
 import { repeatsSingleHeader } from './single-headers.js';
 import { GENERATED_ID_RE } from '../schema/terminal-record.js';
 
@@ -64,6 +65,9 @@ function isJson(text: string): boolean {
     return false;
   }
 }
+
+/** `request` lines of requests answered 400 or more, per second and server, at most. */
+const REFUSED_LINES_PER_SECOND = 100;
 
 /** SQLite errors that mean "the store cannot be used now" (disk, locks, permissions), not a bug. */
 const STORE_UNAVAILABLE = /^(?:SQLITE_(?:FULL|IOERR|CANTOPEN|READONLY|BUSY|LOCKED)(?:_|$)|SVC_STORE_GONE$)/;
@@ -181,13 +185,16 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     if (allowed.length === 0) return sendProblem(reply, ErrorCode.NOT_FOUND);
     return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
+  // A storm of refused requests (no credential needed to cause one) must not add a log write
+  // to each: at most 100 such lines a second, the rest counted.
+  const refusedLines = new LineBudget(REFUSED_LINES_PER_SECOND, (skipped) => app.log.info({ skipped }, 'request lines of refused requests left out (rate bound)'));
   app.addHook('onResponse', (req, reply, done) => {
     noteEarlyAnswer(req.raw);
     const route = req.routeOptions.url ?? 'unmatched';
     const line = { method: req.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 };
     // A metrics scrape that worked is routine (a dashboard scrapes every few seconds): debug.
     if (route === '/metrics' && reply.statusCode < 400) req.log.debug(line, 'request');
-    else req.log.info(line, 'request');
+    else if (reply.statusCode < 400 || refusedLines.take(Date.now())) req.log.info(line, 'request');
     done();
   });
   return app;

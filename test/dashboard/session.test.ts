@@ -1,6 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { LineBudget } from '../../src/servers/line-budget.js';
 import { AuthorizationPolicy } from '../../src/auth/policy.js';
 import type { NodeResult } from '../../src/schema/envelopes.js';
 import { TelemetryGate, type WorkloadService } from '../../src/servers/dashboard-config.js';
@@ -26,12 +28,13 @@ function fakeReader() {
   return { reader, calls };
 }
 
-function session(service: WorkloadService = enabled) {
+function session(service: WorkloadService = enabled, logger = pino({ level: 'silent' })) {
   const frames: string[] = [];
   const { reader, calls } = fakeReader();
   const s = new DashboardSession({
     sink: { send: (f) => frames.push(f) }, gate: new TelemetryGate(undefined), service, reader,
-    subscribeTelemetry: () => () => undefined, logger: pino({ level: 'silent' }),
+    subscribeTelemetry: () => () => undefined, logger,
+    refusedLines: new LineBudget(10, (skipped) => logger.info({ skipped }, 'workload session refused lines left out (rate bound)')),
   });
   const msg = (m: object) => s.handle(JSON.stringify(m));
   const parsed = () => frames.map((f) => JSON.parse(f) as Record<string, unknown>);
@@ -56,6 +59,15 @@ describe('dashboard workload session', () => {
     t.msg({ type: 'connect', gen: 3, credential: 'has space', filters: {} });
     assert.deepEqual(t.parsed().map((f) => [f['gen'], f['code'], f['status']]), [[1, 'unauthenticated', 401], [2, 'forbidden', 403], [3, 'unauthenticated', 401]]);
     assert.equal(t.calls.length, 0, 'nothing is forwarded to the controller');
+  });
+
+  it('a storm of refused connects (no credential needed) writes at most 10 log lines a second, each still answered', () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const t = session(enabled, logger);
+    for (let gen = 1; gen <= 500; gen++) t.msg({ type: 'connect', gen, credential: 'nope', filters: {} });
+    assert.equal(t.parsed().filter((f) => f['code'] === 'unauthenticated').length, 500, 'every connect is answered');
+    assert.ok(lines.filter((l) => l.includes('workload session refused')).length <= 20, `${lines.length} lines`);
   });
 
   it('forwards the same credential with the current filters, and drops late results of older generations', async () => {

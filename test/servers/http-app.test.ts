@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { connect } from 'node:net';
+import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { createHttpApp, listen, DEFAULT_REQUEST_TIMEOUT_MS } from '../../src/servers/http-app.js';
 
@@ -94,6 +95,33 @@ describe('Fastify servers: a request that never finishes arriving', () => {
     try {
       assert.equal(app.server.requestTimeout, DEFAULT_REQUEST_TIMEOUT_MS);
       assert.ok(DEFAULT_REQUEST_TIMEOUT_MS > 0 && DEFAULT_REQUEST_TIMEOUT_MS <= 120_000);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('request log lines', () => {
+  it('refused requests write at most 100 lines a second (the rest counted); answered ones each write one', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const app = createHttpApp({ logger });
+    app.get('/ok', async () => ({ ok: true }));
+    const url = await listen(app, '127.0.0.1', 0);
+    try {
+      // 600 refusals, 50 at a time: a second or two here.
+      const t0 = Date.now();
+      for (let i = 0; i < 12; i++) {
+        const statuses = await Promise.all(Array.from({ length: 50 }, async () => (await fetch(`${url}/nope`)).status));
+        assert.ok(statuses.every((s) => s === 404));
+      }
+      // Wall-clock seconds the storm touched: the budget is per second.
+      const seconds = Math.floor(Date.now() / 1000) - Math.floor(t0 / 1000) + 1;
+      for (let i = 0; i < 5; i++) assert.equal((await fetch(`${url}/ok`)).status, 200);
+      const requestLines = lines.map((l) => JSON.parse(l) as { msg: string; status?: number; skipped?: number }).filter((l) => l.msg === 'request');
+      const refused = requestLines.filter((l) => l.status === 404).length;
+      assert.ok(refused <= 100 * seconds, `${refused} lines over ${seconds} wall-clock seconds`);
+      assert.equal(requestLines.filter((l) => l.status === 200).length, 5, 'answered requests are each logged');
     } finally {
       await app.close();
     }

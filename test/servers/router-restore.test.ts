@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
-import { LineBudget } from '../../src/servers/router/relay-support.js';
+import { LineBudget } from '../../src/servers/line-budget.js';
 import { InflightJournal, lockDecisionLog } from '../../src/servers/router/inflight.js';
 import { processStartTime } from '../../src/stores/process-lock.js';
 import { ConfigError } from '../../src/errors.js';
