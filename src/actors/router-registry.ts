@@ -284,7 +284,7 @@ export class RouterRegistry {
    * namespace is reserved, even after eviction); any other id matches the newest record
    * whose `request_id` carries it. Memory first, then the retained files.
    */
-  lookup(id: string): TerminalRecord | undefined {
+  async lookup(id: string): Promise<TerminalRecord | undefined> {
     this.persist();
     const reserved = GENERATED_ID_RE.test(id);
     if (reserved) {
@@ -294,18 +294,19 @@ export class RouterRegistry {
       for (const slot of this.ring.newestFirst()) if (this.ring.requestId(slot) === id && this.ring.gid(slot) !== id) return this.ring.record(slot);
     }
     let found: TerminalRecord | undefined;
-    this.opts.log?.scan((d) => {
+    // Only the lines naming the id are read (ids are written literally).
+    await this.opts.log?.scanAsync((d) => {
       if (reserved ? d.gid === id : d.record.request_id === id && d.gid !== id) {
         found = d.record;
         return true;
       }
       return false;
-    });
+    }, undefined, id);
     return found;
   }
 
   /** Retained terminal records of a session, newest first, at most 50, with truncation. */
-  session(sessionId: string): { requests: TerminalRecord[]; truncation: Truncation } {
+  async session(sessionId: string): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
     this.persist();
     const seen = new Set<string>();
     const out: TerminalRecord[] = [];
@@ -322,7 +323,7 @@ export class RouterRegistry {
       // Only the session's records are parsed.
       if (this.ring.sessionId(slot) === sessionId) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
     }
-    const { truncated } = this.opts.log?.scan((d) => void visit(d)) ?? { truncated: false };
+    const { truncated } = (await this.opts.log?.scanAsync((d) => void visit(d), undefined, sessionId)) ?? { truncated: false };
     out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this

@@ -175,7 +175,7 @@ describe('router registry with a decision log', () => {
     upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined, ...over,
   });
 
-  it('finishes once per request; evicted records come back from the log; reserved ids never match caller ids', () => {
+  it('finishes once per request; evicted records come back from the log; reserved ids never match caller ids', async () => {
     const log = new DecisionLog(join(mkdtempSync(join(tmpdir(), 'svc-reg-')), 'd.jsonl'), 1 << 20, 2);
     log.open();
     let finished = 0;
@@ -192,17 +192,17 @@ describe('router registry with a decision log', () => {
     log.flush();
     assert.equal(readFileSync(log.path, 'utf8').trimEnd().split('\n').length, 4, 'one line per request');
     // gid(1) and gid(2) were evicted from the 2-slot buffer: found in the log.
-    assert.equal(reg.lookup(gid(1))?.output_limit?.requested, 1);
-    assert.equal(reg.lookup(gid(2))?.request_id, 'shared-legacy');
-    assert.equal(reg.lookup('shared-legacy')?.output_limit?.requested, 2, 'newest match');
-    assert.equal(reg.lookup(gid(99)), undefined);
-    const s = reg.session('S');
+    assert.equal((await reg.lookup(gid(1)))?.output_limit?.requested, 1);
+    assert.equal((await reg.lookup(gid(2)))?.request_id, 'shared-legacy');
+    assert.equal((await reg.lookup('shared-legacy'))?.output_limit?.requested, 2, 'newest match');
+    assert.equal((await reg.lookup(gid(99))), undefined);
+    const s = (await reg.session('S'));
     assert.deepEqual(s.requests.map((r) => r.output_limit?.requested), [4, 3, 2, 1], 'newest first, memory and log merged once');
     assert.deepEqual(s.truncation, { returned: 4, omitted: 0 });
     log.close();
   });
 
-  it('session history says its left-out count is unknown once records are gone (evicted without a log, rotated out of it)', () => {
+  it('session history says its left-out count is unknown once records are gone (evicted without a log, rotated out of it)', async () => {
     const end = (reg: RouterRegistry, n: number) => {
       const a = active(n, { sessionId: 'S' });
       reg.begin(a);
@@ -212,9 +212,9 @@ describe('router registry with a decision log', () => {
     const bare = new RouterRegistry({ host: 'node-a', bufferSize: 2 });
     end(bare, 1);
     end(bare, 2);
-    assert.deepEqual(bare.session('S').truncation, { returned: 2, omitted: 0 }, 'nothing lost yet');
+    assert.deepEqual((await bare.session('S')).truncation, { returned: 2, omitted: 0 }, 'nothing lost yet');
     end(bare, 3);
-    assert.deepEqual(bare.session('S').truncation, { returned: 2, omitted: null });
+    assert.deepEqual((await bare.session('S')).truncation, { returned: 2, omitted: null });
     // A log of two small files: rotation deletes the oldest, and the count is unknown from then on.
     const dir = mkdtempSync(join(tmpdir(), 'svc-reg-'));
     const lineBytes = JSON.stringify(rec({ session_id: 'S' })).length + 70;
@@ -223,17 +223,17 @@ describe('router registry with a decision log', () => {
     const logged = new RouterRegistry({ host: 'node-a', bufferSize: 2, log });
     for (let i = 1; i <= 4; i++) end(logged, i);
     log.flush();
-    assert.deepEqual(logged.session('S').truncation, { returned: 4, omitted: 0 }, 'two files hold all four');
+    assert.deepEqual((await logged.session('S')).truncation, { returned: 4, omitted: 0 }, 'two files hold all four');
     for (let i = 5; i <= 6; i++) end(logged, i);
     log.flush();
-    const s = logged.session('S');
+    const s = (await logged.session('S'));
     assert.equal(s.truncation.omitted, null, 'records were rotated away');
     assert.ok(s.requests.length < 6);
     log.close();
     // A restart that finds every file slot in use cannot know what an earlier rotation deleted.
     const again = new DecisionLog(join(dir, 'd.jsonl'), lineBytes * 2, 2);
     again.open();
-    assert.equal(new RouterRegistry({ host: 'node-a', bufferSize: 2, log: again }).session('S').truncation.omitted, null);
+    assert.equal((await new RouterRegistry({ host: 'node-a', bufferSize: 2, log: again }).session('S')).truncation.omitted, null);
     again.close();
   });
 
@@ -259,10 +259,10 @@ describe('router registry with a decision log', () => {
       reg.finish(a, rec({ request_id: gid(n), session_id: 'S', started_at: at, finished_at: at }));
     };
     end(1);
-    assert.ok(reg.lookup(gid(1)));
+    assert.ok((await reg.lookup(gid(1))));
     assert.equal(lines(), 1, 'on disk before the lookup answered');
     end(2);
-    assert.equal(reg.session('S').requests.length, 2);
+    assert.equal((await reg.session('S')).requests.length, 2);
     assert.equal(lines(), 2, 'on disk before the session read answered');
     end(3);
     assert.equal(reg.workloadRecords(Date.now(), 10).records.length, 3);
@@ -302,16 +302,16 @@ describe('router registry with a decision log', () => {
     reg.finish(a, rec({ request_id: gid(8) }));
     await new Promise((r) => setTimeout(r, DEFAULT_FLUSH_DELAY_MS + 30));
     assert.deepEqual(failures, [1]);
-    assert.equal(reg.lookup(gid(8))?.request_id, gid(8), 'still in memory');
+    assert.equal((await reg.lookup(gid(8)))?.request_id, gid(8), 'still in memory');
   });
 
-  it('a caller id of the reserved shape is never looked up as a legacy id, even when a record carries it', () => {
+  it('a caller id of the reserved shape is never looked up as a legacy id, even when a record carries it', async () => {
     const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10 });
     const a = active(1, { requestId: 'legacy-x' });
     reg.begin(a);
     reg.finish(a, rec({ request_id: gid(7) }));
     // A stored request_id of the reserved shape that is not the gateway id answers to nothing.
-    assert.equal(reg.lookup(gid(7)), undefined);
-    assert.ok(reg.lookup(gid(1)));
+    assert.equal((await reg.lookup(gid(7))), undefined);
+    assert.ok((await reg.lookup(gid(1))));
   });
 });

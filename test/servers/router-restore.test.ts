@@ -113,7 +113,7 @@ describe('router registry: the window across evictions and restarts', () => {
     again.close();
   });
 
-  it('a restart refills the window from the decision log: newest first, lookups served from memory again', () => {
+  it('a restart refills the window from the decision log: newest first, lookups served from memory again', async () => {
     const now = Date.now();
     const a = setup(5);
     a.finish(1, now - 30 * HOUR); // older than the window: stays in the log only
@@ -127,8 +127,8 @@ describe('router registry: the window across evictions and restarts', () => {
     const w = b.reg.workloadRecords(now, 10);
     assert.deepEqual(ids(w.records), [wl(4), wl(3), wl(2)]);
     assert.equal(w.omitted, 0, 'the whole day fitted');
-    assert.equal(b.reg.lookup(gid(3))?.request_id, gid(3));
-    assert.equal(b.reg.lookup(gid(1))?.request_id, gid(1), 'older records are still found in the log');
+    assert.equal((await b.reg.lookup(gid(3)))?.request_id, gid(3));
+    assert.equal((await b.reg.lookup(gid(1)))?.request_id, gid(1), 'older records are still found in the log');
     // New work lands on top of the restored records.
     b.finish(5, now);
     assert.deepEqual(ids(b.reg.workloadRecords(now, 10).records).slice(0, 2), [wl(5), wl(4)]);
@@ -160,7 +160,7 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.deepEqual(skipped, [2], 'nothing left out in the second before: no count line');
   });
 
-  it('the in-flight journal: rewritten when requests come and go; what a dead process left is recorded once, as errors', () => {
+  it('the in-flight journal: rewritten when requests come and go; what a dead process left is recorded once, as errors', async () => {
     const now = Date.now();
     const a = setup(10);
     const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined);
@@ -183,11 +183,11 @@ describe('router registry: the window across evictions and restarts', () => {
     const left = InflightJournal.read(journal.path);
     assert.equal(left.entries.length, 2, 'malformed lines are skipped');
     assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 1, 'request 1 already has its record');
-    const r = b.reg.lookup(gid(2))!;
+    const r = (await b.reg.lookup(gid(2)))!;
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id], ['error', 0, 'unknown', null, 'sess-9']);
     assert.deepEqual([r.workbench_run_id, r.task_id], ['run-3', 'task-4'], 'lineage survives the crash');
     assert.equal(r.finished_at, new Date(now - 50).toISOString());
-    assert.equal(b.reg.lookup(gid(1))!.outcome, 'success');
+    assert.equal((await b.reg.lookup(gid(1)))!.outcome, 'success');
     // Recorded once: a second pass over the same journal adds nothing.
     assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 0);
     b.log.flush();
@@ -303,7 +303,7 @@ describe('router registry: the window across evictions and restarts', () => {
     }
   });
 
-  it('after a kill (marked on the log), session history cannot count what it leaves out; before it, it can', () => {
+  it('after a kill (marked on the log), session history cannot count what it leaves out; before it, it can', async () => {
     const a = setup(100);
     const now = Date.now();
     for (let i = 1; i <= 3; i++) {
@@ -311,15 +311,15 @@ describe('router registry: the window across evictions and restarts', () => {
       a.reg.begin({ ...x, sessionId: 's1' });
       a.reg.finish({ ...x, sessionId: 's1' }, rec({ request_id: gid(i), session_id: 's1', finished_at: new Date(now - i).toISOString() }), now - i);
     }
-    assert.deepEqual(a.reg.session('s1').truncation, { returned: 3, omitted: 0 });
+    assert.deepEqual((await a.reg.session('s1')).truncation, { returned: 3, omitted: 0 });
     a.log.markUnclean();
-    assert.deepEqual(a.reg.session('s1').truncation, { returned: 3, omitted: null });
+    assert.deepEqual((await a.reg.session('s1')).truncation, { returned: 3, omitted: null });
     a.log.close();
     // The mark outlives the process: a later start on the same log still knows.
     const b = setup(100, a.path);
     b.reg.restore();
     assert.equal(b.log.recordsMayBeMissing, true);
-    assert.deepEqual(b.reg.session('s1').truncation, { returned: 3, omitted: null });
+    assert.deepEqual((await b.reg.session('s1')).truncation, { returned: 3, omitted: null });
     b.log.close();
   });
 

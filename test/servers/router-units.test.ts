@@ -469,7 +469,7 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     });
     await res.arrayBuffer();
     const id = res.headers.get('x-svc-request-id')!;
-    return { status: res.status, upstream: up.requests.length > n ? up.requests[n]!.body : undefined, record: router.registry.lookup(id) };
+    return { status: res.status, upstream: up.requests.length > n ? up.requests[n]!.body : undefined, record: (await router.registry.lookup(id)) };
   };
   const json = (b: Buffer | undefined) => JSON.parse(b!.toString('utf8')) as Record<string, unknown>;
 

@@ -14,26 +14,6 @@ export interface Decision {
   readonly record: TerminalRecord;
 }
 
-/** The last `max` bytes of a file (all of it when smaller); `cut`: bytes before them were left unread. */
-export function readTail(file: string, max: number): { buf: Buffer; cut: boolean } {
-  // Never waits on a FIFO put in a rotated file's place: a regular file or an error.
-  const fd = openRegularFile(file, constants.O_RDONLY);
-  try {
-    const size = fstatSync(fd).size;
-    const n = Math.min(size, max);
-    const buf = Buffer.allocUnsafe(n);
-    let got = 0;
-    while (got < n) {
-      const r = readSync(fd, buf, got, n - got, size - n + got);
-      if (r === 0) break;
-      got += r;
-    }
-    return { buf: got === n ? buf : buf.subarray(0, got), cut: size > n };
-  } finally {
-    closeSync(fd);
-  }
-}
-
 const OPTIONAL_KEYS = ['session_id', 'workbench_run_id', 'task_id', 'routing_config_hash', 'package_version'] as const;
 const REQUIRED_KEYS = [
   'request_id', 'model', 'route', 'outcome', 'status_code', 'started_at', 'finished_at', 'latency_ms', 'readiness_check_ms',
@@ -79,32 +59,141 @@ export function parseDecision(line: string): Decision | undefined {
   return { gid, record: rec as TerminalRecord };
 }
 
+/** Bytes read from a file at a time, from its end backwards. */
+const BLOCK_BYTES = 1024 * 1024;
+/** A line longer than this (no record is) is skipped unread, not gathered. */
+const MAX_LINE_BYTES = 1024 * 1024;
+const LF = 0x0a;
+
 /**
  * Decisions newest first across `files` (newest file first), reading at most `budget` bytes.
  * Torn or foreign lines are skipped. `visit` returning true stops the scan. `truncated` says
  * the budget stopped it before the oldest file's start.
+ *
+ * Files are read backwards a block at a time (memory stays at about one block, however large
+ * the budget). With `needle`, only lines holding it are parsed: a lookup by id or session
+ * (written literally, as JSON leaves these characters) costs a byte search of what it reads,
+ * not a parse and a check of every line, on the thread that relays requests.
  */
-export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number): { truncated: boolean } {
+export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle?: string): { truncated: boolean } {
+  const steps = scanSteps(files, visit, budget, needle);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/**
+ * scanDecisionFiles that hands the thread back after each block it reads: a lookup through
+ * 64 MiB of log (a session whose every line matches is parsed whole) never holds up the
+ * requests the router relays meanwhile for more than one block's work.
+ */
+export async function scanDecisionFilesAsync(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle?: string): Promise<{ truncated: boolean }> {
+  const steps = scanSteps(files, visit, budget, needle);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** The scan, pausing (yield) after each block read. */
+function* scanSteps(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle: string | undefined): Generator<void, { truncated: boolean }> {
+  const pattern = needle === undefined || needle.length === 0 ? undefined : Buffer.from(needle, 'utf8');
   let left = budget;
   for (const [n, file] of files.entries()) {
-    let text: string;
-    let cut = false;
+    let fd: number;
     try {
-      // Only the file's last `left` bytes are read: the budget bounds memory, not just parsing.
-      const tail = readTail(file, left);
-      cut = tail.cut;
-      left -= tail.buf.byteLength;
-      text = tail.buf.toString('utf8');
+      // Never waits on a FIFO put in a rotated file's place: a regular file or an error.
+      fd = openRegularFile(file, constants.O_RDONLY);
     } catch {
-      continue; // rotated away while reading
+      continue; // rotated away
     }
-    const lines = text.split('\n');
-    for (let i = lines.length - 1; i >= 0; i--) {
-      const d = parseDecision(lines[i]!);
-      if (d && visit(d) === true) return { truncated: false };
+    let cut = false;
+    let outcome: 'stopped' | 'ended' | 'failed' = 'failed';
+    try {
+      const size = fstatSync(fd).size;
+      const start = size - Math.min(size, left);
+      cut = start > 0;
+      left -= size - start;
+      outcome = yield* scanBackwards(fd, start, size, pattern, (line) => {
+        const d = parseDecision(line.toString('utf8'));
+        return d !== undefined && visit(d) === true;
+      });
+    } finally {
+      closeSync(fd);
     }
+    if (outcome === 'stopped') return { truncated: false };
+    if (outcome === 'failed') continue; // failed while reading: as if rotated away
     // Truncated only when something was left unread: this file's head or an older file.
     if (cut || (left === 0 && n < files.length - 1)) return { truncated: true };
   }
   return { truncated: false };
+}
+
+/**
+ * Hands the lines of `fd` between `start` and `end` to `onLine`, last first (with `pattern`,
+ * only the lines holding it): `stopped` once `onLine` returned true, `failed` when the file
+ * could not be read. A line cut by `start` is handed over as it is (torn: its parse fails).
+ */
+function* scanBackwards(fd: number, start: number, end: number, pattern: Buffer | undefined, onLine: (line: Buffer) => boolean): Generator<void, 'stopped' | 'ended' | 'failed'> {
+  // The head of the block read last: the end of a line that begins in an earlier block.
+  let carry: Buffer | undefined;
+  let pos = end;
+  while (pos > start) {
+    const n = Math.min(BLOCK_BYTES, pos - start);
+    pos -= n;
+    const block = Buffer.allocUnsafe(n);
+    let got = 0;
+    try {
+      while (got < n) {
+        const r = readSync(fd, block, got, n - got, pos + got);
+        if (r === 0) return 'failed'; // shrank while read
+        got += r;
+      }
+    } catch {
+      return 'failed';
+    }
+    const buf = carry === undefined ? block : Buffer.concat([block, carry]);
+    // Lines that begin in this block: those after its first LF (all of it at the start).
+    const first = pos > start ? buf.indexOf(LF) : -1;
+    if (pos > start && first < 0) {
+      // One line across the whole block: gathered on, unless longer than any record.
+      carry = buf.byteLength > MAX_LINE_BYTES ? Buffer.alloc(0) : buf;
+      continue;
+    }
+    const lo = first + 1;
+    if (eachLine(buf, lo, pattern, onLine)) return 'stopped';
+    carry = lo > 0 ? Buffer.from(buf.subarray(0, lo - 1)) : undefined;
+    yield;
+  }
+  return 'ended';
+}
+
+/** The lines of `buf` from `lo` on, last first (with `pattern`, those holding it); true once `onLine` did. */
+function eachLine(buf: Buffer, lo: number, pattern: Buffer | undefined, onLine: (line: Buffer) => boolean): boolean {
+  let end = buf.byteLength;
+  if (pattern === undefined) {
+    while (end > lo) {
+      const nl = buf.lastIndexOf(LF, end - 1);
+      const from = nl < lo ? lo : nl + 1;
+      if (end > from && onLine(buf.subarray(from, end))) return true;
+      end = from - 1;
+    }
+    return false;
+  }
+  // (A negative offset would count from the buffer's end: no room is no match.)
+  let at = end - pattern.byteLength < lo ? -1 : buf.lastIndexOf(pattern, end - pattern.byteLength);
+  while (at >= lo) {
+    const nl = buf.lastIndexOf(LF, at);
+    const from = nl < lo ? lo : nl + 1;
+    let to = buf.indexOf(LF, at);
+    if (to < 0 || to > end) to = end;
+    if (onLine(buf.subarray(from, to))) return true;
+    // The next match ends before this line: a pattern holds no LF.
+    if (from - 1 - pattern.byteLength < lo) return false;
+    at = buf.lastIndexOf(pattern, from - 1 - pattern.byteLength);
+    end = from - 1;
+  }
+  return false;
 }

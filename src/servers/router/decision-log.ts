@@ -2,7 +2,7 @@ import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSy
 import { makeDirs, openRegularFile } from '../../config/safe-files.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
-import { scanDecisionFiles, type Decision } from './decision-lines.js';
+import { scanDecisionFiles, scanDecisionFilesAsync, type Decision } from './decision-lines.js';
 import { LossMarks } from './loss-marks.js';
 
 /** The log is opened to append (`a+`); never a FIFO or a device, which could block every write. */
@@ -312,12 +312,25 @@ export class DecisionLog {
     this.torn = this.size > 0;
   }
 
-  /** Decisions newest first across the retained files (scanDecisionFiles), what is queued written first. */
-  scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET): { truncated: boolean } {
+  /**
+   * Decisions newest first across the retained files (scanDecisionFiles), what is queued
+   * written first; with `needle`, only the lines holding it.
+   */
+  scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET, needle?: string): { truncated: boolean } {
+    return scanDecisionFiles(this.retained(), visit, budget, needle);
+  }
+
+  /** `scan` that hands the thread back after each block it reads (lookups on a serving router). */
+  scanAsync(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET, needle?: string): Promise<{ truncated: boolean }> {
+    return scanDecisionFilesAsync(this.retained(), visit, budget, needle);
+  }
+
+  /** The retained files, newest first, once what is queued is written. */
+  private retained(): string[] {
     this.flushQuietly();
     const files = [this.path];
     for (let i = 1; i < this.maxFiles; i++) files.push(`${this.path}.${i}`);
-    return scanDecisionFiles(files.filter((f) => existsSync(f)), visit, budget);
+    return files.filter((f) => existsSync(f));
   }
 
   private write(s: string): void {

@@ -66,7 +66,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     noQuery(req);
     const id = (req.params as { id: string }).id;
     if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new InvalidInputError();
-    const record = o.registry.lookup(id);
+    const record = await o.registry.lookup(id);
     if (!record) throw new NotFoundError();
     return reply.send({ request: record });
   });
@@ -92,7 +92,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     if (params.size === 1 && params.get('active') === '1') return reply.send(o.registry.activeSummaries());
     const sid = params.get('session_id');
     if (params.size === 2 && params.get('history') === '1' && sid !== undefined && OPAQUE_ID_RE.test(sid)) {
-      return reply.send(o.registry.session(sid));
+      return reply.send(await o.registry.session(sid));
     }
     throw new InvalidInputError();
   });
