@@ -323,7 +323,9 @@ export class RouterRegistry {
       // Only the session's records are parsed.
       if (this.ring.sessionId(slot) === sessionId) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
     }
-    const { truncated } = (await this.opts.log?.scanAsync((d) => void visit(d), undefined, sessionId)) ?? { truncated: false };
+    // Only the lines that name the session as the writer spells it are read (an opaque id is
+    // written literally).
+    const { truncated } = (await this.opts.log?.scanAsync((d) => void visit(d), undefined, `"session_id":"${sessionId}"`)) ?? { truncated: false };
     out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this
