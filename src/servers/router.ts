@@ -25,7 +25,7 @@ import { Readiness } from './router/readiness.js';
 import { cutUploads, relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
 import { InflightJournal, lockDecisionLog } from './router/inflight.js';
-import { newGatewayId, refuseUpload, sendRawProblem } from './router/relay-support.js';
+import { UploadBudget, newGatewayId, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import { LineBudget } from './line-budget.js';
 import type { ServerDeps } from './server-deps.js';
 import type { Logger } from 'pino';
@@ -99,6 +99,9 @@ function inferenceRoute(req: IncomingMessage): RouteName | undefined {
  * explicit): an upload of up to `max_body_bytes` of audio on a slow link needs minutes.
  */
 const ROUTER_REQUEST_TIMEOUT_MS = 300_000;
+
+/** Request body bytes held at once while they arrive, at least (4 x `max_body_bytes` when more). */
+const UPLOAD_BUDGET_BYTES = 256 * 1024 * 1024;
 
 /** How long a graceful stop lets requests in flight finish before it cuts them. */
 const STOP_GRACE_MS = 5_000;
@@ -232,6 +235,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     cfg, registry, keys, knownCredential, isCredential: (v) => credentials.has(digest(v)), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
     uploading: new Set(),
+    uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record')),
   };
 

@@ -10,7 +10,8 @@ import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../..
 import { DEFAULT_FLUSH_DELAY_MS, DecisionLog } from '../../src/servers/router/decision-log.js';
 import { parseDecision } from '../../src/servers/router/decision-lines.js';
 import { RouterMetrics } from '../../src/servers/router/metrics.js';
-import { BodyAborted, BodyTooLarge, collect, newGatewayId } from '../../src/servers/router/relay-support.js';
+import { BodyAborted, BodyTooLarge, UploadBudget, UploadsFull, collect, newGatewayId, readBody } from '../../src/servers/router/relay-support.js';
+import type { IncomingMessage } from 'node:http';
 import { gid, hex, rec } from '../support/terminal-records.js';
 
 describe('generated request ids', () => {
@@ -54,6 +55,28 @@ describe('bounded body collection', () => {
     const gone = new PassThrough();
     gone.destroy();
     await assert.rejects(collect(gone, 10, () => undefined), BodyAborted);
+  });
+
+  it('bodies held while they arrive share one budget: a declared length counts at once, a chunked body as it comes; 429 beyond it', async () => {
+    const upload = (length?: number) => Object.assign(new PassThrough(), { headers: length === undefined ? {} : { 'content-length': String(length) } }) as unknown as IncomingMessage & PassThrough;
+    const budget = new UploadBudget(150);
+    // A slow client that declared 100 bytes holds them from the start.
+    const slow = upload(100);
+    const slowBody = readBody(slow, 1000, budget);
+    await assert.rejects(readBody(upload(100), 1000, budget), UploadsFull);
+    // A chunked body fits while its bytes do.
+    const chunked = upload();
+    const chunkedBody = readBody(chunked, 1000, budget);
+    chunked.write(Buffer.alloc(40));
+    chunked.write(Buffer.alloc(40));
+    await assert.rejects(chunkedBody, UploadsFull);
+    // Once the slow body is whole, its share is free again.
+    slow.end(Buffer.alloc(100));
+    assert.equal((await slowBody).byteLength, 100);
+    const next = upload(150);
+    const nextBody = readBody(next, 1000, budget);
+    next.end(Buffer.alloc(150));
+    assert.equal((await nextBody).byteLength, 150, 'the whole budget again: nothing was left counted');
   });
 });
 

@@ -82,12 +82,52 @@ export class BodyAborted extends Error {
   override name = 'BodyAborted';
 }
 
-/** Buffers a request body up to `limit` bytes. Thrown when: larger (BodyTooLarge) or the client left (BodyAborted). */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * The bytes of request bodies held while they arrive, across every request: each may be
+ * `max_body_bytes`, and a slow client holds its share until its body is whole, so without a
+ * bound clients could make the router hold any amount. Checked before admission (the alias is
+ * in the body), so refused as admission is: 429.
+ */
+export class UploadBudget {
+  private held = 0;
+  constructor(readonly limit: number) {}
+
+  /** True when `n` more bytes may be held (and they are then counted). */
+  take(n: number): boolean {
+    if (this.held + n > this.limit) return false;
+    this.held += n;
+    return true;
+  }
+
+  release(n: number): void {
+    this.held -= n;
+  }
+}
+
+export class UploadsFull extends Error {
+  override name = 'UploadsFull';
+}
+
+/**
+ * Buffers a request body up to `limit` bytes, counted in `budget` while it arrives (a declared
+ * length at once, a chunked body as it comes). Thrown when: larger (BodyTooLarge), over the
+ * budget (UploadsFull) or the client left (BodyAborted).
+ */
+export function readBody(req: IncomingMessage, limit: number, budget?: UploadBudget): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(new BodyTooLarge());
   // The rest of an oversized upload is read and dropped so that its client sees the answer.
-  return collect(req, limit, (r) => r.resume());
+  if (budget === undefined) return collect(req, limit, resumeRest);
+  if (Number.isFinite(declared)) {
+    if (!budget.take(declared)) return Promise.reject(new UploadsFull());
+    return collect(req, limit, resumeRest).finally(() => budget.release(declared));
+  }
+  const held = { bytes: 0 };
+  return collect(req, limit, resumeRest, budget, held).finally(() => budget.release(held.bytes));
+}
+
+function resumeRest(r: Readable): void {
+  r.resume();
 }
 
 /**
@@ -96,7 +136,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
  * (BodyTooLarge, after `onOver` dealt with the stream), the stream failed or closed before
  * its end (BodyAborted).
  */
-export function collect(stream: Readable, limit: number, onOver: (s: Readable) => void): Promise<Buffer> {
+export function collect(stream: Readable, limit: number, onOver: (s: Readable) => void, budget?: UploadBudget, held?: { bytes: number }): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     if (stream.destroyed) {
       reject(new BodyAborted());
@@ -111,6 +151,15 @@ export function collect(stream: Readable, limit: number, onOver: (s: Readable) =
         onOver(stream);
         reject(new BodyTooLarge());
         return;
+      }
+      if (budget !== undefined) {
+        if (!budget.take(c.byteLength)) {
+          cleanup();
+          onOver(stream);
+          reject(new UploadsFull());
+          return;
+        }
+        held!.bytes += c.byteLength;
       }
       chunks.push(c);
     };

@@ -14,7 +14,7 @@ import { AdmissionRefused, type Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
 import type { Readiness } from './readiness.js';
-import { BodyTooLarge, RelayAbort, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, whenSocketCloses } from './relay-support.js';
+import { BodyTooLarge, RelayAbort, UploadsFull, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, whenSocketCloses, type UploadBudget } from './relay-support.js';
 import type { LineBudget } from '../line-budget.js';
 import { appendMember, prepareBody } from './relay-body.js';
 import { pipeUpstream } from './relay-upstream.js';
@@ -48,6 +48,8 @@ export interface RelayContext {
   readonly stopping: { value: boolean };
   /** Answers whose request body is still arriving (cutUploads answers them at a graceful stop's cut). */
   readonly uploading: Set<ServerResponse>;
+  /** Bounds the request bytes held while bodies arrive, across all requests. */
+  readonly uploadBudget: UploadBudget;
 }
 
 const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
@@ -138,11 +140,12 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   let body: Buffer;
   ctx.uploading.add(res);
   try {
-    body = await readBody(req, ctx.cfg.maxBodyBytes);
+    body = await readBody(req, ctx.cfg.maxBodyBytes, ctx.uploadBudget);
   } catch (err) {
     // Answered already when a graceful stop cut the upload (cutUploads).
     if (res.headersSent) return;
-    return turnedAway(ctx, gid, req, res, err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : ErrorCode.INVALID_INPUT);
+    const code = err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : err instanceof UploadsFull ? ErrorCode.ADMISSION_REFUSED : ErrorCode.INVALID_INPUT;
+    return turnedAway(ctx, gid, req, res, code);
   } finally {
     ctx.uploading.delete(res);
   }
