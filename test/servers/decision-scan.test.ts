@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseDecision, scanDecisionFiles, scanDecisionFilesAsync, type Decision } from '../../src/servers/router/decision-lines.js';
@@ -75,6 +75,26 @@ describe('scanning the decision log backwards', () => {
     assert.deepEqual(gids, naive([newer, older], '"session_id":"s3"'));
     // About 7 MiB in 1 MiB blocks: other work ran between them.
     assert.ok(turns >= 6, `${turns} turns of the event loop during the scan`);
+  });
+
+  it('a rotation while the scan is paused (renames, a new current file) changes nothing it reads', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'svc-dscan-rot-'));
+    const [cur, one, two] = ['d.jsonl', 'd.jsonl.1', 'd.jsonl.2'].map((f) => join(d, f)) as [string, string, string];
+    writeFileSync(cur, newer);
+    writeFileSync(one, older);
+    let rotated = false;
+    setImmediate(() => {
+      // The writer rotates: current -> .1 -> .2, and a new current file.
+      renameSync(one, two);
+      renameSync(cur, one);
+      writeFileSync(cur, `${line(99_999, 's0')}\n`);
+      rotated = true;
+    });
+    const gids: (string | undefined)[] = [];
+    const r = await scanDecisionFilesAsync([cur, one], (x) => void gids.push(x.gid), 64 << 20);
+    assert.ok(rotated, 'the rotation happened during the scan');
+    assert.equal(r.truncated, false);
+    assert.deepEqual(gids, naive([newer, older]), 'each record once: none read twice, none missed');
   });
 
   it('a line longer than a block is skipped, not gathered without bound; the lines around it are read', () => {

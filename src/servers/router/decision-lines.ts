@@ -100,35 +100,36 @@ export async function scanDecisionFilesAsync(files: readonly string[], visit: (d
 /** The scan, pausing (yield) after each block read. */
 function* scanSteps(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle: string | undefined): Generator<void, { truncated: boolean }> {
   const pattern = needle === undefined || needle.length === 0 ? undefined : Buffer.from(needle, 'utf8');
-  let left = budget;
-  for (const [n, file] of files.entries()) {
-    let fd: number;
+  // Every file is opened before the first pause: a rotation while the scan is paused renames
+  // them, but what is read is what they held (a name opened later could be a file read twice).
+  const fds = files.map((file): number | undefined => {
     try {
       // Never waits on a FIFO put in a rotated file's place: a regular file or an error.
-      fd = openRegularFile(file, constants.O_RDONLY);
+      return openRegularFile(file, constants.O_RDONLY);
     } catch {
-      continue; // rotated away
+      return undefined; // rotated away
     }
-    let cut = false;
-    let outcome: 'stopped' | 'ended' | 'failed' = 'failed';
-    try {
+  });
+  try {
+    let left = budget;
+    for (const [n, fd] of fds.entries()) {
+      if (fd === undefined) continue;
       const size = fstatSync(fd).size;
       const start = size - Math.min(size, left);
-      cut = start > 0;
       left -= size - start;
-      outcome = yield* scanBackwards(fd, start, size, pattern, (line) => {
+      const outcome = yield* scanBackwards(fd, start, size, pattern, (line) => {
         const d = parseDecision(line.toString('utf8'));
         return d !== undefined && visit(d) === true;
       });
-    } finally {
-      closeSync(fd);
+      if (outcome === 'stopped') return { truncated: false };
+      if (outcome === 'failed') continue; // failed while reading: as if rotated away
+      // Truncated only when something was left unread: this file's head or an older file.
+      if (start > 0 || (left === 0 && n < files.length - 1)) return { truncated: true };
     }
-    if (outcome === 'stopped') return { truncated: false };
-    if (outcome === 'failed') continue; // failed while reading: as if rotated away
-    // Truncated only when something was left unread: this file's head or an older file.
-    if (cut || (left === 0 && n < files.length - 1)) return { truncated: true };
+    return { truncated: false };
+  } finally {
+    for (const fd of fds) if (fd !== undefined) closeSync(fd);
   }
-  return { truncated: false };
 }
 
 /**
