@@ -41,11 +41,15 @@ describe('dashboard labels stale records with their age', { timeout: 120_000 }, 
     b = await launchBrowser();
   });
   after(async () => {
-    await b?.close();
-    await actor?.stop();
-    await dash?.stop();
-    await controller?.stop();
-    await nats?.stop();
+    // Closing the browser throws when the page logged an error: the processes stop anyway.
+    try {
+      await b?.close();
+    } finally {
+      await actor?.stop();
+      await dash?.stop();
+      await controller?.stop();
+      await nats?.stop();
+    }
   });
 
   it('keeps the record\'s state, labels it stale with the age of its evidence, and marks the source partial', async () => {
