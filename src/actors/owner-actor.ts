@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Subject, auditTime, concat, concatMap, from, interval, map, merge, of, type Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import type { Owner } from '../schema/enums.js';
-import type { ObservationBatch } from '../schema/envelopes.js';
+import { MAX_SNAPSHOT_PARTS, type ObservationBatch } from '../schema/envelopes.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
 import { resilientSubscription, type Bus } from '../streams/bus.js';
@@ -201,7 +201,10 @@ export class OwnerActor {
       this.opts.local?.({ ...base, seq: ++this.seq, full: true, upserts: records, removals: [] });
       return;
     }
-    for (let parts = 1; parts <= Math.max(1, records.length); parts *= 2) {
+    // 1, 2, 4, ... parts, and at last one record a part (a window of 3 whose parts of 2 do not
+    // fit is sent in 3, not refused).
+    const most = Math.min(Math.max(1, records.length), MAX_SNAPSHOT_PARTS);
+    for (let parts = 1; ; parts = Math.min(parts * 2, most)) {
       const size = Math.ceil(records.length / parts) || 0;
       const batches: ObservationBatch[] = [];
       const encoded: Uint8Array[] = [];
@@ -221,12 +224,18 @@ export class OwnerActor {
         batches.push(batch);
         encoded.push(bytes);
       }
-      if (!fits) continue;
+      if (!fits) {
+        if (parts >= most) break;
+        continue;
+      }
       for (const bytes of encoded) this.opts.bus.publish(subject, bytes);
       this.seq += encoded.length;
       if (this.opts.local) for (const b of batches) this.opts.local(b);
       return;
     }
+    // A record alone over the limit (or more parts than a snapshot may have): the bus cannot
+    // carry this window, but this process's own fold still gets it (its reads stay true).
+    this.opts.local?.({ ...base, seq: ++this.seq, full: true, upserts: records, removals: [] });
     throw new Error('window record larger than max payload');
   }
 }

@@ -53,12 +53,15 @@ export const FleetResult = Type.Object(
 );
 export type FleetResult = Static<typeof FleetResult>;
 
+/** Most parts one split window may have. */
+export const MAX_SNAPSHOT_PARTS = 10_000;
+
 /** Parts of a full window split to fit the server's max payload (CONTRACT.md). */
 export const SnapshotPart = Type.Object(
   {
     id: Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$' }),
-    part: Type.Integer({ minimum: 1, maximum: 10_000 }),
-    parts: Type.Integer({ minimum: 1, maximum: 10_000 }),
+    part: Type.Integer({ minimum: 1, maximum: MAX_SNAPSHOT_PARTS }),
+    parts: Type.Integer({ minimum: 1, maximum: MAX_SNAPSHOT_PARTS }),
   },
   { additionalProperties: false },
 );

@@ -91,6 +91,38 @@ describe('owner actor', () => {
     assert.equal(after.flatMap((b) => b.upserts).length, 70);
   });
 
+  it('a window whose parts of two records do not fit goes out one record a part, whatever its size (3, 5, 7 records)', async () => {
+    // Sizes as published: a one-record batch fits the bus, a two-record one does not.
+    const probe = harness();
+    probe.set({ status: 'complete', records: [terminal(1), terminal(2)] });
+    await probe.step(true);
+    const two = Buffer.byteLength(JSON.stringify(probe.batches[0]));
+    const limit = two - 60;
+    for (const n of [3, 5, 7]) {
+      const h = harness(2000, limit);
+      const records = Array.from({ length: n }, (_, i) => terminal(i + 1));
+      h.set({ status: 'complete', records });
+      await h.step(true);
+      assert.equal(h.batches.length, n, `${n} records: ${n} parts`);
+      assert.ok(h.batches.every((b) => b.upserts.length === 1 && b.snapshot?.parts === n && Buffer.byteLength(JSON.stringify(b)) <= limit));
+      assert.deepEqual(h.batches.map((b) => b.upserts[0]!.id).sort(), records.map((r) => r.id).sort());
+    }
+  });
+
+  it('a record too large for the bus alone: nothing goes on the bus, but the owner\'s own fold still gets the window', async () => {
+    const bus = new InProcessBus({ maxPayload: 300 });
+    const seen: ObservationBatch[] = [];
+    bus.subscribe('svc.v1.node-a.obs.router').subscribe(() => seen.push({} as ObservationBatch));
+    const local: ObservationBatch[] = [];
+    const records = [terminal(1), terminal(2), terminal(3)];
+    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => ({ status: 'complete', records }), now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => local.push(b) });
+    await actor.step(true);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(seen.length, 0);
+    assert.equal(local.length, 1);
+    assert.deepEqual(local[0]!.upserts.map((r) => r.id).sort(), records.map((r) => r.id).sort());
+  });
+
   it('a reading the owner already bounded is published as handed over, with its own omitted count', async () => {
     const h = harness(3);
     // Deliberately not in boundWindow's order: a bounded reading is not re-sorted.
