@@ -3,7 +3,8 @@ import { GENERATED_ID_RE, terminalRecordJson, type RouteName, type TerminalRecor
 import type { Truncation } from '../schema/envelopes.js';
 import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
-import { DEFAULT_READ_BUDGET, type DecisionLog } from '../servers/router/decision-log.js';
+import type { DecisionLog } from '../servers/router/decision-log.js';
+import { DEFAULT_READ_BUDGET, scanDecisionFiles, scanDecisionFilesAsync } from '../servers/router/decision-lines.js';
 import type { Decision } from '../servers/router/decision-lines.js';
 import type { InflightEntry } from '../servers/router/inflight.js';
 import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from './router-mapping.js';
@@ -179,7 +180,7 @@ export class RouterRegistry {
     };
     let result: { truncated: boolean };
     try {
-      result = log.scan((d) => {
+      result = scanDecisionFiles(log.retainedFiles(), (d) => {
         const ms = parseTimestamp(d.record.finished_at);
         if (!(ms >= horizon)) {
           reachedOlder = true;
@@ -198,7 +199,7 @@ export class RouterRegistry {
         found.push(d);
         if (ms < oldestFound) oldestFound = ms;
         return false;
-      }, Math.min(cap * RESTORE_BYTES_PER_RECORD, DEFAULT_READ_BUDGET));
+      }, { budget: Math.min(cap * RESTORE_BYTES_PER_RECORD, DEFAULT_READ_BUDGET) });
     } catch (err) {
       // Unreadable: nothing is restored and the day's records are of unknown number.
       logWriteError(this.opts.logger, err);
@@ -234,7 +235,7 @@ export class RouterRegistry {
     const pending = new Map(entries.filter((e) => this.ring.slotOf(e.gateway_request_id) === undefined).map((e) => [e.gateway_request_id, e]));
     if (pending.size === 0) return 0;
     // One bounded pass over the retained files for all of them (a record may exist there).
-    this.opts.log?.scan((d) => {
+    if (this.opts.log) scanDecisionFiles(this.opts.log.retainedFiles(), (d) => {
       if (d.gid !== undefined) pending.delete(d.gid);
       return pending.size === 0;
     });
@@ -295,13 +296,13 @@ export class RouterRegistry {
     }
     let found: TerminalRecord | undefined;
     // Only the lines naming the id are read (ids are written literally).
-    await this.opts.log?.scanAsync((d) => {
+    if (this.opts.log) await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => {
       if (reserved ? d.gid === id : d.record.request_id === id && d.gid !== id) {
         found = d.record;
         return true;
       }
       return false;
-    }, undefined, id);
+    }, { needle: id });
     return found;
   }
 
@@ -325,7 +326,7 @@ export class RouterRegistry {
     }
     // Only the lines that name the session as the writer spells it are read (an opaque id is
     // written literally).
-    const { truncated } = (await this.opts.log?.scanAsync((d) => void visit(d), undefined, `"session_id":"${sessionId}"`)) ?? { truncated: false };
+    const { truncated } = this.opts.log ? await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => void visit(d), { needle: `"session_id":"${sessionId}"` }) : { truncated: false };
     out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this

@@ -5,6 +5,7 @@ import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DecisionLog } from '../../src/servers/router/decision-log.js';
+import { scanDecisionFiles } from '../../src/servers/router/decision-lines.js';
 import { gid, rec } from '../support/terminal-records.js';
 
 /** Gateway ids in the file, oldest first (torn lines skipped as a lookup would). */
@@ -95,7 +96,7 @@ describe('decision log faults: nothing recorded is lost while the disk can take 
     };
     syncBuiltinESMExports();
     try {
-      for (let i = 0; i < 50; i++) log.scan(() => undefined);
+      for (let i = 0; i < 50; i++) scanDecisionFiles(log.retainedFiles(), () => undefined);
     } finally {
       (fs as { writeSync: unknown }).writeSync = real;
       syncBuiltinESMExports();

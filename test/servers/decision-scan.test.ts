@@ -24,7 +24,7 @@ function naive(texts: readonly string[], needle?: string): (string | undefined)[
 
 function scan(files: string[], budget: number, needle?: string): { gids: (string | undefined)[]; truncated: boolean } {
   const gids: (string | undefined)[] = [];
-  const { truncated } = scanDecisionFiles(files, (d: Decision) => void gids.push(d.gid), budget, needle);
+  const { truncated } = scanDecisionFiles(files, (d: Decision) => void gids.push(d.gid), { budget, needle });
   return { gids, truncated };
 }
 
@@ -69,7 +69,7 @@ describe('scanning the decision log backwards', () => {
     };
     setImmediate(tick);
     const gids: (string | undefined)[] = [];
-    const r = await scanDecisionFilesAsync(files, (d) => void gids.push(d.gid), 64 << 20, '"session_id":"s3"');
+    const r = await scanDecisionFilesAsync(files, (d) => void gids.push(d.gid), { needle: '"session_id":"s3"' });
     ticking = false;
     assert.equal(r.truncated, false);
     assert.deepEqual(gids, naive([newer, older], '"session_id":"s3"'));
@@ -91,7 +91,7 @@ describe('scanning the decision log backwards', () => {
       rotated = true;
     });
     const gids: (string | undefined)[] = [];
-    const r = await scanDecisionFilesAsync([cur, one], (x) => void gids.push(x.gid), 64 << 20);
+    const r = await scanDecisionFilesAsync([cur, one], (x) => void gids.push(x.gid));
     assert.ok(rotated, 'the rotation happened during the scan');
     assert.equal(r.truncated, false);
     assert.deepEqual(gids, naive([newer, older]), 'each record once: none read twice, none missed');

@@ -8,7 +8,7 @@ import { PassThrough } from 'node:stream';
 import { RouterRegistry, type ActiveRequest } from '../../src/actors/router-registry.js';
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
 import { DEFAULT_FLUSH_DELAY_MS, DecisionLog } from '../../src/servers/router/decision-log.js';
-import { parseDecision } from '../../src/servers/router/decision-lines.js';
+import { parseDecision, scanDecisionFiles } from '../../src/servers/router/decision-lines.js';
 import { RouterMetrics } from '../../src/servers/router/metrics.js';
 import { BodyAborted, BodyTooLarge, UploadBudget, UploadsFull, collect, newGatewayId, readBody } from '../../src/servers/router/relay-support.js';
 import type { IncomingMessage } from 'node:http';
@@ -84,7 +84,7 @@ describe('decision log', () => {
   const dir = () => mkdtempSync(join(tmpdir(), 'svc-dlog-'));
   const all = (log: DecisionLog, budget?: number) => {
     const out: Array<{ gid: string | undefined; record: TerminalRecord }> = [];
-    const res = log.scan((d) => void out.push(d), budget);
+    const res = scanDecisionFiles(log.retainedFiles(), (d) => void out.push(d), { budget });
     return { out, truncated: res.truncated };
   };
 

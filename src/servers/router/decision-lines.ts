@@ -59,6 +59,14 @@ export function parseDecision(line: string): Decision | undefined {
   return { gid, record: rec as TerminalRecord };
 }
 
+/** Total bytes one scan may read from a log's retained files. */
+export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
+/** `budget`: bytes read at most (DEFAULT_READ_BUDGET); `needle`: only lines holding it are parsed. */
+export interface ScanOptions {
+  readonly budget?: number;
+  readonly needle?: string;
+}
+
 /** Bytes read from a file at a time, from its end backwards. */
 const BLOCK_BYTES = 1024 * 1024;
 /** A line longer than this (no record is) is skipped unread, not gathered. */
@@ -75,8 +83,8 @@ const LF = 0x0a;
  * (written literally, as JSON leaves these characters) costs a byte search of what it reads,
  * not a parse and a check of every line, on the thread that relays requests.
  */
-export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle?: string): { truncated: boolean } {
-  const steps = scanSteps(files, visit, budget, needle);
+export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | void, o: ScanOptions = {}): { truncated: boolean } {
+  const steps = scanSteps(files, visit, o.budget ?? DEFAULT_READ_BUDGET, o.needle);
   for (;;) {
     const r = steps.next();
     if (r.done) return r.value;
@@ -88,8 +96,8 @@ export function scanDecisionFiles(files: readonly string[], visit: (d: Decision)
  * 64 MiB of log (a session whose every line matches is parsed whole) never holds up the
  * requests the router relays meanwhile for more than one block's work.
  */
-export async function scanDecisionFilesAsync(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle?: string): Promise<{ truncated: boolean }> {
-  const steps = scanSteps(files, visit, budget, needle);
+export async function scanDecisionFilesAsync(files: readonly string[], visit: (d: Decision) => boolean | void, o: ScanOptions = {}): Promise<{ truncated: boolean }> {
+  const steps = scanSteps(files, visit, o.budget ?? DEFAULT_READ_BUDGET, o.needle);
   for (;;) {
     const r = steps.next();
     if (r.done) return r.value;

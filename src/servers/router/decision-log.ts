@@ -2,13 +2,10 @@ import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSy
 import { makeDirs, openRegularFile } from '../../config/safe-files.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
-import { scanDecisionFiles, scanDecisionFilesAsync, type Decision } from './decision-lines.js';
 import { LossMarks } from './loss-marks.js';
 
 /** The log is opened to append (`a+`); never a FIFO or a device, which could block every write. */
 const APPEND_FLAGS = constants.O_RDWR | constants.O_APPEND | constants.O_CREAT;
-/** Total bytes one lookup may read from the retained files. */
-export const DEFAULT_READ_BUDGET = 64 * 1024 * 1024;
 
 /** How long a finished record may wait in memory for the next grouped write (ms). */
 export const DEFAULT_FLUSH_DELAY_MS = 20;
@@ -34,7 +31,7 @@ let exitHookInstalled = false;
  * Rotated JSONL of terminal records (`server.decision_log_path`). Finished records are
  * queued and written together, with one synchronous write at most `flushDelayMs` later (a
  * write costs the same fixed system time whether it carries one record or a hundred); every
- * read (`scan`), every caller that can hand a record out (`flush()` before a lookup), a
+ * read (`retainedFiles`), every caller that can hand a record out (`flush()` before a lookup), a
  * close and the process's exit write what is queued first. So a record is in the file (the
  * kernel's page cache) before any lookup can return it, and a record any lookup returned
  * survives `kill -9` of the router; a `kill -9` can lose at most the last `flushDelayMs` of
@@ -312,21 +309,8 @@ export class DecisionLog {
     this.torn = this.size > 0;
   }
 
-  /**
-   * Decisions newest first across the retained files (scanDecisionFiles), what is queued
-   * written first; with `needle`, only the lines holding it.
-   */
-  scan(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET, needle?: string): { truncated: boolean } {
-    return scanDecisionFiles(this.retained(), visit, budget, needle);
-  }
-
-  /** `scan` that hands the thread back after each block it reads (lookups on a serving router). */
-  scanAsync(visit: (d: Decision) => boolean | void, budget = DEFAULT_READ_BUDGET, needle?: string): Promise<{ truncated: boolean }> {
-    return scanDecisionFilesAsync(this.retained(), visit, budget, needle);
-  }
-
-  /** The retained files, newest first, once what is queued is written. */
-  private retained(): string[] {
+  /** The retained files, newest first, once what is queued is written (read by decision-lines.ts). */
+  retainedFiles(): string[] {
     this.flushQuietly();
     const files = [this.path];
     for (let i = 1; i < this.maxFiles; i++) files.push(`${this.path}.${i}`);
