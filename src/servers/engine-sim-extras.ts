@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
-import { checkModel, inputContextError, type SimContext } from './engine-sim-generate.js';
-import { estimateTokens, sendBody, sendError, sendJson, type SimResponse } from './engine-sim-http.js';
+import { parseDirectives } from './engine-sim-directives.js';
+import { DONE, checkModel, inputContextError, runStream, simulatedFailure, type Script, type SimContext } from './engine-sim-generate.js';
+import { estimateTokens, sendBody, sendError, sendJson, startSse, type SimResponse } from './engine-sim-http.js';
 
 const DIMENSIONS = 8;
 
@@ -139,6 +140,15 @@ export function handleTranscription(ctx: SimContext, req: IncomingMessage, res: 
   if (!checkModel(ctx, req, res, model === undefined ? undefined : model.data.toString('utf8'))) return;
   const format = parts.get('response_format')?.data.toString('utf8') ?? 'json';
   const duration = Math.round((file.data.length / BYTES_PER_SECOND) * 100) / 100;
+  const stream = formBoolean(parts.get('stream'));
+  if (stream === undefined) {
+    sendError(req, res, 400, "stream must be 'true' or 'false'", 'invalid_request_error', null, 'stream');
+    return;
+  }
+  if (stream && FORMATS.has(format)) {
+    streamTranscription(ctx, req, res, parts, duration);
+    return;
+  }
   switch (format) {
     case 'json':
       sendJson(req, res, 200, JSON.stringify({ text: TRANSCRIPT }));
@@ -152,6 +162,47 @@ export function handleTranscription(ctx: SimContext, req: IncomingMessage, res: 
     default:
       sendError(req, res, 400, "response_format must be 'json', 'verbose_json' or 'text'", 'invalid_request_error', null, 'response_format');
   }
+}
+
+const FORMATS: ReadonlySet<string> = new Set(['json', 'verbose_json', 'text']);
+const WORDS = TRANSCRIPT.split(' ');
+/** Whisper's encoder reads 50 frames a second of audio: the sim's prompt tokens for a clip. */
+const AUDIO_TOKENS_PER_SECOND = 50;
+
+/** A form field that holds a boolean (`true`/`false`, as vLLM's form parser reads them); absent is false, anything else undefined. */
+function formBoolean(part: FormPart | undefined): boolean | undefined {
+  if (part === undefined) return false;
+  const v = part.data.toString('utf8').trim().toLowerCase();
+  return v === 'true' ? true : v === 'false' ? false : undefined;
+}
+
+/**
+ * `stream=true`: vLLM's streamed transcription, one `transcription.chunk` event per word of the
+ * fixed text (`delta.content`), a last chunk with the finish reason, a usage chunk when the form
+ * asks for it (`stream_include_usage=true`), then `[DONE]`. Sim directives in the form's
+ * `prompt` field (ttft_ms, token_delay_ms, tokens, fail_after, error_after, usage=off) drive it
+ * as they drive a chat stream.
+ */
+function streamTranscription(ctx: SimContext, req: IncomingMessage, res: SimResponse, parts: Map<string, FormPart>, duration: number): void {
+  const d = parseDirectives(parts.get('prompt')?.data.toString('utf8') ?? '');
+  const wantUsage = formBoolean(parts.get('stream_include_usage')) === true && d?.usageOff !== true;
+  const n = Math.min(d?.tokens ?? WORDS.length, 100_000);
+  const id = `trsc-${ctx.nextId()}`;
+  const head = `data: {"id":"${id}","object":"transcription.chunk","created":${Math.floor(Date.now() / 1000)},"model":${ctx.modelJson},"choices":`;
+  const promptTokens = Math.max(1, Math.round(duration * AUDIO_TOKENS_PER_SECOND));
+  const usage = wantUsage ? `${head}[],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${n},"total_tokens":${promptTokens + n}}}\n\n` : '';
+  const chunks = WORDS.map((w, i) => `${head}[{"delta":{"content":${JSON.stringify(i === 0 ? w : ` ${w}`)}},"finish_reason":null,"stop_reason":null}]}\n\n`);
+  const errorAfter = d?.errorAfter ?? -1;
+  const failed = errorAfter >= 0 && errorAfter < n;
+  const script: Script = {
+    pre: '',
+    tok: (i) => chunks[i % chunks.length]!,
+    end: failed
+      ? `data: ${simulatedFailure(500)}\n\n${DONE}`
+      : `${head}[{"delta":{},"finish_reason":"stop","stop_reason":null}]}\n\n${usage}${DONE}`,
+  };
+  startSse(req, res);
+  runStream(res, script, failed ? errorAfter : n, d?.failAfter ?? -1, d?.ttftMs ?? ctx.opts.ttftMs, d?.tokenDelayMs ?? ctx.opts.tokenDelayMs);
 }
 
 export function multipartBoundary(contentType: string | undefined): string | undefined {

@@ -145,13 +145,13 @@ interface Plan {
 }
 
 /** SSE text: `pre` once at the first content, `tok(i)` per token, `end` after the last. */
-interface Script {
+export interface Script {
   pre: string;
   tok(i: number): string;
   end: string;
 }
 
-const DONE = 'data: [DONE]\n\n';
+export const DONE = 'data: [DONE]\n\n';
 
 function chatScript(p: Plan, usage: boolean): Script {
   const usageNull = usage ? ',"usage":null' : '';
@@ -217,7 +217,7 @@ const BURST_TOKENS = 256;
  * With fail_after the socket is destroyed after that many tokens, without [DONE]. The shared
  * `close` listener clears the timers when the client goes away first.
  */
-function runStream(res: SimResponse, s: Script, n: number, failAfter: number, ttft: number, delay: number): void {
+export function runStream(res: SimResponse, s: Script, n: number, failAfter: number, ttft: number, delay: number): void {
   // Cut only when the answer has more tokens than fail_after: a shorter one ends normally.
   const cut = failAfter >= 0 && failAfter < n;
   const limit = cut ? failAfter : n;
@@ -308,7 +308,7 @@ const FAILURE_TYPES: Readonly<Record<number, string>> = {
 };
 
 /** `sim:status=NNN`: the body carries a marker that must never leak past the router. */
-function simulatedFailure(status: number): string {
+export function simulatedFailure(status: number): string {
   const type = FAILURE_TYPES[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
   return JSON.stringify({
     error: { message: `Simulated engine failure ${status}: UPSTREAM-SECRET-DETAIL worker=7 path=/srv/models/weights`, type, code: status },

@@ -282,4 +282,48 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(sdk.data.text, 'The quick brown fox jumps over the lazy dog.');
     assert.equal((await record(gidOf(sdk.response))).route, 'audio.transcriptions');
   });
+
+  it('a streamed transcription is relayed event by event; a cut one ends with an error event; no transcript is kept', async () => {
+    const streamed = async (prompt: string): Promise<{ res: Response; text: string }> => {
+      const fd = new FormData();
+      fd.append('model', 'whisper');
+      fd.append('stream', 'true');
+      fd.append('stream_include_usage', 'true');
+      fd.append('prompt', prompt);
+      fd.append('file', new Blob([Buffer.alloc(32_000)], { type: 'audio/wav' }), 'clip.wav');
+      const res = await fetch(`${h.routerUrl}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}` }, body: fd });
+      return { res, text: await res.text() };
+    };
+    const ok = await streamed('sim:token_delay_ms=5');
+    assert.equal(ok.res.status, 200);
+    assert.match(ok.res.headers.get('content-type') ?? '', /^text\/event-stream/);
+    const events = ok.text.split('\n\n').filter((e) => e.startsWith('data: '));
+    assert.equal(events.at(-1), 'data: [DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)) as { object: string; choices: { delta: { content?: string } }[]; usage?: { completion_tokens: number } });
+    assert.ok(chunks.every((c) => c.object === 'transcription.chunk'));
+    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'The quick brown fox jumps over the lazy dog.');
+    assert.equal(chunks.at(-1)!.usage!.completion_tokens, 9);
+    const r = await record(gidOf(ok.res));
+    assert.equal(r.route, 'audio.transcriptions');
+    assert.equal(r.outcome, 'success');
+    assert.equal(r.status_code, 200);
+    assert.ok(r.latency_ms! > 0);
+    assert.equal(r.usage.completion_tokens, 9);
+    assert.equal(r.usage.completion_source, 'upstream');
+    assert.doesNotMatch(JSON.stringify(r), /quick|brown|lazy/);
+
+    // The engine fails after three words: the client's stream ends with the router's error
+    // event, never a [DONE], and the record says error.
+    const cut = await streamed('sim:fail_after=3 sim:token_delay_ms=5');
+    assert.equal(cut.res.status, 200);
+    assert.match(cut.text, /"content":" brown"/);
+    assert.doesNotMatch(cut.text, /\[DONE\]/);
+    assert.match(cut.text, /event: error|"error"/);
+    const rc = await record(gidOf(cut.res));
+    assert.equal(rc.outcome, 'error');
+    assert.equal(rc.route, 'audio.transcriptions');
+    const log = h.logFiles().map((f) => readFileSync(f, 'utf8')).join('');
+    assert.ok(log.includes(gidOf(cut.res)));
+    assert.doesNotMatch(log, /quick|brown|lazy/);
+  });
 });

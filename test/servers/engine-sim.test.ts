@@ -304,6 +304,34 @@ describe('engine sim', () => {
     assert.equal((await post('/v1/audio/transcriptions', { file: 'x' })).status, 400);
   });
 
+  it('transcription stream=true: vLLM transcription.chunk events, usage on request, [DONE]; a bad stream value is 400', async () => {
+    const form = (fields: Record<string, string>): FormData => {
+      const f = new FormData();
+      f.append('file', new Blob([new Uint8Array(16_000)], { type: 'audio/wav' }), 'a.wav');
+      for (const [k, v] of Object.entries(fields)) f.append(k, v);
+      return f;
+    };
+    const res = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'true', stream_include_usage: 'true' }) });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+    const events = (await res.text()).split('\n\n').filter((e) => e.length > 0);
+    assert.equal(events.at(-1), 'data: [DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.replace(/^data: /, '')));
+    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'The quick brown fox jumps over the lazy dog.');
+    assert.equal(chunks.at(-2).choices[0].finish_reason, 'stop');
+    assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: 25, completion_tokens: 9, total_tokens: 34 });
+    // Without stream_include_usage: no usage chunk; `stream=false` is the whole answer.
+    const noUsage = await (await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'TRUE' }) })).text();
+    assert.doesNotMatch(noUsage, /usage/);
+    assert.deepEqual(await json(await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'false' }) })), { text: 'The quick brown fox jumps over the lazy dog.' });
+    // Directives in the prompt field: a stream cut after two words, without [DONE].
+    const cut = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'true', prompt: 'sim:fail_after=2' }) });
+    await assert.rejects(cut.text());
+    const bad = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'yes' }) });
+    assert.equal(bad.status, 400);
+    assert.equal((await json(bad)).error.param, 'stream');
+  });
+
   it('health: 200 empty, toggled to 503 and delayed via /sim/health and setHealth', async () => {
     const ok = await fetch(`${sim.url}/health`);
     // The request id is echoed only of the bounded id shape, on /health too.
