@@ -177,6 +177,22 @@ describe('router end to end: one record per request, identifiers, headers, activ
     }
   });
 
+  it('an informational answer before the real one: 103 Early Hints is skipped; an unasked 100 Continue is an upstream failure', async () => {
+    const hinted = await chat('answer-early-hints', {}, {}, 'recorded');
+    assert.equal(hinted.status, 200);
+    assert.equal(hinted.headers.get('link'), null);
+    assert.equal(((await hinted.json()) as { object: string }).object, 'chat.completion');
+    const r = await record(gidOf(hinted));
+    assert.equal(r.outcome, 'success');
+    assert.equal(r.status_code, 200);
+    // undici, the router's client, refuses a 100 it did not ask for (the router never sends
+    // Expect): a fixed 502 and an error record, as docs/api.md says.
+    const cont = await chat('answer-continue', {}, {}, 'recorded');
+    assert.equal(cont.status, 502);
+    await cont.text();
+    assert.equal((await record(gidOf(cont))).outcome, 'error');
+  });
+
   it('a CR in a header value or an oversized header never reaches the upstream', async () => {
     const n = rec.requests.length;
     const body = JSON.stringify({ model: 'recorded', messages: user('raw') });

@@ -403,6 +403,10 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         res.writeHead(204, extra).end();
         return;
       }
+      // `answer-early-hints` / `answer-continue` in the prompt: an informational answer (103, or
+      // a 100 Continue the router never asked for) before the real one.
+      if (body.includes('answer-early-hints')) res.writeEarlyHints({ link: '</hint>; rel=preload' });
+      if (body.includes('answer-continue')) res.writeContinue();
       const id = 'chatcmpl-rec';
       if (stream && body.includes('answer-error-first')) {
         // An engine whose first event is an error (then [DONE]).
