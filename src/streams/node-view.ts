@@ -5,7 +5,7 @@ import type { NodeResult, ObservationBatch } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { resilientSubscription, type Bus } from './bus.js';
 import { foldNode, type FoldEvent } from './fold-node.js';
-import { createNodeSnapshot, DEFAULT_MIRROR_CAP, type NodeSnapshot } from './node-snapshot.js';
+import { createNodeSnapshot, DEFAULT_MIRROR_CAP, type DropCounts, type NodeSnapshot } from './node-snapshot.js';
 import { queryNode, type QueryOptions } from './query-node.js';
 
 export interface NodeViewOptions {
@@ -27,6 +27,9 @@ export interface NodeViewOptions {
 
 /** Resync requests after a gap are sent at most this often. */
 const RESYNC_MIN_INTERVAL_MS = 1000;
+/** Batches the fold dropped are reported in one log line at most this often. */
+export const DROP_REPORT_INTERVAL_MS = 60_000;
+const DROP_REASONS = ['oversized', 'malformed', 'wrong_host', 'out_of_order'] as const;
 
 /**
  * The node's live view: folds every `svc.v1.<host>.obs.*` batch into the snapshot with
@@ -38,6 +41,9 @@ export class NodeView {
   private readonly now: () => number;
   private readonly snap$: BehaviorSubject<NodeSnapshot>;
   private lastResyncAt = Number.NEGATIVE_INFINITY;
+  /** Drop counts as of the last `observation batches dropped` line. */
+  private reportedDrops: DropCounts = { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0 };
+  private lastDropReportAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly opts: NodeViewOptions) {
     this.now = opts.now ?? Date.now;
@@ -62,6 +68,7 @@ export class NodeView {
       .subscribe((s) => {
         this.snap$.next(s);
         this.maybeResync(s);
+        this.maybeReportDrops(s.dropped);
       });
     this.resync();
   }
@@ -93,6 +100,25 @@ export class NodeView {
     } catch (err) {
       this.opts.logger?.warn({ err: { name: (err as Error)?.name } }, 'resync request failed');
     }
+  }
+
+  /**
+   * One line, at most once a DROP_REPORT_INTERVAL_MS, with the batches dropped since the last:
+   * warn when a batch was oversized, malformed or for another host (a publisher out of step
+   * with this node: another version, a wrong host id), info when only out of order (a late or
+   * repeated delta, which a resync mends). Counts left over are in the next line.
+   */
+  private maybeReportDrops(d: DropCounts): void {
+    const r = this.reportedDrops;
+    if (d.oversized === r.oversized && d.malformed === r.malformed && d.wrong_host === r.wrong_host && d.out_of_order === r.out_of_order) return;
+    const now = this.now();
+    if (now - this.lastDropReportAt < DROP_REPORT_INTERVAL_MS) return;
+    const since = {} as Record<(typeof DROP_REASONS)[number], number>;
+    for (const k of DROP_REASONS) since[k] = d[k] - r[k];
+    this.reportedDrops = { ...d };
+    this.lastDropReportAt = now;
+    const level = since.oversized + since.malformed + since.wrong_host > 0 ? 'warn' : 'info';
+    this.opts.logger?.[level]({ host: this.opts.host, dropped: since }, 'observation batches dropped');
   }
 
   private maybeResync(s: NodeSnapshot): void {
