@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Bus } from '../streams/bus.js';
+import type { WorkloadRecord } from '../schema/record.js';
 import { JobStore } from '../stores/job-store.js';
 import { DEFAULT_WINDOW_CAP, WINDOW_TERMINAL_MS } from './window.js';
 import { NATIVE_TERMINAL, mapJob, type JobOwner } from './job-mapping.js';
@@ -27,7 +28,19 @@ export function createJobActor(o: { host: string; owner: JobOwner; storePath: st
       }
       const rows = store.window(Date.now() - WINDOW_TERMINAL_MS, NATIVE_TERMINAL, DEFAULT_WINDOW_CAP + 1);
       // One more row than the cap says "more than the cap": the exact excess is not counted here.
-      const records = rows.slice(0, DEFAULT_WINDOW_CAP).map((r) => mapJob(o.owner, o.host, r));
+      const records: WorkloadRecord[] = [];
+      let unmapped = false;
+      for (const row of rows.slice(0, DEFAULT_WINDOW_CAP)) {
+        try {
+          records.push(mapJob(o.owner, o.host, row));
+        } catch {
+          // A row no record can be made of (a time outside what a timestamp can say, edited
+          // by hand): left out, and the answer says records are missing (the actor's rule
+          // for a malformed record), rather than the whole store read as unreadable.
+          unmapped = true;
+        }
+      }
+      if (unmapped) return { status: 'partial', reason: 'malformed', records, countUnknown: true };
       return { status: 'complete', records, ...(rows.length > DEFAULT_WINDOW_CAP ? { countUnknown: true } : {}) };
     },
   });

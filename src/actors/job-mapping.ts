@@ -1,5 +1,5 @@
 import { AUTHORITY_OF_OWNER, KIND_OF_OWNER, OUTCOMES, type Outcome, type Phase, type ProgressUnit, type State } from '../schema/enums.js';
-import { formatTimestamp } from '../schema/primitives.js';
+import { MAX_COUNT, formatTimestamp } from '../schema/primitives.js';
 import { recordId } from '../schema/record-id.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
 import type { JobRow } from '../stores/job-store.js';
@@ -70,11 +70,18 @@ export function mapJob(owner: JobOwner, host: string, row: JobRow): WorkloadReco
     const stored = row.outcome !== null && OUTCOME_SET.has(row.outcome) ? (row.outcome as Outcome) : undefined;
     rec.outcome = m.state === 'terminal' && row.native_state === NATIVE.failed && stored ? stored : m.outcome;
   }
-  if (row.progress_completed !== null && row.progress_completed >= 0) {
-    const total = row.progress_total !== null && row.progress_total >= row.progress_completed ? row.progress_total : null;
+  // Progress is a count the contract can carry (a whole number up to MAX_COUNT); a stored
+  // value outside that (a row edited by hand, a runaway counter) leaves progress unknown, not
+  // the record malformed.
+  if (isCount(row.progress_completed)) {
+    const total = isCount(row.progress_total) && row.progress_total >= row.progress_completed ? row.progress_total : null;
     rec.progress = { completed: row.progress_completed, total, unit: UNIT[owner] };
   }
   return canonicalOrder(rec);
+}
+
+function isCount(v: number | null): v is number {
+  return v !== null && Number.isSafeInteger(v) && v >= 0 && v <= MAX_COUNT;
 }
 
 function canonicalOrder(r: WorkloadRecord): WorkloadRecord {

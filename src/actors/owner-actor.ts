@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Owner } from '../schema/enums.js';
 import { MAX_SNAPSHOT_PARTS, type ObservationBatch } from '../schema/envelopes.js';
 import { formatTimestamp } from '../schema/primitives.js';
-import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+import { SCHEMA_ID, isValidRecord, type WorkloadRecord } from '../schema/record.js';
 import { resilientSubscription, type Bus } from '../streams/bus.js';
 import { MAX_BATCH_BYTES, observationSubject } from '../streams/decode-batch.js';
 import { DEFAULT_WINDOW_CAP, boundWindow, type OwnerReading } from './window.js';
@@ -57,6 +57,12 @@ function fingerprint(r: WorkloadRecord): string {
   return f;
 }
 
+// Records found well formed (the schema and every record rule, of this actor's host and
+// owner): an object handed again is not checked again.
+const wellFormed = new WeakSet<WorkloadRecord>();
+/** A malformed record's `owner records left out` line comes at most this often per actor. */
+const MALFORMED_REPORT_MS = 60_000;
+
 /**
  * An owner actor: reads its authority, bounds the window, and publishes ObservationBatches
  * on `svc.v1.<host>.obs.<owner>`: a full batch at start, on a resync request and at least
@@ -74,6 +80,7 @@ export class OwnerActor {
   private readonly nudges = new Subject<void>();
   private sub: Subscription | undefined;
   private readonly now: () => number;
+  private lastMalformedReportAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly opts: OwnerActorOptions) {
     this.now = opts.now ?? Date.now;
@@ -101,6 +108,36 @@ export class OwnerActor {
     if (this.nudged) return;
     this.nudged = true;
     this.nudges.next();
+  }
+
+  /**
+   * A record the schema or a record rule refuses (a store row out of range, say) would make
+   * every batch of this owner malformed, and the node would drop them all: the source would
+   * read as silent, then timed out, for as long as that one record exists. It is left out
+   * instead, and the source says so: `partial` (reason `malformed`) with an unknown count of
+   * left-out records, since what the record would have matched is unknown. One warn line a
+   * minute at most names the owner and how many, never their values.
+   */
+  private leaveOutMalformed(reading: OwnerReading, now: number): OwnerReading {
+    const { host, owner } = this.opts;
+    let bad = 0;
+    for (const r of reading.records) {
+      if (wellFormed.has(r)) continue;
+      if (isValidRecord(r) && r.host === host && r.owner === owner) wellFormed.add(r);
+      else bad++;
+    }
+    if (bad === 0) return reading;
+    if (now - this.lastMalformedReportAt >= MALFORMED_REPORT_MS) {
+      this.lastMalformedReportAt = now;
+      this.opts.logger?.warn({ owner, records: bad }, 'owner records left out (malformed)');
+    }
+    return {
+      ...reading,
+      records: reading.records.filter((r) => wellFormed.has(r)),
+      status: reading.status === 'complete' ? 'partial' : reading.status,
+      reason: reading.reason ?? 'malformed',
+      countUnknown: true,
+    };
   }
 
   stop(): void {
@@ -140,6 +177,7 @@ export class OwnerActor {
       reading = { status: 'unavailable', reason: 'inspection-error', records: [] };
       this.forceFull = true;
     }
+    reading = this.leaveOutMalformed(reading, now);
     const stale = this.opts.staleAfterMs ?? 30_000;
     const full = wantFull || this.forceFull || (remote && this.owedRemoteFull) || now - this.lastFullAt >= stale / 2;
     const window = boundWindow(reading, now, this.opts.cap ?? DEFAULT_WINDOW_CAP);

@@ -1,4 +1,5 @@
 import { describe, it } from 'node:test';
+import pino from 'pino';
 import assert from 'node:assert/strict';
 import { OwnerActor } from '../../src/actors/owner-actor.js';
 import type { OwnerReading } from '../../src/actors/window.js';
@@ -39,6 +40,42 @@ function harness(cap = 2000, busMaxPayload?: number) {
 }
 
 describe('owner actor', () => {
+  it('a record the schema or a rule refuses is left out, not published: the others stay, the source partial (malformed) with an unknown count', async () => {
+    const bus = new InProcessBus();
+    const batches: ObservationBatch[] = [];
+    bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    const good = terminal(1);
+    const broken = [
+      { ...terminal(2), phase: 'running' }, // a terminal record in a live phase
+      { ...terminal(3), progress: { completed: 1_000_000_000_001, total: null, unit: 'requests' } }, // a count past the contract
+      { ...terminal(4), host: 'node-b' }, // another node's
+    ] as unknown as WorkloadRecord[];
+    let reading: OwnerReading = { status: 'complete', records: [good, ...broken] };
+    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, logger });
+    await actor.step(true);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(batches.length, 1);
+    assert.equal(batches[0]!.status, 'partial');
+    assert.equal(batches[0]!.reason, 'malformed');
+    assert.equal(batches[0]!.omitted, null);
+    assert.deepEqual(batches[0]!.upserts.map((r) => r.id), [good.id]);
+    const warned = lines.filter((l) => l['msg'] === 'owner records left out (malformed)');
+    assert.equal(warned.length, 1);
+    assert.equal(warned[0]!['records'], 3);
+    assert.ok(!JSON.stringify(lines).includes('node-b'), 'no value of a left-out record is logged');
+    // Within the minute: no second line. Once the records are mended, the source is complete again.
+    await actor.step(true);
+    assert.equal(lines.filter((l) => l['msg'] === 'owner records left out (malformed)').length, 1);
+    reading = { status: 'complete', records: [good, terminal(2)] };
+    await actor.step(true);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(batches.at(-1)!.status, 'complete');
+    assert.equal(batches.at(-1)!.omitted, 0);
+    assert.equal(batches.at(-1)!.upserts.length, 2);
+  });
+
   it('publishes a full window first, then only what changed: new, changed and removed records', async () => {
     const h = harness();
     const [a, b, c] = [terminal(1), terminal(2), terminal(3)];
