@@ -176,7 +176,22 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw) || bodyOnRead(req.raw) ? new InvalidInputError() : undefined);
+    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw) || (bodyOnRead(req.raw) && !req.is404) ? new InvalidInputError() : undefined);
+  });
+  // A body sent where no route takes it (an unknown path, or a method the path does not
+  // serve) is not read at all: the answer is the 404 or 405, whatever its size or type (a
+  // 413 or 415 would speak of a body no route would read). Its bytes are drained, so the
+  // connection can carry the next request; the body headers are dropped so that Fastify
+  // hands the request straight to the not-found handler.
+  app.addHook('preParsing', (req, _reply, payload, done) => {
+    if (req.is404) {
+      const h = req.raw.headers;
+      if (h['content-length'] !== undefined || h['transfer-encoding'] !== undefined) req.raw.resume();
+      delete h['content-length'];
+      delete h['transfer-encoding'];
+      delete h['content-type'];
+    }
+    done(null, payload);
   });
   app.setNotFoundHandler((req, reply) => {
     const q = req.url.indexOf('?');

@@ -127,3 +127,38 @@ describe('request log lines', () => {
     }
   });
 });
+
+describe('a body where no route takes it', () => {
+  it('is not judged: 404 for an unknown path and 405 for a wrong method, whatever its size, type or framing; a body on a known read is still 400', async () => {
+    const app = createHttpApp({ logger: pino({ level: 'silent' }), bodyLimit: 1024 });
+    app.get('/read', async () => ({ ok: true }));
+    app.post('/write', async () => ({ ok: true }));
+    const url = await listen(app, '127.0.0.1', 0);
+    const big = JSON.stringify({ x: 'a'.repeat(100_000) });
+    const problem = async (res: Response): Promise<string> => ((await res.json()) as { type: string }).type;
+    try {
+      const send = (path: string, method: string, body: string, ct = 'application/json') => fetch(`${url}${path}`, { method, headers: { 'content-type': ct }, body });
+      let res = await send('/nope', 'POST', big);
+      assert.equal(res.status, 404);
+      assert.equal(await problem(res), 'urn:svc-serving:problem:not-found');
+      res = await send('/read', 'POST', big);
+      assert.equal(res.status, 405);
+      assert.equal(res.headers.get('allow'), 'GET, HEAD');
+      await res.arrayBuffer();
+      assert.equal((await send('/nope', 'POST', 'not json', 'text/plain')).status, 404);
+      assert.equal((await send('/write', 'PUT', '{"a":', 'application/json')).status, 405);
+      // A chunked upload of any size to nowhere: 404 too, and the connection carries the next request.
+      const chunked = await unfinished(url, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`, `${(50_000).toString(16)}\r\n${'b'.repeat(50_000)}\r\n0\r\n\r\nGET /read HTTP/1.1\r\nHost: x\r\n\r\n`, 1_500);
+      assert.match(chunked.answer, /^HTTP\/1\.1 404 /);
+      assert.match(chunked.answer, /HTTP\/1\.1 200 [\s\S]*\{"ok":true\}$/);
+      // GET with a body: to nowhere 404; to a read route 400 (filters sent there would be ignored).
+      const getWithBody = (path: string) => unfinished(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\nConnection: close\r\n\r\n`, '{"a":1}', 1_500);
+      assert.match((await getWithBody('/nope')).answer, /^HTTP\/1\.1 404 /);
+      assert.match((await getWithBody('/read')).answer, /^HTTP\/1\.1 400 /);
+      // Where a route takes it, the body is judged as before.
+      assert.equal((await send('/write', 'POST', big)).status, 413);
+    } finally {
+      await app.close();
+    }
+  });
+});
