@@ -57,9 +57,6 @@ function fingerprint(r: WorkloadRecord): string {
   return f;
 }
 
-// Records found well formed (the schema and every record rule, of this actor's host and
-// owner): an object handed again is not checked again.
-const wellFormed = new WeakSet<WorkloadRecord>();
 /** A malformed record's `owner records left out` line comes at most this often per actor. */
 const MALFORMED_REPORT_MS = 60_000;
 
@@ -81,6 +78,8 @@ export class OwnerActor {
   private sub: Subscription | undefined;
   private readonly now: () => number;
   private lastMalformedReportAt = Number.NEGATIVE_INFINITY;
+  /** Records found well formed (the schema, every record rule, this actor's host and owner): an object handed again is not checked again. */
+  private readonly wellFormed = new WeakSet<WorkloadRecord>();
 
   constructor(private readonly opts: OwnerActorOptions) {
     this.now = opts.now ?? Date.now;
@@ -122,8 +121,8 @@ export class OwnerActor {
     const { host, owner } = this.opts;
     let bad = 0;
     for (const r of reading.records) {
-      if (wellFormed.has(r)) continue;
-      if (isValidRecord(r) && r.host === host && r.owner === owner) wellFormed.add(r);
+      if (this.wellFormed.has(r)) continue;
+      if (isValidRecord(r) && r.host === host && r.owner === owner) this.wellFormed.add(r);
       else bad++;
     }
     if (bad === 0) return reading;
@@ -133,7 +132,7 @@ export class OwnerActor {
     }
     return {
       ...reading,
-      records: reading.records.filter((r) => wellFormed.has(r)),
+      records: reading.records.filter((r) => this.wellFormed.has(r)),
       status: reading.status === 'complete' ? 'partial' : reading.status,
       reason: reading.reason ?? 'malformed',
       countUnknown: true,
