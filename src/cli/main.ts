@@ -4,6 +4,24 @@
  * loaded (too few file descriptors for its modules, EMFILE; a damaged install) fails with one
  * line on stderr and exit 1, like any other start-up failure, not a stack trace.
  */
+// Output nobody can take is no crash with a stack trace. A reader that went away (`| head`)
+// is told nothing more, and the command ends as it would have; output that cannot be
+// written (a full disk) is one fixed line and exit 1. Servers log through their own
+// destination (pino), so this never stops one.
+let unwritable = false;
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') return;
+  if (!unwritable) {
+    unwritable = true;
+    const code = typeof err.code === 'string' && /^[A-Z][A-Z0-9_]{1,40}$/.test(err.code) ? ` (${err.code})` : '';
+    process.stderr.write(`svc-serving: error: cannot write the output${code}\n`);
+  }
+  process.exitCode = 1;
+});
+process.stderr.on('error', () => {
+  // Nowhere left to report anything.
+});
+
 let run: ((argv: string[]) => Promise<void>) | undefined;
 try {
   ({ main: run } = await import('./program.js'));

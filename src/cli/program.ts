@@ -168,6 +168,9 @@ export function helpHint(program: Command, args: readonly string[]): string {
 /** Messages that name an option as the command defines it, shown as they are. */
 const OWN_MESSAGE_CODES: ReadonlySet<string> = new Set(['svc.invalidOptionValue', 'commander.missingMandatoryOptionValue']);
 
+/** An option no command defines: what `help --x` becomes, so that it is refused as unknown. */
+const NOT_AN_OPTION = '--help-takes-command-names-only';
+
 /**
  * `help a b` in a command group's place means `a b --help`: commander's own help command
  * takes one name, so `help router diagnose` would show the router's help, and `router help
@@ -179,7 +182,12 @@ export function expandHelp(program: Command, args: readonly string[]): string[] 
   for (const [i, a] of args.entries()) {
     if (a === 'help') {
       const rest = args.slice(i + 1);
-      if (rest.some((r) => r.startsWith('-'))) break;
+      if (rest.some((r) => r.startsWith('-'))) {
+        // `help` takes command names only: any other option there is invalid usage (a token
+        // no command defines, refused as an unknown option), not help.
+        if (rest.some((r) => r.startsWith('-') && r !== '--help' && r !== '-h')) return [...args.slice(0, i), NOT_AN_OPTION];
+        break;
+      }
       // Each name must be a command of the one before it; the first that is not is left for
       // commander to call unknown (with --help it would show the group's help instead).
       let at = cmd;

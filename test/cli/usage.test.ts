@@ -1,13 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { logLevel } from '../../src/logger.js';
 import { ModelSchema, RouterConfigSchema } from '../../src/config/router-config.js';
 import { NodeConfigSchema } from '../../src/config/node-config.js';
 import { FleetConfigSchema } from '../../src/config/fleet-config.js';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { CLI } from '../support/processes.js';
 import { looksLikeStackTrace, runCli, runCliBatch } from './run-cli.js';
 
@@ -62,6 +62,38 @@ describe('usage errors of every command (built CLI)', () => {
     assert.match(sub.stdout, /Usage: svc-serving router/);
     assert.equal(unknown.code, 2);
     assert.equal(unknown.stderr, 'svc-serving: error: unknown command (see svc-serving --help)\n');
+    // `help` takes command names only: an option after it is an unknown option, exit 2.
+    const withOptions = await Promise.all([['help', '--bogus-Zq1'], ['router', 'help', '--bogus-Zq1'], ['help', 'router', '--bogus-Zq1'], ['help', 'router', 'diagnose', '--json']].map((a) => runCli(a)));
+    for (const r of withOptions) {
+      assert.equal(r.code, 2);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /^svc-serving: error: unknown option \(see svc-serving (router )?--help\)\n$/);
+      assert.ok(!r.stderr.includes('Zq1'));
+    }
+    assert.equal((await runCli(['help', '--help'])).code, 0);
+  });
+
+  it('output nobody reads is no crash: a closed pipe ends quietly with the command\'s own code; a full disk is one line and exit 1', async () => {
+    // The reader closes its end at once (`| true`): the help is still the command's success.
+    const closed = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'router', 'diagnose', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    assert.deepEqual(closed, { code: 0, stderr: '' });
+    if (existsSync('/dev/full')) {
+      const full = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const out = openSync('/dev/full', 'w');
+        const child = spawn(process.execPath, [CLI, '--help'], { stdio: ['ignore', out, 'pipe'] });
+        closeSync(out);
+        let stderr = '';
+        child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+        child.on('close', (code) => resolve({ code, stderr }));
+      });
+      assert.deepEqual(full, { code: 1, stderr: 'svc-serving: error: cannot write the output (ENOSPC)\n' });
+    }
   });
 
   it('a node configuration with router_url but no router_key_env is refused at start (jobs could never run)', async () => {
