@@ -59,6 +59,8 @@ describe('Fastify servers: a request that never finishes arriving', () => {
           req.resume();
         }),
     });
+    // A route whose body is read (a body sent where no route takes it is answered at once).
+    app.post('/x', async () => ({}));
     const url = await listen(app, '127.0.0.1', 0);
     try {
       const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
@@ -157,6 +159,20 @@ describe('a body where no route takes it', () => {
       assert.match((await getWithBody('/read')).answer, /^HTTP\/1\.1 400 /);
       // Where a route takes it, the body is judged as before.
       assert.equal((await send('/write', 'POST', big)).status, 413);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a body to nowhere that stalls: the 404 at once, then the connection closed at the request timeout without a second answer', async () => {
+    const app = createHttpApp({ logger: pino({ level: 'silent' }), requestTimeoutMs: 400, connectionsCheckIntervalMs: 100 });
+    const url = await listen(app, '127.0.0.1', 0);
+    try {
+      const r = await unfinished(url, 'POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n', '{"a":', 5_000);
+      assert.equal(r.closed, true);
+      assert.match(r.answer, /^HTTP\/1\.1 404 /);
+      assert.equal(r.answer.match(/HTTP\/1\.1 /g)?.length, 1, r.answer);
+      assert.ok(r.ms < 4_000, `closed after ${r.ms} ms`);
     } finally {
       await app.close();
     }
