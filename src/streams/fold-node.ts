@@ -56,7 +56,12 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
   const heardAt = now ?? Number.POSITIVE_INFINITY;
   // An older observation never moves the source backwards; a repeated or late delta is
   // ignored; one from the future is not believed.
-  if (observedMs < m.lastObservedMs || observedMs > latest || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
+  if (observedMs > latest) {
+    snap.dropped.clock_ahead++;
+    snap.version++;
+    return snap;
+  }
+  if (observedMs < m.lastObservedMs || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
     snap.dropped.out_of_order++;
     snap.version++;
     return snap;
@@ -102,7 +107,7 @@ function entryOf(rec: WorkloadRecord, heardAt: number): MirrorEntry {
 function upsert(snap: NodeSnapshot, m: SourceMirror, rec: WorkloadRecord, latest: number, heardAt: number): boolean {
   const next = entryOf(rec, heardAt);
   if (next.updatedMs > latest || next.sourceMs > latest) {
-    snap.dropped.out_of_order++;
+    snap.dropped.clock_ahead++;
     return false;
   }
   const prev = m.records.get(rec.id);

@@ -44,6 +44,8 @@ export interface DropCounts {
   malformed: number;
   wrong_host: number;
   out_of_order: number;
+  /** Dated more than MAX_FUTURE_SKEW_MS ahead of the node's clock (a publisher whose clock is wrong, or a forged date). */
+  clock_ahead: number;
 }
 
 /**
@@ -78,7 +80,7 @@ export function createNodeSnapshot(host: string, mirrorCap = DEFAULT_MIRROR_CAP)
       router: emptyMirror('router'), controller: emptyMirror('controller'), benchmark: emptyMirror('benchmark'),
       media: emptyMirror('media'), recipe: emptyMirror('recipe'), manifest: emptyMirror('manifest'),
     },
-    dropped: { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0 },
+    dropped: { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0, clock_ahead: 0 },
     version: 0,
   };
 }

@@ -29,7 +29,7 @@ export interface NodeViewOptions {
 const RESYNC_MIN_INTERVAL_MS = 1000;
 /** Batches the fold dropped are reported in one log line at most this often. */
 export const DROP_REPORT_INTERVAL_MS = 60_000;
-const DROP_REASONS = ['oversized', 'malformed', 'wrong_host', 'out_of_order'] as const;
+const DROP_REASONS = ['oversized', 'malformed', 'wrong_host', 'out_of_order', 'clock_ahead'] as const;
 
 /**
  * The node's live view: folds every `svc.v1.<host>.obs.*` batch into the snapshot with
@@ -42,7 +42,7 @@ export class NodeView {
   private readonly snap$: BehaviorSubject<NodeSnapshot>;
   private lastResyncAt = Number.NEGATIVE_INFINITY;
   /** Drop counts as of the last `observation batches dropped` line. */
-  private reportedDrops: DropCounts = { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0 };
+  private reportedDrops: DropCounts = { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0, clock_ahead: 0 };
   private lastDropReportAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly opts: NodeViewOptions) {
@@ -104,20 +104,21 @@ export class NodeView {
 
   /**
    * One line, at most once a DROP_REPORT_INTERVAL_MS, with the batches dropped since the last:
-   * warn when a batch was oversized, malformed or for another host (a publisher out of step
-   * with this node: another version, a wrong host id), info when only out of order (a late or
-   * repeated delta, which a resync mends). Counts left over are in the next line.
+   * warn when a batch was oversized, malformed, for another host or dated ahead of this
+   * node's clock (a publisher out of step with this node: another version, a wrong host id,
+   * a wrong clock), info when only out of order (a late or repeated delta, which a resync
+   * mends). Counts left over are in the next line.
    */
   private maybeReportDrops(d: DropCounts): void {
     const r = this.reportedDrops;
-    if (d.oversized === r.oversized && d.malformed === r.malformed && d.wrong_host === r.wrong_host && d.out_of_order === r.out_of_order) return;
+    if (DROP_REASONS.every((k) => d[k] === r[k])) return;
     const now = this.now();
     if (now - this.lastDropReportAt < DROP_REPORT_INTERVAL_MS) return;
     const since = {} as Record<(typeof DROP_REASONS)[number], number>;
     for (const k of DROP_REASONS) since[k] = d[k] - r[k];
     this.reportedDrops = { ...d };
     this.lastDropReportAt = now;
-    const level = since.oversized + since.malformed + since.wrong_host > 0 ? 'warn' : 'info';
+    const level = since.oversized + since.malformed + since.wrong_host + since.clock_ahead > 0 ? 'warn' : 'info';
     this.opts.logger?.[level]({ host: this.opts.host, dropped: since }, 'observation batches dropped');
   }
 

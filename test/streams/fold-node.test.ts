@@ -46,14 +46,14 @@ describe('node fold', () => {
     const future = T0 + 10 * 365 * 86_400_000;
     const forged = rec(H, 'media', 'forged', { state: 'running', phase: 'running', at: future });
     s = foldNode(s, msg(batch(H, 'media', { at: future, upserts: [forged] })), T0);
-    assert.equal(s.dropped.out_of_order, 1);
+    assert.equal(s.dropped.clock_ahead, 1);
     assert.equal(src(q(s, T0), 'media').status, 'unavailable', 'nothing believable was heard');
     // The real actor's batches are folded as usual; a future record inside one is refused,
     // counted, and the source no longer claims to be whole (a record it sent is missing).
     const real = rec(H, 'media', 'real', { at: T0 });
     s = foldNode(s, msg(batch(H, 'media', { at: T0, upserts: [real, forged] })), T0);
     let m = src(q(s, T0 + 1000), 'media');
-    assert.equal(s.dropped.out_of_order, 2);
+    assert.equal(s.dropped.clock_ahead, 2);
     assert.equal(m.status, 'partial');
     assert.deepEqual(m.truncation, { returned: 1, omitted: null });
     assert.deepEqual(m.records.map((r) => r.id), [real.id]);
@@ -194,7 +194,7 @@ describe('node fold', () => {
     s = foldNode(s, msg(batch(H, 'media', { upserts: [rec('node-b', 'media', 'a')] })), T0);
     s = foldNode(s, msg(batch(H, 'benchmark')), T0); // owner does not match the subject
     s = foldNode(s, { type: 'message', subject: `svc.v1.${H}.obs.media`, data: new Uint8Array(1024 * 1024 + 1) }, T0);
-    assert.deepEqual({ ...s.dropped }, { oversized: 1, malformed: 5, wrong_host: 2, out_of_order: 0 });
+    assert.deepEqual({ ...s.dropped }, { oversized: 1, malformed: 5, wrong_host: 2, out_of_order: 0, clock_ahead: 0 });
     assert.equal(src(q(s, T0), 'media').status, 'unavailable');
   });
 
