@@ -86,10 +86,11 @@ export function originForm(url: string): string {
 }
 
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
+  const bodyLimit = opts.bodyLimit ?? 64 * 1024;
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: opts.bodyLimit ?? 64 * 1024,
+    bodyLimit,
     return503OnClosing: true,
     // Fastify's default is no limit at all: an authenticated client could hold a request open
     // forever by never finishing its body.
@@ -183,14 +184,20 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // 413 or 415 would speak of a body no route would read). Its bytes are drained, so the
   // connection can carry the next request; the body headers are dropped so that Fastify
   // hands the request straight to the not-found handler.
-  app.addHook('preParsing', (req, _reply, payload, done) => {
+  app.addHook('preParsing', (req, reply, payload, done) => {
     if (req.is404) {
+      settleUnreadBody(req.raw, reply, bodyLimit);
       const h = req.raw.headers;
-      if (h['content-length'] !== undefined || h['transfer-encoding'] !== undefined) req.raw.resume();
       delete h['content-length'];
       delete h['transfer-encoding'];
       delete h['content-type'];
     }
+    done(null, payload);
+  });
+  // Any other answer that goes out before its request's body was read (a refusal in
+  // onRequest: a missing Host, a repeated header, a body on a read) settles it the same way.
+  app.addHook('onSend', (req, reply, payload, done) => {
+    settleUnreadBody(req.raw, reply, bodyLimit);
     done(null, payload);
   });
   app.setNotFoundHandler((req, reply) => {
@@ -213,6 +220,23 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     done();
   });
   return app;
+}
+
+/**
+ * A request answered before anything read its body: a declared body within `limit` is read
+ * and dropped, so the connection carries the next request; a larger one, or a chunked one
+ * (its size unknown), is not read at all, and the connection closes after the answer. So no
+ * request that no route reads can make a server take in more than `limit` bytes of it.
+ */
+function settleUnreadBody(raw: IncomingMessage, reply: FastifyReply, limit: number): void {
+  // Read already, or being read (a route's parser, which answers its own failures).
+  if (raw.complete || raw.readableFlowing !== null) return;
+  const te = raw.headers['transfer-encoding'];
+  const cl = raw.headers['content-length'];
+  if (te === undefined && (cl === undefined || cl === '0')) return;
+  const len = Number(cl);
+  if (te === undefined && Number.isSafeInteger(len) && len <= limit) raw.resume();
+  else reply.header('connection', 'close');
 }
 
 /** A GET or HEAD that carries a body (a nonzero length, or any transfer coding). */

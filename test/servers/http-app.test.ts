@@ -149,16 +149,29 @@ describe('a body where no route takes it', () => {
       await res.arrayBuffer();
       assert.equal((await send('/nope', 'POST', 'not json', 'text/plain')).status, 404);
       assert.equal((await send('/write', 'PUT', '{"a":', 'application/json')).status, 405);
-      // A chunked upload of any size to nowhere: 404 too, and the connection carries the next request.
-      const chunked = await unfinished(url, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`, `${(50_000).toString(16)}\r\n${'b'.repeat(50_000)}\r\n0\r\n\r\nGET /read HTTP/1.1\r\nHost: x\r\n\r\n`, 1_500);
-      assert.match(chunked.answer, /^HTTP\/1\.1 404 /);
-      assert.match(chunked.answer, /HTTP\/1\.1 200 [\s\S]*\{"ok":true\}$/);
+      // A small declared body to nowhere is read and dropped: the connection carries the next request.
+      const small = await unfinished(url, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n`, `${'b'.repeat(500)}GET /read HTTP/1.1\r\nHost: x\r\n\r\n`, 1_500);
+      assert.match(small.answer, /^HTTP\/1\.1 404 /);
+      assert.match(small.answer, /HTTP\/1\.1 200 [\s\S]*\{"ok":true\}$/);
+      // A chunked body (size unknown) or one declared past the limit is not read at all: the
+      // 404, then the connection closes (a server never takes in an unbounded upload nobody reads).
+      for (const framing of ['Transfer-Encoding: chunked', `Content-Length: ${100_000_000_000}`]) {
+        const r = await unfinished(url, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`, `${(50_000).toString(16)}\r\n${'b'.repeat(50_000)}\r\n`, 3_000);
+        assert.match(r.answer, /^HTTP\/1\.1 404 /, framing);
+        assert.match(r.answer, /\r\nconnection: close\r\n/i, framing);
+        assert.equal(r.closed, true, framing);
+      }
       // GET with a body: to nowhere 404; to a read route 400 (filters sent there would be ignored).
       const getWithBody = (path: string) => unfinished(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\nConnection: close\r\n\r\n`, '{"a":1}', 1_500);
       assert.match((await getWithBody('/nope')).answer, /^HTTP\/1\.1 404 /);
       assert.match((await getWithBody('/read')).answer, /^HTTP\/1\.1 400 /);
       // Where a route takes it, the body is judged as before.
       assert.equal((await send('/write', 'POST', big)).status, 413);
+      // A refusal before any route reads the body (no Host) settles it the same way: a body
+      // past the limit is not taken in, the connection closes after the 400.
+      const noHost = await unfinished(url, `POST /write HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n`, 'c'.repeat(60_000), 3_000);
+      assert.match(noHost.answer, /^HTTP\/1\.1 400 /);
+      assert.equal(noHost.closed, true);
     } finally {
       await app.close();
     }
