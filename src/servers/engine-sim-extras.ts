@@ -142,7 +142,7 @@ export function handleTranscription(ctx: SimContext, req: IncomingMessage, res: 
   const duration = Math.round((file.data.length / BYTES_PER_SECOND) * 100) / 100;
   const stream = formBoolean(parts.get('stream'));
   if (stream === undefined) {
-    sendError(req, res, 400, "stream must be 'true' or 'false'", 'invalid_request_error', null, 'stream');
+    sendError(req, res, 400, 'stream must be a boolean', 'invalid_request_error', null, 'stream');
     return;
   }
   if (stream && FORMATS.has(format)) {
@@ -169,11 +169,17 @@ const WORDS = TRANSCRIPT.split(' ');
 /** Whisper's encoder reads 50 frames a second of audio: the sim's prompt tokens for a clip. */
 const AUDIO_TOKENS_PER_SECOND = 50;
 
-/** A form field that holds a boolean (`true`/`false`, as vLLM's form parser reads them); absent is false, anything else undefined. */
+const FORM_TRUE: ReadonlySet<string> = new Set(['true', '1', 'yes', 'on', 't', 'y']);
+const FORM_FALSE: ReadonlySet<string> = new Set(['false', '0', 'no', 'off', 'f', 'n']);
+
+/**
+ * A form field that holds a boolean, read as vLLM's form model (pydantic) reads one: true,
+ * 1, yes, on, t, y and their opposites, in any case; absent is false, anything else undefined.
+ */
 function formBoolean(part: FormPart | undefined): boolean | undefined {
   if (part === undefined) return false;
   const v = part.data.toString('utf8').trim().toLowerCase();
-  return v === 'true' ? true : v === 'false' ? false : undefined;
+  return FORM_TRUE.has(v) ? true : FORM_FALSE.has(v) ? false : undefined;
 }
 
 /**
@@ -191,12 +197,16 @@ function streamTranscription(ctx: SimContext, req: IncomingMessage, res: SimResp
   const head = `data: {"id":"${id}","object":"transcription.chunk","created":${Math.floor(Date.now() / 1000)},"model":${ctx.modelJson},"choices":`;
   const promptTokens = Math.max(1, Math.round(duration * AUDIO_TOKENS_PER_SECOND));
   const usage = wantUsage ? `${head}[],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${n},"total_tokens":${promptTokens + n}}}\n\n` : '';
-  const chunks = WORDS.map((w, i) => `${head}[{"delta":{"content":${JSON.stringify(i === 0 ? w : ` ${w}`)}},"finish_reason":null,"stop_reason":null}]}\n\n`);
+  // Word i of the text, the text over again past its end: every word after the first one
+  // comes with its leading space.
+  const chunk = (text: string): string => `${head}[{"delta":{"content":${JSON.stringify(text)}},"finish_reason":null,"stop_reason":null}]}\n\n`;
+  const first = chunk(WORDS[0]!);
+  const later = WORDS.map((w) => chunk(` ${w}`));
   const errorAfter = d?.errorAfter ?? -1;
   const failed = errorAfter >= 0 && errorAfter < n;
   const script: Script = {
     pre: '',
-    tok: (i) => chunks[i % chunks.length]!,
+    tok: (i) => (i === 0 ? first : later[i % later.length]!),
     end: failed
       ? `data: ${simulatedFailure(500)}\n\n${DONE}`
       : `${head}[{"delta":{},"finish_reason":"stop","stop_reason":null}]}\n\n${usage}${DONE}`,

@@ -327,7 +327,11 @@ describe('engine sim', () => {
     // Directives in the prompt field: a stream cut after two words, without [DONE].
     const cut = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'true', prompt: 'sim:fail_after=2' }) });
     await assert.rejects(cut.text());
-    const bad = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'yes' }) });
+    // Past the nine words of the text it starts over, each word after the first with its space.
+    const long = (await (await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'yes', prompt: 'sim:tokens=11' }) })).text())
+      .split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)).choices[0]?.delta.content ?? '').join('');
+    assert.equal(long, 'The quick brown fox jumps over the lazy dog. The quick');
+    const bad = await fetch(`${sim.url}/v1/audio/transcriptions`, { method: 'POST', body: form({ stream: 'maybe' }) });
     assert.equal(bad.status, 400);
     assert.equal((await json(bad)).error.param, 'stream');
   });
