@@ -100,7 +100,7 @@ function message(b: ObservationBatch): Extract<FoldEvent, { type: 'message' }> {
 function foldAll(snap: NodeSnapshot, events: readonly FoldEvent[]): NodeSnapshot {
   for (const ev of events) snap = foldNode(snap, ev, T0);
   const d = snap.dropped;
-  if (d.malformed + d.oversized + d.wrong_host + d.out_of_order !== 0) throw new Error(`fold dropped batches: ${JSON.stringify(d)}`);
+  if (d.malformed + d.oversized + d.wrong_host + d.out_of_order + d.clock_ahead !== 0) throw new Error(`fold dropped batches: ${JSON.stringify(d)}`);
   return snap;
 }
 
