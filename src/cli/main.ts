@@ -8,19 +8,25 @@
 // is told nothing more, and the command ends as it would have; output that cannot be
 // written (a full disk) is one fixed line and exit 1. Servers log through their own
 // destination (pino), so this never stops one.
-let unwritable = false;
-process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-  if (err.code === 'EPIPE') return;
-  if (!unwritable) {
-    unwritable = true;
-    const code = typeof err.code === 'string' && /^[A-Z][A-Z0-9_]{1,40}$/.test(err.code) ? ` (${err.code})` : '';
-    process.stderr.write(`svc-serving: error: cannot write the output${code}\n`);
-  }
-  process.exitCode = 1;
-});
-process.stderr.on('error', () => {
-  // Nowhere left to report anything.
-});
+// Once per process (a test may evaluate this module many times in one).
+const GUARDED = Symbol.for('svc-serving.output-guard');
+const flags = globalThis as { [GUARDED]?: true };
+if (!flags[GUARDED]) {
+  flags[GUARDED] = true;
+  let unwritable = false;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') return;
+    if (!unwritable) {
+      unwritable = true;
+      const code = typeof err.code === 'string' && /^[A-Z][A-Z0-9_]{1,40}$/.test(err.code) ? ` (${err.code})` : '';
+      process.stderr.write(`svc-serving: error: cannot write the output${code}\n`);
+    }
+    process.exitCode = 1;
+  });
+  process.stderr.on('error', () => {
+    // Nowhere left to report anything.
+  });
+}
 
 let run: ((argv: string[]) => Promise<void>) | undefined;
 try {
