@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import { nodeResultJson } from '../schema/result-json.js';
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { FleetResult, NodeResult } from '../schema/envelopes.js';
@@ -27,7 +28,8 @@ export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (app:
     const tool = opts.tools[name];
     if (!tool) throw new NotFoundError();
     const result = await tool(args);
-    return reply.type('application/json').send(result);
+    // A node's answer is sent with its records' texts reused (nodeResultJson); a fleet's as it is.
+    return reply.type('application/json').send('expected_host' in result ? nodeResultJson(result) : result);
   });
 };
 

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { nodeResultJson } from '../schema/result-json.js';
 import { ErrorCode, SvcError, problemFor } from '../errors.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterArgs, resolveFilters, type Filters } from '../schema/filters.js';
@@ -39,10 +40,10 @@ export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) =
         if (hasDuplicateKey(text, args)) throw new SvcError(ErrorCode.INVALID_INPUT);
       }
       const f = resolveFilters(parseFilterArgs(args));
-      let reply = encoder.encode(JSON.stringify(query(f)));
+      let reply = encoder.encode(nodeResultJson(query(f)));
       for (let limit = f.limit; reply.byteLength > bus.maxPayload && limit > 0; ) {
         limit = Math.floor(limit / 2);
-        reply = encoder.encode(JSON.stringify(query({ ...f, limit })));
+        reply = encoder.encode(nodeResultJson(query({ ...f, limit })));
       }
       // Not even the sources without records fit: the fixed problem (a few dozen bytes).
       if (reply.byteLength > bus.maxPayload) throw new SvcError(ErrorCode.UNAVAILABLE);

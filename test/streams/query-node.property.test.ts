@@ -6,6 +6,7 @@ import {
   type Outcome, type Owner, type Phase, type Quality, type ResultStatus, type SourceReason, type State,
 } from '../../src/schema/enums.js';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
+import { nodeResultJson } from '../../src/schema/result-json.js';
 import { resolveFilters, type FilterArgs, type Filters } from '../../src/schema/filters.js';
 import { formatTimestamp } from '../../src/schema/primitives.js';
 import { isValidRecord, type WorkloadRecord } from '../../src/schema/record.js';
@@ -338,6 +339,11 @@ function run(sc: Scenario): void {
   const f = resolveFilters(sc.args);
   const res = queryNode(built.snap, f, NOW, { staleAfterMs: sc.staleAfterMs, owners: sc.owners });
   checkInvariants(sc, res, f, reference(sc, built, f));
+  // The text the servers send is JSON.stringify's, byte for byte, the first time and when
+  // the same records are served again (their cached texts).
+  assert.equal(nodeResultJson(res), JSON.stringify(res));
+  const again = queryNode(built.snap, f, NOW, { staleAfterMs: sc.staleAfterMs, owners: sc.owners });
+  assert.equal(nodeResultJson(again), JSON.stringify(again));
 }
 
 // The assertion's own message tells what broke; fast-check hides it unless asked. Shrinking

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { nodeResultJson } from '../../schema/result-json.js';
 import type { AuthorizationPolicy } from '../../auth/policy.js';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import type { RouterConfig } from '../../config/router-config.js';
@@ -51,7 +52,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     if (o.keys.accepts(req.headers.authorization)) throw new ForbiddenError();
     o.policy.authorize(req.headers.authorization, 'workloads:read');
     const f = resolveFilters(parseFilterQuery(rawQuery(req)));
-    return reply.type('application/json').send(await o.workloads(f));
+    return reply.type('application/json').send(nodeResultJson(await o.workloads(f)));
   });
 
   app.get('/v1/models', async (req, reply) => {
