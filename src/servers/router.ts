@@ -179,15 +179,17 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   });
   metrics = new RouterMetrics(registry, cfg.models.map((m) => m.alias));
   // A journal left behind: the last router on this log was killed, and its requests of the
-  // last second may have no record at all (known before the window is restored from the log).
+  // last moments may have no record at all (known before the window is restored from the log).
   if (decisionLog && existsSync(`${decisionLog.path}.inflight`)) decisionLog.markUnclean();
   // After a restart the window holds what it held before (the decision log's last day), and
   // requests the previous process died with get the one record they never had.
   const restored = registry.restore();
   if (restored > 0) log.info({ records: restored }, 'terminal records restored from the decision log');
   let journal: InflightJournal | undefined;
+  let stopJournalNudges: (() => void) | undefined;
   if (decisionLog) {
-    journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log, { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION });
+    const dl = decisionLog;
+    journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log, { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION }, () => dl.flushQuietly());
     const left = InflightJournal.read(journal.path);
     let interrupted: number;
     try {
@@ -204,6 +206,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     // request, or a kill now would record it at the next start as one the router ended.
     const j = journal;
     decisionLog.onRotated = () => j.write(true);
+    // A request that began is named in the journal within the log's flush delay.
+    stopJournalNudges = registry.onChange(() => j.soon());
   }
   const upstreams = new Map<string, Upstream>();
   const pools: Pool[] = [];
@@ -288,6 +292,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     // The last queued records may still rotate the log as it closes: the journal is gone by
     // then (a graceful stop leaves none behind), so no rotation rewrites it.
     if (decisionLog) decisionLog.onRotated = undefined;
+    stopJournalNudges?.();
     journal?.stop();
     actor.stop();
     view.stop();

@@ -31,20 +31,27 @@ export interface RouterIdentity {
   readonly package_version: string;
 }
 
-/** How often the journal is brought up to date while requests come and go. */
+/** How often the journal is brought up to date while requests are in flight (their phases, and that they were alive). */
 export const INFLIGHT_WRITE_MS = 1_000;
+/**
+ * A request that began is in the journal within this long: the decision log's own flush
+ * delay, so that a `kill -9` loses no more of the requests in flight than of the records.
+ */
+export const INFLIGHT_SOON_MS = 20;
 
 /**
  * The router's requests in flight, kept on disk beside the decision log
- * (`<decision_log_path>.inflight`, rewritten whole at most once a second when they changed,
- * by write-and-rename). A router killed with requests in flight cannot write their records;
- * the next start finds them here and records each as an `error` that the router ended (see
- * RouterRegistry.recordInterrupted). A request that began and died within the last second
- * before the kill may be missing from it.
+ * (`<decision_log_path>.inflight`, rewritten whole by write-and-rename within INFLIGHT_SOON_MS
+ * of a change, and once a second while requests are in flight). A router killed with
+ * requests in flight cannot write their records; the next start finds them here and records
+ * each as an `error` that the router ended (see RouterRegistry.recordInterrupted). A request
+ * that began within the last INFLIGHT_SOON_MS before the kill may be missing from it, as a
+ * record finished in that time may be missing from the decision log.
  */
 export class InflightJournal {
   private written = -1;
   private timer: NodeJS.Timeout | undefined;
+  private soonTimer: NodeJS.Timeout | undefined;
   private failed = false;
   /** Stopped: nothing writes the file again (a graceful stop removed it). */
   private stopped = false;
@@ -54,7 +61,27 @@ export class InflightJournal {
     private readonly registry: RouterRegistry,
     private readonly logger: Logger | undefined,
     private readonly identity?: RouterIdentity,
+    /**
+     * Runs before each write: the decision log's queued records go to disk first, so that a
+     * request the journal stops naming (it finished) is never in neither file.
+     */
+    private readonly beforeWrite?: () => void,
   ) {}
+
+  /**
+   * A request began (or the set changed): the journal is written within INFLIGHT_SOON_MS,
+   * once for all the changes in between. Before, a request was named only at the next
+   * once-a-second write, and a `kill -9` in that second left it with no record at all,
+   * though its client may already have held its id.
+   */
+  soon(): void {
+    if (this.soonTimer !== undefined || this.stopped) return;
+    this.soonTimer = setTimeout(() => {
+      this.soonTimer = undefined;
+      this.write();
+    }, INFLIGHT_SOON_MS);
+    this.soonTimer.unref();
+  }
 
   /** Starts keeping the file up to date. */
   start(): void {
@@ -73,6 +100,7 @@ export class InflightJournal {
     if (!force && version === this.written && this.registry.active.size === 0) return;
     const tmp = `${this.path}.tmp`;
     try {
+      this.beforeWrite?.();
       let text = '';
       for (const a of this.registry.active.values()) {
         const e: InflightEntry = {
@@ -99,6 +127,8 @@ export class InflightJournal {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    clearTimeout(this.soonTimer);
+    this.soonTimer = undefined;
     if (this.registry.active.size === 0) rmSync(this.path, { force: true });
     else this.write();
     this.stopped = true;
