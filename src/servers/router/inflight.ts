@@ -1,7 +1,7 @@
 import { existsSync, renameSync, rmSync, statSync } from 'node:fs';
 import { readRegularFile, writeNewFile } from '../../config/safe-files.js';
 import type { Logger } from 'pino';
-import type { RouterRegistry } from '../../actors/router-registry.js';
+import type { ActiveRequest, RouterRegistry } from '../../actors/router-registry.js';
 import { ALIAS_PATTERN } from '../../config/router-config.js';
 import { takeProcessLock } from '../../stores/process-lock.js';
 import { jsonObjectLine } from './decision-lines.js';
@@ -52,6 +52,8 @@ export class InflightJournal {
   private written = -1;
   private timer: NodeJS.Timeout | undefined;
   private soonTimer: NodeJS.Timeout | undefined;
+  /** Each request's line as last written, while the request lives. */
+  private readonly lines = new WeakMap<ActiveRequest, { phase: string; line: string }>();
   private failed = false;
   /** Stopped: nothing writes the file again (a graceful stop removed it). */
   private stopped = false;
@@ -102,16 +104,7 @@ export class InflightJournal {
     try {
       this.beforeWrite?.();
       let text = '';
-      for (const a of this.registry.active.values()) {
-        const e: InflightEntry = {
-          gateway_request_id: a.gid, request_id: a.requestId, model: a.model, route: a.route, started_at: formatTimestamp(a.startedAt), phase: a.phase,
-          ...(a.sessionId ? { session_id: a.sessionId } : {}),
-          ...(a.workbenchRunId ? { workbench_run_id: a.workbenchRunId } : {}),
-          ...(a.taskId ? { task_id: a.taskId } : {}),
-          ...(this.identity ?? {}),
-        };
-        text += JSON.stringify(e) + '\n';
-      }
+      for (const a of this.registry.active.values()) text += this.lineOf(a);
       writeNewFile(tmp, text);
       renameSync(tmp, this.path);
       this.written = version;
@@ -121,6 +114,22 @@ export class InflightJournal {
       if (!this.failed) this.logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code } }, 'in-flight journal write failed');
       this.failed = true;
     }
+  }
+
+  /** A request's journal line, made again only when its phase changed (the rest never does). */
+  private lineOf(a: ActiveRequest): string {
+    const cached = this.lines.get(a);
+    if (cached !== undefined && cached.phase === a.phase) return cached.line;
+    const e: InflightEntry = {
+      gateway_request_id: a.gid, request_id: a.requestId, model: a.model, route: a.route, started_at: formatTimestamp(a.startedAt), phase: a.phase,
+      ...(a.sessionId ? { session_id: a.sessionId } : {}),
+      ...(a.workbenchRunId ? { workbench_run_id: a.workbenchRunId } : {}),
+      ...(a.taskId ? { task_id: a.taskId } : {}),
+      ...(this.identity ?? {}),
+    };
+    const line = JSON.stringify(e) + '\n';
+    this.lines.set(a, { phase: a.phase, line });
+    return line;
   }
 
   /** Stops; after a graceful stop every request has its record, so the file goes. */
