@@ -21,7 +21,8 @@ const HOLE_JSON = /"\\u0000records\\u0000"/g;
 /**
  * `JSON.stringify(result)`, byte for byte, with each record's text reused from the last time
  * that record was served: serializing a thousand records was most of the cost of the widest
- * `node_workloads` answer. Used wherever a NodeResult is sent (HTTP, NATS, MCP).
+ * `node_workloads` answer. Used where a NodeResult is sent as text (HTTP and NATS; the MCP SDK
+ * serializes its own messages).
  */
 export function nodeResultJson(result: NodeResult): string {
   const lists: string[] = [];

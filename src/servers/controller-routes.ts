@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
-import { nodeResultJson } from '../schema/result-json.js';
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import type { FleetResult, NodeResult } from '../schema/envelopes.js';
 import { resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { parseToolCall, type ToolName } from './tools-call.js';
+import { nodeResultJson } from '../schema/result-json.js';
 
 export interface ToolsCallOptions {
   readonly policy: AuthorizationPolicy;

@@ -180,10 +180,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw) || (bodyOnRead(req.raw) && !req.is404) ? new InvalidInputError() : undefined);
   });
   // A body sent where no route takes it (an unknown path, or a method the path does not
-  // serve) is not read at all: the answer is the 404 or 405, whatever its size or type (a
-  // 413 or 415 would speak of a body no route would read). Its bytes are drained, so the
-  // connection can carry the next request; the body headers are dropped so that Fastify
-  // hands the request straight to the not-found handler.
+  // serve) is not parsed: the answer is the 404 or 405, whatever its size or type (a 413 or
+  // 415 would speak of a body no route would read). It is settled as any unread body is
+  // (settleUnreadBody), and the body headers are dropped so that Fastify hands the request
+  // straight to the not-found handler.
   app.addHook('preParsing', (req, reply, payload, done) => {
     if (req.is404) {
       settleUnreadBody(req.raw, reply, bodyLimit);

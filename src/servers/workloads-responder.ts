@@ -1,10 +1,10 @@
 import type { Logger } from 'pino';
-import { nodeResultJson } from '../schema/result-json.js';
 import { ErrorCode, SvcError, problemFor } from '../errors.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterArgs, resolveFilters, type Filters } from '../schema/filters.js';
 import type { Bus, BusService } from '../streams/bus.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { nodeResultJson } from '../schema/result-json.js';
 
 /** The request/reply subject a node controller answers `node_workloads` on. */
 export function workloadsSubject(host: string): string {

@@ -65,7 +65,7 @@ export class InflightJournal {
     private readonly identity?: RouterIdentity,
     /**
      * Runs before each write: the decision log's queued records go to disk first, so that a
-     * request the journal stops naming (it finished) is never in neither file.
+     * request the journal stops naming (it finished) is always in one of the two files.
      */
     private readonly beforeWrite?: () => void,
   ) {}

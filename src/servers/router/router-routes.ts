@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
-import { nodeResultJson } from '../../schema/result-json.js';
 import type { AuthorizationPolicy } from '../../auth/policy.js';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import type { RouterConfig } from '../../config/router-config.js';
@@ -9,6 +8,7 @@ import { parseFilterQuery, resolveFilters, type Filters } from '../../schema/fil
 import { LEGACY_ID_RE, GENERATED_ID_RE, OPAQUE_ID_RE } from '../../schema/terminal-record.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import type { RouterMetrics } from './metrics.js';
+import { nodeResultJson } from '../../schema/result-json.js';
 
 export interface RouterRoutesOptions {
   readonly cfg: RouterConfig;
