@@ -10,6 +10,25 @@ import { JobStore } from '../../src/stores/job-store.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { eventually } from '../support/processes.js';
 
+/** A started benchmark actor of node-a over the store at `path`, the batches it published, and its end. */
+function running(path: string) {
+  const bus = new InProcessBus();
+  const batches: ObservationBatch[] = [];
+  const sub = bus.subscribe('svc.v1.node-a.obs.benchmark').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+  const actor = createJobActor({ host: 'node-a', owner: 'benchmark', storePath: path, bus, staleAfterMs: 30_000 });
+  actor.start();
+  return {
+    batches,
+    actor,
+    async end() {
+      actor.stop();
+      actor.closeStore();
+      sub.unsubscribe();
+      await bus.close();
+    },
+  };
+}
+
 describe('job actor', () => {
   it('rows no record can carry (a count past the contract, a time past any timestamp) are left out; the rest stay, the source partial (malformed, count unknown)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-jobactor-'));
@@ -26,11 +45,7 @@ describe('job actor', () => {
     const raw = new Database(path);
     raw.prepare('update jobs set created_at = ?, updated_at = ? where id = ?').run(1e20, 1e20, 'bench_2123456789abcdef01234567');
     raw.close();
-    const bus = new InProcessBus();
-    const batches: ObservationBatch[] = [];
-    const sub = bus.subscribe('svc.v1.node-a.obs.benchmark').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
-    const actor = createJobActor({ host: 'node-a', owner: 'benchmark', storePath: path, bus, staleAfterMs: 30_000 });
-    actor.start();
+    const { batches, actor, end } = running(path);
     try {
       const b = await eventually(() => batches.find((x) => x.full), 5_000);
       assert.equal(b.status, 'partial');
@@ -42,11 +57,8 @@ describe('job actor', () => {
       assert.ok(big, 'the record with a count past the contract is kept without progress');
       assert.deepEqual(b.upserts.find((r) => r.progress !== undefined)?.progress, { completed: 1, total: 10, unit: 'requests' });
     } finally {
-      actor.stop();
-      actor.closeStore();
       store.close();
-      sub.unsubscribe();
-      await bus.close();
+      await end();
     }
   });
 
@@ -56,11 +68,7 @@ describe('job actor', () => {
     const store = JobStore.openForOwner(path);
     const t = Date.now();
     store.insert({ id: 'bench_0123456789abcdef01234567', kind: 'benchmark', native_state: 'running', outcome: null, progress_completed: 1, progress_total: 10, created_at: t, updated_at: t, heartbeat_at: t, summary: null });
-    const bus = new InProcessBus();
-    const batches: ObservationBatch[] = [];
-    const sub = bus.subscribe('svc.v1.node-a.obs.benchmark').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
-    const actor = createJobActor({ host: 'node-a', owner: 'benchmark', storePath: path, bus, staleAfterMs: 30_000 });
-    actor.start();
+    const { batches, actor, end } = running(path);
     try {
       await eventually(() => batches.some((b) => b.status === 'complete' && b.upserts.length === 1), 5_000);
       rmSync(dir, { recursive: true, force: true });
@@ -68,11 +76,8 @@ describe('job actor', () => {
       const last = await eventually(() => batches.find((b) => b.status === 'unavailable'), 5_000);
       assert.equal(last.reason, 'inspection-error');
     } finally {
-      actor.stop();
-      actor.closeStore();
       store.close();
-      sub.unsubscribe();
-      await bus.close();
+      await end();
     }
   });
 });

@@ -8,14 +8,20 @@ import { DROP_REPORT_INTERVAL_MS, NodeView } from '../../src/streams/node-view.j
 
 const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 10));
 
+/** A started node view of node-a on an in-process bus, its log lines and its clock (the test moves `clock.now`). */
+function started() {
+  const bus = new InProcessBus();
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+  const clock = { now: Date.parse('2026-11-27T06:00:00.000Z') };
+  const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 30_000, owners: ['router'], now: () => clock.now, logger });
+  view.start();
+  return { bus, lines, view, clock };
+}
+
 describe('node view: dropped batches', () => {
   it('reports batches the fold dropped in one line at most a minute, warn for malformed ones, info when only out of order', async () => {
-    const bus = new InProcessBus();
-    const lines: Record<string, unknown>[] = [];
-    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
-    let now = Date.parse('2026-11-27T06:00:00.000Z');
-    const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 30_000, owners: ['router'], now: () => now, logger });
-    view.start();
+    const { bus, lines, view, clock } = started();
     const dropLines = (): Record<string, unknown>[] => lines.filter((l) => l['msg'] === 'observation batches dropped');
     const enc = new TextEncoder();
 
@@ -31,30 +37,25 @@ describe('node view: dropped batches', () => {
     assert.equal(dropLines().length, 1);
     assert.equal(view.snapshot.dropped.malformed, 51);
     // A minute on, the next event reports what was left over: the 50 since the last line.
-    now += DROP_REPORT_INTERVAL_MS;
+    clock.now += DROP_REPORT_INTERVAL_MS;
     bus.publish('svc.v1.node-a.obs.router', enc.encode('[]'));
     await settle();
     assert.equal(dropLines().length, 2);
     assert.deepEqual(dropLines()[1]!['dropped'], { oversized: 0, malformed: 51, wrong_host: 0, out_of_order: 0, clock_ahead: 0 });
     // Nothing dropped since: nothing more is said, however long it runs.
-    now += DROP_REPORT_INTERVAL_MS;
+    clock.now += DROP_REPORT_INTERVAL_MS;
     view.stop();
     assert.equal(dropLines().length, 2);
     assert.ok(!JSON.stringify(lines).includes('not json at all'), 'the dropped bytes are never logged');
   });
 
   it('a batch older than one already folded is out of order (info); one dated ahead of the node\'s clock is a warning', async () => {
-    const bus = new InProcessBus();
-    const lines: Record<string, unknown>[] = [];
-    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
-    let now = Date.parse('2026-11-27T06:00:00.000Z');
-    const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 30_000, owners: ['router'], now: () => now, logger });
-    view.start();
+    const { bus, lines, view, clock } = started();
     const sent: BusMsg[] = [];
     const sub = bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => sent.push(m));
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => ({ status: 'complete', records: [] }), now: () => now, staleAfterMs: 30_000 });
+    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => ({ status: 'complete', records: [] }), now: () => clock.now, staleAfterMs: 30_000 });
     await actor.step(true);
-    now += 1000;
+    clock.now += 1000;
     await actor.step(true);
     await settle();
     assert.equal(sent.length, 2);
@@ -67,8 +68,8 @@ describe('node view: dropped batches', () => {
     assert.deepEqual(drop[0]!['dropped'], { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 1, clock_ahead: 0 });
     // A publisher whose clock runs five minutes ahead: every batch of it is refused, and that
     // is a warning (no resync mends a wrong clock).
-    now += 60_000;
-    const ahead = new OwnerActor({ host: 'node-a', owner: 'media', bus, read: () => ({ status: 'complete', records: [] }), now: () => now + 300_000, staleAfterMs: 30_000 });
+    clock.now += 60_000;
+    const ahead = new OwnerActor({ host: 'node-a', owner: 'media', bus, read: () => ({ status: 'complete', records: [] }), now: () => clock.now + 300_000, staleAfterMs: 30_000 });
     await ahead.step(true);
     await settle();
     const more = lines.filter((l) => l['msg'] === 'observation batches dropped');
