@@ -5,7 +5,8 @@ import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js'
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 import { eventually } from '../support/processes.js';
 import { UPSTREAM_KEY, raw, useRouterE2E, user } from '../support/router-e2e.js';
-import type { RecordingUpstream, RouterHarness } from '../support/router-harness.js';
+import type { RecordingUpstream } from '../support/recording-upstream.js';
+import type { RouterHarness } from '../support/router-harness.js';
 
 describe('router end to end: one record per request, identifiers, headers, active and session views', () => {
   const e = useRouterE2E();

@@ -8,7 +8,8 @@ import OpenAI from 'openai';
 import type { EngineSim } from '../../src/servers/engine-sim.js';
 import { eventually } from '../support/processes.js';
 import { CEIL, useRouterE2E, user } from '../support/router-e2e.js';
-import type { RecordingUpstream, RouterHarness } from '../support/router-harness.js';
+import type { RecordingUpstream } from '../support/recording-upstream.js';
+import type { RouterHarness } from '../support/router-harness.js';
 
 describe('router end to end: outcomes (engine sim and router as real processes, OpenAI SDK client)', () => {
   const e = useRouterE2E();

@@ -16,7 +16,7 @@ import { RelayAbort } from '../../src/servers/router/relay-support.js';
 import { lastEventEnd } from '../../src/servers/router/stream-observer.js';
 import { multipartField, replaceMultipartField } from '../../src/servers/router/multipart.js';
 import { StreamObserver, estimateTokens, finishReasonOf, promptChars } from '../../src/servers/router/stream-observer.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../support/router-harness.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../support/recording-upstream.js';
 import { rec } from '../support/terminal-records.js';
 import { writeTestPolicy } from '../support/policy.js';
 

@@ -12,7 +12,8 @@ import type OpenAI from 'openai';
 import { pino } from 'pino';
 import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
 import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
-import { startRecordingUpstream, startRouterHarness, type RecordingUpstream, type RouterHarness } from './router-harness.js';
+import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
+import { startRouterHarness, type RouterHarness } from './router-harness.js';
 
 export const GID = /^req_[0-9a-f]{32}$/;
 // One spelling from the raw relay and the Fastify routes alike.
