@@ -48,6 +48,14 @@ export interface DropCounts {
   clock_ahead: number;
 }
 
+/** Every drop reason, in the order the counts are reported. */
+export const DROP_REASONS = ['oversized', 'malformed', 'wrong_host', 'out_of_order', 'clock_ahead'] as const satisfies readonly (keyof DropCounts)[];
+
+/** Counts of a fold that has dropped nothing yet. */
+export function noDrops(): DropCounts {
+  return { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0, clock_ahead: 0 };
+}
+
 /**
  * The node fold's state. The fold owns it and updates it in place (see fold-node.ts for why);
  * readers treat it as read-only and pass `now` explicitly.
@@ -80,7 +88,7 @@ export function createNodeSnapshot(host: string, mirrorCap = DEFAULT_MIRROR_CAP)
       router: emptyMirror('router'), controller: emptyMirror('controller'), benchmark: emptyMirror('benchmark'),
       media: emptyMirror('media'), recipe: emptyMirror('recipe'), manifest: emptyMirror('manifest'),
     },
-    dropped: { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0, clock_ahead: 0 },
+    dropped: noDrops(),
     version: 0,
   };
 }

@@ -5,7 +5,7 @@ import type { NodeResult, ObservationBatch } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { resilientSubscription, type Bus } from './bus.js';
 import { foldNode, type FoldEvent } from './fold-node.js';
-import { createNodeSnapshot, DEFAULT_MIRROR_CAP, type DropCounts, type NodeSnapshot } from './node-snapshot.js';
+import { createNodeSnapshot, DEFAULT_MIRROR_CAP, DROP_REASONS, noDrops, type DropCounts, type NodeSnapshot } from './node-snapshot.js';
 import { queryNode, type QueryOptions } from './query-node.js';
 
 export interface NodeViewOptions {
@@ -29,7 +29,6 @@ export interface NodeViewOptions {
 const RESYNC_MIN_INTERVAL_MS = 1000;
 /** Batches the fold dropped are reported in one log line at most this often. */
 export const DROP_REPORT_INTERVAL_MS = 60_000;
-const DROP_REASONS = ['oversized', 'malformed', 'wrong_host', 'out_of_order', 'clock_ahead'] as const;
 
 /**
  * The node's live view: folds every `svc.v1.<host>.obs.*` batch into the snapshot with
@@ -42,7 +41,7 @@ export class NodeView {
   private readonly snap$: BehaviorSubject<NodeSnapshot>;
   private lastResyncAt = Number.NEGATIVE_INFINITY;
   /** Drop counts as of the last `observation batches dropped` line. */
-  private reportedDrops: DropCounts = { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0, clock_ahead: 0 };
+  private reportedDrops: DropCounts = noDrops();
   private lastDropReportAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly opts: NodeViewOptions) {
@@ -114,7 +113,7 @@ export class NodeView {
     if (DROP_REASONS.every((k) => d[k] === r[k])) return;
     const now = this.now();
     if (now - this.lastDropReportAt < DROP_REPORT_INTERVAL_MS) return;
-    const since = {} as Record<(typeof DROP_REASONS)[number], number>;
+    const since = noDrops();
     for (const k of DROP_REASONS) since[k] = d[k] - r[k];
     this.reportedDrops = { ...d };
     this.lastDropReportAt = now;

@@ -2,6 +2,7 @@ import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSy
 import { makeDirs, openRegularFile } from '../../config/safe-files.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
+import { flushAtExit, forgetAtExit } from './exit-flush.js';
 import { LossMarks } from './loss-marks.js';
 
 /** The log is opened to append (`a+`); never a FIFO or a device, which could block every write. */
@@ -22,10 +23,6 @@ const OUT_BYTES = 64 * 1024;
 const MAX_KEPT_OUT_BYTES = 4 * 1024 * 1024;
 /** `fd` of a closed log: nothing more is written or retried. */
 const CLOSED = -2;
-
-/** Logs with queued records, written out synchronously if the process exits (a crash included). */
-const openLogs = new Set<DecisionLog>();
-let exitHookInstalled = false;
 
 /**
  * Rotated JSONL of terminal records (`server.decision_log_path`). Finished records are
@@ -128,14 +125,7 @@ export class DecisionLog {
         this.flushQuietly();
       }, this.flushDelayMs);
       this.timer.unref();
-      openLogs.add(this);
-      if (!exitHookInstalled) {
-        exitHookInstalled = true;
-        process.on('exit', () => {
-          // A copy: a log whose write fails again re-enters the set (its retry), which must not loop here.
-          for (const log of [...openLogs]) log.flushQuietly(true);
-        });
-      }
+      flushAtExit(this);
     }
   }
 
@@ -149,7 +139,7 @@ export class DecisionLog {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    openLogs.delete(this);
+    forgetAtExit(this);
     if (this.pending.length === 0) return;
     const lines = this.pending;
     this.pending = [];
@@ -241,7 +231,7 @@ export class DecisionLog {
       this.flushQuietly(true);
     }, Math.max(0, this.retryAt - Date.now()));
     this.timer.unref();
-    openLogs.add(this);
+    flushAtExit(this);
   }
 
   /** Writes what is queued, then closes the file. Records that cannot be written mark the log (they are lost to it). */
@@ -249,7 +239,7 @@ export class DecisionLog {
     if (this.pending.length > 0) this.flushQuietly(true);
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    openLogs.delete(this);
+    forgetAtExit(this);
     if (this.pending.length > 0) {
       this.pending = [];
       this.markUnclean();

@@ -5,6 +5,7 @@ import type { ActiveRequest, RouterRegistry } from '../../actors/router-registry
 import { ALIAS_PATTERN } from '../../config/router-config.js';
 import { takeProcessLock } from '../../stores/process-lock.js';
 import { jsonObjectLine } from './decision-lines.js';
+import { DEFAULT_FLUSH_DELAY_MS } from './decision-log.js';
 import { REQUEST_PHASES } from '../../actors/router-mapping.js';
 import { formatTimestamp, parseTimestamp } from '../../schema/primitives.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, ROUTES, type RouteName } from '../../schema/terminal-record.js';
@@ -37,7 +38,7 @@ export const INFLIGHT_WRITE_MS = 1_000;
  * A request that began is in the journal within this long: the decision log's own flush
  * delay, so that a `kill -9` loses no more of the requests in flight than of the records.
  */
-export const INFLIGHT_SOON_MS = 20;
+export const INFLIGHT_SOON_MS = DEFAULT_FLUSH_DELAY_MS;
 
 /**
  * The router's requests in flight, kept on disk beside the decision log
