@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Subject, auditTime, concat, concatMap, from, interval, map, merge, of, type Subscription } from 'rxjs';
+import { Subject, asyncScheduler, auditTime, concat, concatMap, from, interval, map, merge, of, throttleTime, type SchedulerLike, type Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import type { Owner } from '../schema/enums.js';
 import { MAX_SNAPSHOT_PARTS, type ObservationBatch } from '../schema/envelopes.js';
@@ -40,12 +40,22 @@ export interface OwnerActorOptions {
    * the first of them a full window.
    */
   readonly onDemand?: boolean;
+  /** Timers of the resync throttle (tests pass a virtual-time scheduler). */
+  readonly scheduler?: SchedulerLike;
 }
 
 /** The subject a node publishes on to ask its actors for full windows. */
 export function resyncSubject(host: string): string {
   return `svc.v1.${host}.resync`;
 }
+
+/**
+ * However often a resync is asked for, an actor sends at most one full window per this many
+ * ms (CONTRACT.md, request/reply trust): the first request at once, later ones within the
+ * second folded into one more window at its end. A flood of resync requests (a loop, or a
+ * request whose reply subject was pointed at this subject) then costs one window a second.
+ */
+export const RESYNC_MIN_INTERVAL_MS = 1_000;
 
 const encoder = new TextEncoder();
 // Records are immutable once built; owners that hand the same object again (a finished
@@ -93,7 +103,10 @@ export class OwnerActor {
   start(): void {
     if (this.sub) return;
     const pollMs = this.opts.pollMs ?? 1000;
-    const resync$ = resilientSubscription(() => this.opts.bus.subscribe(resyncSubject(this.opts.host)), this.opts.logger, 'resync').pipe(map(() => true));
+    const resync$ = resilientSubscription(() => this.opts.bus.subscribe(resyncSubject(this.opts.host)), this.opts.logger, 'resync').pipe(
+      throttleTime(RESYNC_MIN_INTERVAL_MS, this.opts.scheduler ?? asyncScheduler, { leading: true, trailing: true }),
+      map(() => true),
+    );
     const nudges$ = this.nudges.pipe(auditTime(this.opts.minIntervalMs ?? 100));
     const ticks$ = merge(interval(pollMs).pipe(map(() => false)), nudges$.pipe(map(() => false)), resync$);
     this.sub = concat(of(true), ticks$)

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { formatTimestamp } from '../schema/primitives.js';
 import { parseFilterArgs, type FilterArgs } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { withPlainIntegers } from '../schema/json-numbers.js';
 import { TOKEN_RE, type TelemetryGate, type WorkloadService } from './dashboard-config.js';
 import { unavailableNode, type ControllerReader } from './dashboard-reader.js';
 import type { LineBudget } from './line-budget.js';
@@ -60,7 +61,8 @@ export class DashboardSession {
   handle(raw: string): void {
     let msg: Record<string, unknown>;
     try {
-      const parsed: unknown = JSON.parse(raw);
+      // Integers written `1e2` or `100.0` are refused, as over HTTP, MCP and the CLI.
+      const parsed: unknown = withPlainIntegers(raw, JSON.parse(raw));
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return;
       msg = parsed as Record<string, unknown>;
     } catch {

@@ -4,6 +4,7 @@ import { isIPv4, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { withPlainIntegers } from '../schema/json-numbers.js';
 import { LineBudget } from './line-budget.js';
 import { repeatsSingleHeader } from './single-headers.js';
 import { GENERATED_ID_RE } from '../schema/terminal-record.js';
@@ -170,7 +171,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       // the fixed invalid-input problem (a JSON-RPC route says "Parse error" only for non-JSON).
       if (err) done(isJson(body as string) ? new InvalidInputError() : err, undefined);
       else if (hasDuplicateKey(body as string, value)) done(new InvalidInputError(), undefined);
-      else done(null, value);
+      // Integers are written as plain integers (`1e2` and `100.0` are refused as the HTTP
+      // query and the CLI refuse them): such numbers reach the routes as a marker string.
+      else done(null, withPlainIntegers(body as string, value));
     });
   });
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.

@@ -5,6 +5,7 @@ import { CallToolRequestSchema, InitializeRequestSchema, ListToolsRequestSchema,
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
 import { InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
+import { isNonIntegerNumber } from '../schema/json-numbers.js';
 import { PACKAGE_VERSION } from '../version.js';
 
 export interface McpTool {
@@ -125,7 +126,9 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
     const body: unknown = req.body;
     // One message per POST. MCP (2025-06-18) has no JSON-RPC batches; an array is refused
     // whole, never handed to the SDK element by element without the checks below.
-    if (Array.isArray(body)) {
+    // An id written with a fraction (`7.0`) reaches here as the parser's marker: it would be
+    // echoed back as something no client can match to its request.
+    if (Array.isArray(body) || (isObject(body) && isNonIntegerNumber(body['id']))) {
       return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: RPC_ERROR_TEXT.get(-32600) } });
     }
     if (isObject(body) && typeof body['method'] === 'string' && (typeof body['id'] === 'string' || typeof body['id'] === 'number')) {

@@ -4,6 +4,7 @@ import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterArgs, resolveFilters, type Filters } from '../schema/filters.js';
 import type { Bus, BusService } from '../streams/bus.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
+import { withPlainIntegers } from '../schema/json-numbers.js';
 import { nodeResultJson } from '../schema/result-json.js';
 
 /** The request/reply subject a node controller answers `node_workloads` on. */
@@ -38,6 +39,8 @@ export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) =
         }
         // A filter named twice is refused, as on HTTP: JSON.parse would keep the last one.
         if (hasDuplicateKey(text, args)) throw new SvcError(ErrorCode.INVALID_INPUT);
+        // `1e2` or `100.0` for an integer is refused, as on HTTP and in the CLI.
+        args = withPlainIntegers(text, args);
       }
       const f = resolveFilters(parseFilterArgs(args));
       let reply = encoder.encode(nodeResultJson(query(f)));

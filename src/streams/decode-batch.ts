@@ -1,4 +1,5 @@
 import { checkBatch, type ObservationBatch } from '../schema/envelopes.js';
+import { parseTimestamp } from '../schema/primitives.js';
 import { canonicalRecord, recordRuleViolation } from '../schema/record.js';
 
 /** Messages over this size are dropped (CONTRACT.md: 1 MiB). */
@@ -29,6 +30,10 @@ export function decodeBatch(host: string, subject: string, data: Uint8Array, max
   }
   if (!checkBatch.Check(value)) return { ok: false, reason: 'malformed' };
   const batch = value;
+  // The grammar admits dates that name no instant (Feb 30, hour 24): the batch is malformed,
+  // or its NaN date would pass every freshness and order comparison (CONTRACT.md). Each
+  // record's three dates are checked by recordRuleViolation below.
+  if (Number.isNaN(parseTimestamp(batch.source_timestamp))) return { ok: false, reason: 'malformed' };
   if (batch.host !== host || !subject.startsWith(`svc.v1.${host}.`)) return { ok: false, reason: 'wrong_host' };
   if (subject !== observationSubject(host, batch.owner)) return { ok: false, reason: 'malformed' };
   if (batch.snapshot && (!batch.full || batch.snapshot.part > batch.snapshot.parts)) return { ok: false, reason: 'malformed' };

@@ -35,7 +35,7 @@ export function foldNode(snap: NodeSnapshot, event: FoldEvent, now: number): Nod
         snap.version++;
         return snap;
       }
-      return foldBatch(snap, decoded.batch, now);
+      return foldDated(snap, decoded.batch, now);
     }
     case 'batch':
       return foldBatch(snap, event.batch, now);
@@ -50,6 +50,19 @@ export function foldNode(snap: NodeSnapshot, event: FoldEvent, now: number): Nod
  * it (tests of the fold's order rules) no bound applies.
  */
 export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: number): NodeSnapshot {
+  // A date that names no instant (2026-02-30) parses to NaN, and NaN passes every comparison
+  // in the fold as "not older, not ahead": its source would read fresh forever. decodeBatch
+  // drops such batches off the bus; a batch handed over in process is checked here.
+  if (!Number.isFinite(parseTimestamp(batch.source_timestamp)) || !batch.upserts.every(datesReal)) {
+    snap.dropped.malformed++;
+    snap.version++;
+    return snap;
+  }
+  return foldDated(snap, batch, now);
+}
+
+/** foldBatch for a batch whose every date is known to name a real instant (decodeBatch checked it). */
+function foldDated(snap: NodeSnapshot, batch: ObservationBatch, now?: number): NodeSnapshot {
   const m = snap.sources[batch.owner];
   const observedMs = parseTimestamp(batch.source_timestamp);
   const latest = now === undefined ? Number.POSITIVE_INFINITY : now + MAX_FUTURE_SKEW_MS;
@@ -92,6 +105,11 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
   m.ownerOmitted = batch.omitted;
   if (m.records.size > snap.mirrorCap) evictOldest(m, snap.mirrorCap);
   return snap;
+}
+
+/** True when each of the record's three dates names a real instant (parsed dates are cached). */
+function datesReal(r: WorkloadRecord): boolean {
+  return Number.isFinite(parseTimestamp(r.created_at)) && Number.isFinite(parseTimestamp(r.updated_at)) && Number.isFinite(parseTimestamp(r.source_timestamp));
 }
 
 function entryOf(rec: WorkloadRecord, heardAt: number): MirrorEntry {

@@ -53,6 +53,23 @@ const SERVE_QUEUE = 'svc-bus';
 const DRAIN_TIMEOUT_MS = 2_000;
 
 /**
+ * A reply subject a server of ours answers on: an inbox, `_INBOX.` or a user's own prefix
+ * `_INBOX_<user>.` (CONTRACT.md, request/reply trust). `allow_responses` lets a responder
+ * publish wherever the request's reply subject says, so a request whose reply names another
+ * host's subject (`svc.v1.node-b.resync`) would make this process speak there: such a request
+ * is not answered at all.
+ */
+const INBOX_REPLY_RE = /^_INBOX(?:_[A-Za-z0-9_-]{1,64})?\.[^.\s*>]+(?:\.[^.\s*>]+)*$/;
+
+/** True when `reply` is a subject this bus answers requests on (an inbox). */
+export function isInboxReply(reply: string): boolean {
+  return reply.length <= 512 && INBOX_REPLY_RE.test(reply);
+}
+
+/** Refused reply subjects are logged at most this often (with how many since the last line). */
+const REFUSED_REPLY_LOG_MS = 60_000;
+
+/**
  * Connects to NATS and returns the bus over it.
  *
  * Start-up fails fast instead of waiting for a server (waitOnFirstConnect false): a process
@@ -220,6 +237,10 @@ export class NatsBus implements Bus {
           // A request arrived: the subscription works (the next failure starts again at 1 s).
           attempt = 0;
           if (!msg.reply) return; // a plain publish on a served subject has nobody to answer
+          if (!isInboxReply(msg.reply)) {
+            this.#refusedReply(msg.subject);
+            return;
+          }
           this.#handle(handler, msg);
         },
       });
@@ -290,6 +311,19 @@ export class NatsBus implements Bus {
     }
     if (out instanceof Uint8Array) this.#respond(msg, out);
     else out.then((reply) => this.#respond(msg, reply), (err: unknown) => this.#handlerFailed(msg.subject, err));
+  }
+
+  #refusedReplies = 0;
+  #refusedReplyLogAt = Number.NEGATIVE_INFINITY;
+
+  /** A request whose reply subject is no inbox: unanswered; one warn line a minute, the subject served (never the reply subject asked for). */
+  #refusedReply(subject: string): void {
+    this.#refusedReplies++;
+    const now = Date.now();
+    if (now - this.#refusedReplyLogAt < REFUSED_REPLY_LOG_MS) return;
+    this.#refusedReplyLogAt = now;
+    this.#log?.warn({ subject, refused: this.#refusedReplies }, 'bus requests not answered: reply subject is not an inbox');
+    this.#refusedReplies = 0;
   }
 
   #respond(msg: Msg, reply: Uint8Array): void {

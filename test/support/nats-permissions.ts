@@ -18,7 +18,7 @@ export function natsUsers(hosts: readonly string[]): NatsUsers {
   const passwords: Record<string, string> = {};
   const users = hosts.map((h) => {
     passwords[h] = randomBytes(12).toString('hex');
-    return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX_${h}.>"] }, allow_responses: true } }`;
+    return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX_${h}.>"] }, allow_responses: { max: 1 } } }`;
   });
   passwords['fleet'] = randomBytes(12).toString('hex');
   users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads"] }, subscribe: { allow: ["_INBOX_fleet.>"] } } }`);

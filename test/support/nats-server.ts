@@ -11,6 +11,8 @@ import { freePort } from './free-port.js';
 export interface NatsServerHandle {
   readonly url: string;
   readonly port: number;
+  /** `http://127.0.0.1:PORT` of the monitoring endpoints, when asked for. */
+  readonly monitorUrl?: string;
   /** SIGTERM, SIGKILL after 3 s, then removes the store directory. */
   stop(): Promise<void>;
   /** Stops the process and starts it again on the same port and store directory. */
@@ -21,6 +23,10 @@ export interface NatsServerOptions {
   /** nats-server configuration text, passed with `-c`; address and port still come from flags. */
   readonly configText?: string;
   readonly port?: number;
+  /** Environment of the server process (what `$VAR` in the configuration reads), beside PATH. */
+  readonly env?: Record<string, string>;
+  /** Serve the HTTP monitoring endpoints (`/varz`, `/connz`) on a free loopback port. */
+  readonly monitor?: boolean;
 }
 
 const READY_TIMEOUT_MS = 5_000;
@@ -39,6 +45,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const port = opts.port ?? (await freePort());
   const storeDir = await mkdtemp(join(tmpdir(), 'svc-nats-'));
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
+  const monitorPort = opts.monitor ? await freePort() : undefined;
+  if (monitorPort !== undefined) args.push('-m', String(monitorPort));
+  const env = { PATH: process.env['PATH'] ?? '', ...opts.env };
   if (opts.configText !== undefined) {
     const file = join(storeDir, 'nats.conf');
     await writeFile(file, opts.configText, { mode: 0o600 });
@@ -47,7 +56,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   }
   let child: ChildProcess;
   try {
-    child = await launch(bin, args, port);
+    child = await launch(bin, args, port, env);
   } catch (err) {
     await rm(storeDir, { recursive: true, force: true });
     throw err;
@@ -55,13 +64,14 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
+    ...(monitorPort !== undefined ? { monitorUrl: `http://127.0.0.1:${monitorPort}` } : {}),
     async stop() {
       await terminate(child);
       await rm(storeDir, { recursive: true, force: true });
     },
     async restart() {
       await terminate(child);
-      child = await launch(bin, args, port);
+      child = await launch(bin, args, port, env);
     },
   };
 }
@@ -82,21 +92,21 @@ async function findNatsServer(): Promise<string> {
 }
 
 /** Spawns and waits for the TCP port; a server that lost a race for the port is retried once. */
-async function launch(bin: string, args: string[], port: number): Promise<ChildProcess> {
+async function launch(bin: string, args: string[], port: number, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   try {
-    return await launchOnce(bin, args, port);
+    return await launchOnce(bin, args, port, env);
   } catch (err) {
     await sleep(200);
     try {
-      return await launchOnce(bin, args, port);
+      return await launchOnce(bin, args, port, env);
     } catch {
       throw err;
     }
   }
 }
 
-async function launchOnce(bin: string, args: string[], port: number): Promise<ChildProcess> {
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+async function launchOnce(bin: string, args: string[], port: number, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   live.add(child);
   let output = '';
   const keep = (chunk: Buffer): void => {
