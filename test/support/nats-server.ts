@@ -15,12 +15,22 @@ export interface NatsServerHandle {
   stop(): Promise<void>;
   /** Stops the process and starts it again on the same port and store directory. */
   restart(): Promise<void>;
+  /** SIGKILL, as a crash or a lost machine: no goodbye to clients or routes (restart() brings it back). */
+  kill(): Promise<void>;
 }
 
 export interface NatsServerOptions {
   /** nats-server configuration text, passed with `-c`; address and port still come from flags. */
   readonly configText?: string;
   readonly port?: number;
+  /** A configuration file used where it lies (its `include`s are relative to it); instead of configText. */
+  readonly configFile?: string;
+  /** nats-server's environment: the `$VAR`s (passwords, route and leaf URLs) its configuration names. */
+  readonly env?: Record<string, string>;
+  /** JetStream with a store directory (default true). */
+  readonly jetstream?: boolean;
+  /** Also serve nats-server's monitoring endpoints (connz, routez, leafz) on this loopback port. */
+  readonly monitorPort?: number;
 }
 
 const READY_TIMEOUT_MS = 5_000;
@@ -38,8 +48,11 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const bin = await findNatsServer();
   const port = opts.port ?? (await freePort());
   const storeDir = await mkdtemp(join(tmpdir(), 'svc-nats-'));
-  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
-  if (opts.configText !== undefined) {
+  const args = ['-a', '127.0.0.1', '-p', String(port), ...(opts.jetstream === false ? [] : ['-js', '-sd', storeDir])];
+  if (opts.monitorPort !== undefined) args.push('-m', String(opts.monitorPort));
+  if (opts.configFile !== undefined) {
+    args.unshift('-c', opts.configFile);
+  } else if (opts.configText !== undefined) {
     const file = join(storeDir, 'nats.conf');
     await writeFile(file, opts.configText, { mode: 0o600 });
     // Command-line flags override the file, so address, port and store stay ours.
@@ -47,7 +60,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   }
   let child: ChildProcess;
   try {
-    child = await launch(bin, args, port);
+    child = await launch(bin, args, port, opts.env);
   } catch (err) {
     await rm(storeDir, { recursive: true, force: true });
     throw err;
@@ -61,7 +74,13 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
     },
     async restart() {
       await terminate(child);
-      child = await launch(bin, args, port);
+      child = await launch(bin, args, port, opts.env);
+    },
+    async kill() {
+      if (exited(child)) return;
+      const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGKILL');
+      await gone;
     },
   };
 }
@@ -82,21 +101,22 @@ async function findNatsServer(): Promise<string> {
 }
 
 /** Spawns and waits for the TCP port; a server that lost a race for the port is retried once. */
-async function launch(bin: string, args: string[], port: number): Promise<ChildProcess> {
+async function launch(bin: string, args: string[], port: number, env?: Record<string, string>): Promise<ChildProcess> {
   try {
-    return await launchOnce(bin, args, port);
+    return await launchOnce(bin, args, port, env);
   } catch (err) {
     await sleep(200);
     try {
-      return await launchOnce(bin, args, port);
+      return await launchOnce(bin, args, port, env);
     } catch {
       throw err;
     }
   }
 }
 
-async function launchOnce(bin: string, args: string[], port: number): Promise<ChildProcess> {
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+async function launchOnce(bin: string, args: string[], port: number, env?: Record<string, string>): Promise<ChildProcess> {
+  // Secrets reach nats-server by its environment only (its configuration names `$VAR`s).
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env: { PATH: process.env['PATH'] ?? '', ...env } } : {}) });
   live.add(child);
   let output = '';
   const keep = (chunk: Buffer): void => {
