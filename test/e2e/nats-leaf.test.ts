@@ -150,4 +150,20 @@ describe('a site as a leaf node of the hub (deploy/nats-leaf: real nats-servers,
     // and the site's leaf user is no client login on the hub
     await assert.rejects(connect({ servers: nats.hub.url, user: 'site-east', pass: PW['SITE_EAST_LEAF_PASSWORD']!, reconnect: false }));
   });
+
+  it('a site whose server is gone shows its hosts unreachable, never idle, and the hub\'s own node as before', async () => {
+    await nats.site.kill();
+    const r = await eventually(async () => {
+      const x = await read();
+      return node(x, 'node-c').condition !== undefined && node(x, 'node-d').condition !== undefined ? x : undefined;
+    }, 5000, 100);
+    for (const h of ['node-c', 'node-d']) {
+      assert.deepEqual([node(r, h).condition, node(r, h).status, node(r, h).truncation.omitted], ['unreachable', 'unavailable', null], h);
+      assert.ok(node(r, h).sources.every((s) => s.records.length === 0), h);
+    }
+    assert.equal(node(r, 'node-a').condition, undefined);
+    assert.equal(source(r, 'node-a', 'manifest')!.status, 'complete');
+    assert.equal(r.status, 'partial');
+    assert.equal(r.truncation.omitted, null);
+  });
 });
