@@ -1,11 +1,9 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ensureLocalCredentials } from '../config/local-home.js';
 import { isHostId } from '../schema/primitives.js';
-import { NATS_URL_PATTERN } from '../config/node-config.js';
+import { parseNatsServers } from '../config/nats-url.js';
 import { ConfigError, ErrorCode, SvcError } from '../errors.js';
 import { runServer } from './run-server.js';
-
-const NATS_URL_RE = new RegExp(NATS_URL_PATTERN);
 
 function port(value: string): number {
   const n = /^[0-9]{1,5}$/.test(value) ? Number(value) : Number.NaN;
@@ -16,9 +14,14 @@ function hostId(value: string): string {
   if (!isHostId(value)) throw new InvalidArgumentError('expected a host ID (1-64 ASCII letters, digits, "-" or "_"; first a letter)');
   return value;
 }
-function natsUrl(value: string): string {
-  if (!NATS_URL_RE.test(value)) throw new InvalidArgumentError('expected nats://HOST:PORT');
-  return value;
+/** The same grammar as `nats_url`: one server, or a cluster's servers separated by commas. */
+function natsUrl(value: string): string[] {
+  try {
+    return parseNatsServers(value, '--nats-url');
+  } catch (err) {
+    if (err instanceof ConfigError) throw new InvalidArgumentError(err.message);
+    throw err;
+  }
 }
 
 /** `svc-serving up [--nats-url URL] [--demo-traffic]`: the whole node in one process. */
@@ -26,13 +29,13 @@ export function registerUpCommand(program: Command): void {
   program
     .command('up')
     .description('run a whole node in one process: engine sim, router, controller and dashboard on the in-process bus (or NATS)')
-    .option('--nats-url <url>', 'run the same node on NATS instead of the in-process bus', natsUrl)
+    .option('--nats-url <urls>', 'run the same node on NATS instead of the in-process bus (one server, or several separated by commas)', natsUrl)
     .option('--demo-traffic', 'keep a gentle stream of requests going so the inventory shows live work')
     .option('--host-id <id>', 'this node\'s host ID', hostId, 'local')
     .option('--router-port <port>', 'router port', port, 8000)
     .option('--controller-port <port>', 'controller port', port, 8100)
     .option('--dashboard-port <port>', 'dashboard port', port, 8200)
-    .action(async (flags: { natsUrl?: string; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number; dashboardPort: number }) => {
+    .action(async (flags: { natsUrl?: string[]; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number; dashboardPort: number }) => {
       await runServer('up', async (logger) => {
         const creds = ensureLocalCredentials();
         let node: Awaited<ReturnType<typeof import('../servers/local-node.js')['startLocalNode']>>;

@@ -3,20 +3,14 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
 import { loadTomlConfig, parseListen } from './load-toml.js';
+import { NATS_SERVERS_PATTERN, parseNatsServers } from './nats-url.js';
 
 const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
 
-/**
- * `nats://HOST[:PORT]` or `tls://HOST[:PORT]`: a host name or address (IPv6 in brackets) and a
- * port of 1-65535, nothing else (no credentials, path or query): one that could never be
- * reached is a configuration error, not an unreachable server.
- */
-export const NATS_URL_PATTERN =
-  '^(nats|tls)://(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._-]+)(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?$';
-
 /** NATS connection settings shared by every process; secrets only by environment variable name. */
 export const NatsSettings = {
-  nats_url: Type.Optional(Type.String({ pattern: NATS_URL_PATTERN, maxLength: 512 })),
+  // One server or a comma-separated seed list of a cluster's servers (docs/nats.md).
+  nats_url: Type.Optional(Type.String({ pattern: NATS_SERVERS_PATTERN, maxLength: 4096 })),
   nats_user: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
   nats_password_env: Type.Optional(ENV_NAME),
   nats_token_env: Type.Optional(ENV_NAME),
@@ -69,7 +63,10 @@ export interface NodeConfig {
 }
 
 export interface NatsConnection {
+  /** `nats_url` as written. */
   readonly url: string;
+  /** Its servers, one URL each (a cluster's seed list, or one server). */
+  readonly servers: readonly string[];
   readonly user?: string;
   readonly passwordEnv?: string;
   readonly tokenEnv?: string;
@@ -98,11 +95,12 @@ export function loadNodeConfig(path: string): NodeConfig {
   };
 }
 
-/** The NATS part of a config section, or undefined when it runs on the in-process bus. */
+/** The NATS part of a config section, or undefined when it runs on the in-process bus. Thrown when: nats_url names a server twice or mixes schemes (ConfigError). */
 export function natsConnection(s: { nats_url?: string; nats_user?: string; nats_password_env?: string; nats_token_env?: string }): NatsConnection | undefined {
   if (!s.nats_url) return undefined;
   return {
     url: s.nats_url,
+    servers: parseNatsServers(s.nats_url),
     ...(s.nats_user ? { user: s.nats_user } : {}),
     ...(s.nats_password_env ? { passwordEnv: s.nats_password_env } : {}),
     ...(s.nats_token_env ? { tokenEnv: s.nats_token_env } : {}),

@@ -19,7 +19,8 @@ export interface LocalNodeOptions {
   readonly bindHost: string;
   readonly routerPort: number;
   readonly controllerPort: number;
-  readonly natsUrl: string | undefined;
+  /** NATS servers (one, or a cluster's seed list); undefined: the in-process bus. */
+  readonly natsUrl: readonly string[] | undefined;
   readonly demoTraffic: boolean;
   readonly creds: LocalCredentials;
   readonly logger: Logger;
@@ -42,7 +43,7 @@ const ALIAS = 'sim-chat';
  * by default, NATS with `natsUrl`), with the generated local credentials.
  */
 export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
-  const bus: Bus = o.natsUrl ? await connectNatsBus({ servers: o.natsUrl, name: `svc-serving up ${o.hostId}`, logger: o.logger }) : new InProcessBus();
+  const bus: Bus = o.natsUrl ? await connectNatsBus({ servers: [...o.natsUrl], name: `svc-serving up ${o.hostId}`, logger: o.logger }) : new InProcessBus();
   const closers: (() => Promise<void>)[] = [() => bus.close()];
   const closeAll = async (): Promise<void> => {
     for (const c of closers.reverse()) await c().catch(() => undefined);

@@ -23,7 +23,7 @@ export async function openBus(nats: NatsConnection | undefined, env: NodeJS.Proc
     return value;
   };
   return connectNatsBus({
-    servers: nats.url,
+    servers: [...nats.servers],
     ...(nats.user ? { user: nats.user } : {}),
     // Replies to this user's requests arrive under its own prefix (deploy/nats.conf lets each
     // user read only `_INBOX_<user>.>`, so no node can read the fleet's or another node's).

@@ -29,6 +29,21 @@ describe('deployment files stay valid', () => {
     assert.equal(r.status, 0, r.stderr + r.stdout);
   });
 
+  it('deploy/nats-cluster and deploy/nats-leaf are valid nats-server configurations, and hold no password', () => {
+    const env = { ...SECRETS, NATS_ROUTE_PASSWORD: 'r', NATS_ROUTE_1: 'nats-route://route:r@nats-1:6222', NATS_ROUTE_2: 'nats-route://route:r@nats-2:6222',
+      NATS_ROUTE_3: 'nats-route://route:r@nats-3:6222', SITE_EAST_LEAF_PASSWORD: 's', NODE_C_NATS_PASSWORD: 'c', NODE_D_NATS_PASSWORD: 'd', HUB_LEAF_URL: 'nats-leaf://site-east:s@hub:7422' };
+    for (const f of ['nats-cluster/nats-1.conf', 'nats-cluster/nats-2.conf', 'nats-cluster/nats-3.conf', 'nats-leaf/hub.conf', 'nats-leaf/site-east.conf']) {
+      const r = spawnSync('nats-server', ['-t', '-c', join(ROOT, 'deploy', f)], { env: { PATH: `${process.env['PATH']}:/usr/sbin`, ...env }, encoding: 'utf8' });
+      assert.equal(r.status, 0, f + r.stderr + r.stdout);
+    }
+    for (const f of ['nats-cluster/users.conf', 'nats-cluster/nats-1.conf', 'nats-leaf/hub.conf', 'nats-leaf/site-east.conf']) {
+      const text = readFileSync(join(ROOT, 'deploy', f), 'utf8').split('\n').filter((l) => !/^\s*#/.test(l)).join('\n');
+      // Every password is a `$VAR`, never a literal, and no URL carries credentials.
+      assert.doesNotMatch(text, /password:\s*[^$\s]/, f);
+      assert.doesNotMatch(text, /:\/\/[^\s/@"]+@/, f);
+    }
+  });
+
   it('every deploy and example configuration loads', () => {
     for (const h of ['node-a', 'node-b']) {
       assert.equal(loadRouterConfig(join(ROOT, `deploy/${h}/router.toml`)).hostId, h);

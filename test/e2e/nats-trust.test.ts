@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../support/free-port.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
 import { writeTestPolicy } from '../support/policy.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
@@ -25,8 +26,9 @@ const WINDOW_RECORDS = 300;
 describe('NATS trust boundary under attack (raw protocol, shipped permissions)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-trust-'));
   const policy = writeTestPolicy(dir);
-  const pw = { 'node-a': randomBytes(12).toString('hex'), 'node-b': randomBytes(12).toString('hex'), fleet: randomBytes(12).toString('hex') };
+  const pw = { 'node-a': `p${randomBytes(12).toString('hex')}`, 'node-b': `p${randomBytes(12).toString('hex')}`, fleet: `p${randomBytes(12).toString('hex')}` };
   let nats: NatsServerHandle;
+  let monitorUrl = '';
   const procs: RunningProcess[] = [];
   let fleetRaw: RawNats;
   let nodeBRaw: RawNats;
@@ -41,10 +43,12 @@ describe('NATS trust boundary under attack (raw protocol, shipped permissions)',
   };
 
   before(async () => {
+    const monitorPort = await freePort();
+    monitorUrl = `http://127.0.0.1:${monitorPort}`;
     nats = await startNatsServer({
       configText: readFileSync(SHIPPED_CONF, 'utf8'),
       env: { NODE_A_NATS_PASSWORD: pw['node-a'], NODE_B_NATS_PASSWORD: pw['node-b'], FLEET_NATS_PASSWORD: pw.fleet },
-      monitor: true,
+      monitorPort,
     });
     await Promise.all([startController('node-a'), startController('node-b')]);
     // node-b's manifest owner holds a sizeable window (a full batch is tens of KB), published
@@ -80,7 +84,7 @@ describe('NATS trust boundary under attack (raw protocol, shipped permissions)',
       await watcher.flush();
       await sleep(300);
       const seenBefore = watcher.msgs.length;
-      const sentBefore = (await bytesSentByUser(nats.monitorUrl!)).get('node-a') ?? 0;
+      const sentBefore = (await bytesSentByUser(monitorUrl)).get('node-a') ?? 0;
       const replies = ['svc.v1.node-b.resync', 'svc.v1.node-b.obs.manifest', 'svc.v1.node-b.workloads', 'svc.v1.node-a.resync', '_INBOX_node-b', 'INBOX.x', '_INBOX_.x', '$SYS.REQ.SERVER.PING'];
       let requestBytes = 0;
       for (let i = 0; i < 100; i++) {
@@ -91,7 +95,7 @@ describe('NATS trust boundary under attack (raw protocol, shipped permissions)',
       }
       await fleetRaw.flush();
       await sleep(1500);
-      const sentByA = ((await bytesSentByUser(nats.monitorUrl!)).get('node-a') ?? 0) - sentBefore;
+      const sentByA = ((await bytesSentByUser(monitorUrl)).get('node-a') ?? 0) - sentBefore;
       const arrived = watcher.msgs.slice(seenBefore);
       assert.deepEqual(arrived.filter((m) => m.subject === 'svc.v1.node-b.resync').map((m) => m.subject), [], 'no resync was asked of node-b');
       assert.equal(arrived.length, 0, `nothing arrived on node-b's subjects (${arrived.map((m) => m.subject).join(', ')})`);

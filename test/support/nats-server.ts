@@ -11,22 +11,26 @@ import { freePort } from './free-port.js';
 export interface NatsServerHandle {
   readonly url: string;
   readonly port: number;
-  /** `http://127.0.0.1:PORT` of the monitoring endpoints, when asked for. */
-  readonly monitorUrl?: string;
   /** SIGTERM, SIGKILL after 3 s, then removes the store directory. */
   stop(): Promise<void>;
   /** Stops the process and starts it again on the same port and store directory. */
   restart(): Promise<void>;
+  /** SIGKILL, as a crash or a lost machine: no goodbye to clients or routes (restart() brings it back). */
+  kill(): Promise<void>;
 }
 
 export interface NatsServerOptions {
   /** nats-server configuration text, passed with `-c`; address and port still come from flags. */
   readonly configText?: string;
   readonly port?: number;
-  /** Environment of the server process (what `$VAR` in the configuration reads), beside PATH. */
+  /** A configuration file used where it lies (its `include`s are relative to it); instead of configText. */
+  readonly configFile?: string;
+  /** nats-server's environment: the `$VAR`s (passwords, route and leaf URLs) its configuration names. */
   readonly env?: Record<string, string>;
-  /** Serve the HTTP monitoring endpoints (`/varz`, `/connz`) on a free loopback port. */
-  readonly monitor?: boolean;
+  /** JetStream with a store directory (default true). */
+  readonly jetstream?: boolean;
+  /** Also serve nats-server's monitoring endpoints (connz, routez, leafz) on this loopback port. */
+  readonly monitorPort?: number;
 }
 
 const READY_TIMEOUT_MS = 5_000;
@@ -44,11 +48,11 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   const bin = await findNatsServer();
   const port = opts.port ?? (await freePort());
   const storeDir = await mkdtemp(join(tmpdir(), 'svc-nats-'));
-  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir];
-  const monitorPort = opts.monitor ? await freePort() : undefined;
-  if (monitorPort !== undefined) args.push('-m', String(monitorPort));
-  const env = { PATH: process.env['PATH'] ?? '', ...opts.env };
-  if (opts.configText !== undefined) {
+  const args = ['-a', '127.0.0.1', '-p', String(port), ...(opts.jetstream === false ? [] : ['-js', '-sd', storeDir])];
+  if (opts.monitorPort !== undefined) args.push('-m', String(opts.monitorPort));
+  if (opts.configFile !== undefined) {
+    args.unshift('-c', opts.configFile);
+  } else if (opts.configText !== undefined) {
     const file = join(storeDir, 'nats.conf');
     await writeFile(file, opts.configText, { mode: 0o600 });
     // Command-line flags override the file, so address, port and store stay ours.
@@ -56,7 +60,7 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   }
   let child: ChildProcess;
   try {
-    child = await launch(bin, args, port, env);
+    child = await launch(bin, args, port, opts.env);
   } catch (err) {
     await rm(storeDir, { recursive: true, force: true });
     throw err;
@@ -64,14 +68,19 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
-    ...(monitorPort !== undefined ? { monitorUrl: `http://127.0.0.1:${monitorPort}` } : {}),
     async stop() {
       await terminate(child);
       await rm(storeDir, { recursive: true, force: true });
     },
     async restart() {
       await terminate(child);
-      child = await launch(bin, args, port, env);
+      child = await launch(bin, args, port, opts.env);
+    },
+    async kill() {
+      if (exited(child)) return;
+      const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGKILL');
+      await gone;
     },
   };
 }
@@ -92,7 +101,7 @@ async function findNatsServer(): Promise<string> {
 }
 
 /** Spawns and waits for the TCP port; a server that lost a race for the port is retried once. */
-async function launch(bin: string, args: string[], port: number, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+async function launch(bin: string, args: string[], port: number, env?: Record<string, string>): Promise<ChildProcess> {
   try {
     return await launchOnce(bin, args, port, env);
   } catch (err) {
@@ -105,8 +114,9 @@ async function launch(bin: string, args: string[], port: number, env: NodeJS.Pro
   }
 }
 
-async function launchOnce(bin: string, args: string[], port: number, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+async function launchOnce(bin: string, args: string[], port: number, env?: Record<string, string>): Promise<ChildProcess> {
+  // Secrets reach nats-server by its environment only (its configuration names `$VAR`s).
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env: { PATH: process.env['PATH'] ?? '', ...env } } : {}) });
   live.add(child);
   let output = '';
   const keep = (chunk: Buffer): void => {
