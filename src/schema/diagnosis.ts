@@ -4,7 +4,7 @@ import { Truncation } from './envelopes.js';
 import { HostId, Timestamp, literalUnion, parseTimestamp } from './primitives.js';
 import { GENERATED_ID_RE, OPAQUE_ID_RE, ROUTES, TerminalRecord } from './terminal-record.js';
 
-export const DIAGNOSIS_SCHEMA_ID = 'svc-router-diagnosis/v1';
+export const DIAGNOSIS_SCHEMA_ID = 'svc-router-diagnosis/v1' as const;
 /** The lineage members a history lookup selects by (docs/api.md, Router): one of them, exactly. */
 export const LINEAGE_KEYS = ['session_id', 'task_id', 'workbench_run_id'] as const;
 export type LineageKey = (typeof LINEAGE_KEYS)[number];
