@@ -41,7 +41,7 @@ function toolCall(id: string | undefined, o: RawFleetDiagnoseOptions): Call {
   return { name: 'session_diagnosis', arguments: { [l.key]: value }, key: l.key, value };
 }
 
-const FLEET_ROUTER_NOTE = 'Current router: not read (the fleet reads terminal records only; `svc-serving router diagnose` against that router shows its current status). The version and configuration hash recorded at request time are above.';
+const FLEET_ROUTER_NOTE = 'Current router: not read (the fleet reads terminal records only; svc-serving router diagnose against a router shows its current status).';
 
 const hostsText = (l: HostList): string => `${l.hosts.join(', ')}${l.count > l.hosts.length ? ` and ${l.count - l.hosts.length} more` : ''}`;
 
@@ -87,6 +87,7 @@ async function fleetDiagnose(id: string | undefined, o: RawFleetDiagnoseOptions,
   try {
     // One sealed read: the fleet asks every declared node and composes the answer.
     const res = await reader.post('/tools/call', { name: call.name, arguments: call.arguments });
+    if (res.kind === 'status' && res.status === 403) throw snapshotFailure('forbiddenRequests');
     if (res.kind !== 'json') throw failureFor(res, 'fleetDiagnosisNotServed');
     if (res.status !== 200 || !checkFleetDiagnosis.Check(res.body)) throw snapshotFailure('malformed');
     const d = res.body;

@@ -35,6 +35,7 @@ export type UsageKey = keyof typeof USAGE;
 export const SNAPSHOT = {
   unauthenticated: 'the server did not accept the credential (HTTP 401)',
   forbidden: 'the credential lacks the workloads:read grant or the needed access (HTTP 403)',
+  forbiddenRequests: 'the credential lacks the requests:read grant (HTTP 403)',
   routerNotServed: 'the server at --router-url does not serve workload reads (GET /v1/workloads): check that it is a router (a controller or the fleet answers POST /tools/call instead) of this version',
   controllerNotServed: 'the server at --controller-url does not serve this route: check that it is a node controller (not a router or the fleet) of this version',
   fleetNotServed: 'the server at --controller-url does not serve fleet reads (fleet_workloads): check that it is the fleet controller (a node controller answers node_workloads; a router answers neither) of this version',

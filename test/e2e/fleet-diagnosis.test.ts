@@ -143,6 +143,7 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
     assert.equal(refused.status, 403);
     const cli = await diagnose([ids['a']!], policy.tokens.reader);
     assert.equal(cli.code, 4);
+    assert.match(cli.stderr, /lacks the requests:read grant/);
   });
 
   it('with a router down: "could not be asked", never "not found"; a record elsewhere is still found', async () => {
