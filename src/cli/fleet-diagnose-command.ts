@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { envVar } from '../config/env-var.js';
 import type { LineageKey } from '../schema/diagnosis.js';
-import { checkFleetDiagnosis, type DiagnosisSearch, type FleetDiagnosis, type HostList } from '../schema/diagnosis-search.js';
+import { checkFleetDiagnosis, diagnosisConsistent, type DiagnosisSearch, type FleetDiagnosis, type HostList } from '../schema/diagnosis-search.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
 import { formatRequest, formatSession } from './format-diagnosis.js';
 import { DEFAULT_TIMEOUT_S, SafeReader } from './http-read.js';
@@ -89,7 +89,7 @@ async function fleetDiagnose(id: string | undefined, o: RawFleetDiagnoseOptions,
     const res = await reader.post('/tools/call', { name: call.name, arguments: call.arguments });
     if (res.kind === 'status' && res.status === 403) throw snapshotFailure('forbiddenRequests');
     if (res.kind !== 'json') throw failureFor(res, 'fleetDiagnosisNotServed');
-    if (res.status !== 200 || !checkFleetDiagnosis.Check(res.body)) throw snapshotFailure('malformed');
+    if (res.status !== 200 || !checkFleetDiagnosis.Check(res.body) || !diagnosisConsistent(res.body)) throw snapshotFailure('malformed');
     const d = res.body;
     // The answer must be about what was asked: a holder's record of another id is not believed.
     const asked = call.name === 'request_diagnosis' ? call.arguments.request_id : undefined;

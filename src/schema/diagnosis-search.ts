@@ -200,3 +200,19 @@ export function composeHistoryDiagnosis(key: LineageKey, value: string, asked: r
   const interpretation: InterpretationCode[] = s.outcome === 'not_found' ? [...NOT_FOUND_INTERPRETATION] : [];
   return { ...base, request: null, requests, truncation, interpretation, search: s };
 }
+
+/**
+ * Whether an answer's claims agree with each other (a reader's check of a fleet it did not
+ * compose): the counts add up, `not_found` only with every node asked answering, and one
+ * record with its host exactly when the outcome of a request search is `found`.
+ */
+export function diagnosisConsistent(d: FleetDiagnosis): boolean {
+  const s = d.search;
+  if (s.asked + s.sleeping.count !== s.declared || s.answered + s.unreachable.count + s.failed.count !== s.asked) return false;
+  if (s.holders.count > s.answered) return false;
+  const complete = s.unreachable.count === 0 && s.failed.count === 0;
+  if ((s.outcome === 'not_found' || s.outcome === 'incomplete') && (s.holders.count !== 0 || complete !== (s.outcome === 'not_found'))) return false;
+  if ((d.request !== null) !== (d.host !== undefined)) return false;
+  if (d.request !== null && (s.outcome !== 'found' || !s.holders.hosts.includes(d.host!))) return false;
+  return true;
+}

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkFleetDiagnosis, composeHistoryDiagnosis, composeRequestDiagnosis, MAX_LISTED_HOSTS, type AskedNode } from '../../src/schema/diagnosis-search.js';
+import { checkFleetDiagnosis, composeHistoryDiagnosis, composeRequestDiagnosis, diagnosisConsistent, MAX_LISTED_HOSTS, type AskedNode } from '../../src/schema/diagnosis-search.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { parseRequestDiagnosisArgs, parseSessionDiagnosisArgs } from '../../src/servers/request-tools.js';
 import { gid, rec } from '../support/terminal-records.js';
@@ -54,6 +54,18 @@ describe('fleet request diagnosis composition (pure)', () => {
     assert.deepEqual(d.search.failed.hosts, ['a', 'b', 'c', 'd', 'e']);
     assert.equal(d.search.outcome, 'incomplete');
     assert.equal(d.search.answered, 0);
+  });
+
+  it('a reader can tell an answer whose claims disagree', () => {
+    const half = composeRequestDiagnosis(gid(5), [reply('a', NOT_FOUND), down('c')]);
+    assert.ok(diagnosisConsistent(half));
+    assert.ok(!diagnosisConsistent({ ...half, search: { ...half.search, outcome: 'not_found' } }), 'not found while a node was not asked');
+    assert.ok(!diagnosisConsistent({ ...half, search: { ...half.search, answered: 2 } }), 'counts that do not add up');
+    const one = composeRequestDiagnosis(gid(5), [reply('b', { request: rec({ request_id: gid(5) }) })]);
+    assert.ok(diagnosisConsistent(one));
+    assert.ok(!diagnosisConsistent({ ...one, host: 'z' }), 'a holder the search does not name');
+    const session = composeHistoryDiagnosis('session_id', 'S', [reply('a', { requests: [], truncation: { returned: 0, omitted: 0 } }), asleep('s')]);
+    assert.ok(diagnosisConsistent(session));
   });
 
   it('host lists are bounded; counts are whole', () => {
