@@ -78,6 +78,19 @@ export class InvalidInputError extends SvcError {
     super(ErrorCode.INVALID_INPUT, undefined, options);
   }
 }
+/**
+ * Thrown when: one named argument of a tool call is wrong. `name` and `reason` are fixed texts
+ * of the tool's own (never a value the caller sent); the message is `name: reason`, and a
+ * problem answer names them in `invalid_params` (CONTRACT.md).
+ */
+export class InvalidArgumentError extends SvcError {
+  constructor(
+    readonly argument: string,
+    readonly reason: string,
+  ) {
+    super(ErrorCode.INVALID_INPUT, `${argument}: ${reason}`);
+  }
+}
 export class UnauthenticatedError extends SvcError {
   constructor() {
     super(ErrorCode.UNAUTHENTICATED);

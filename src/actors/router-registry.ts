@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { GENERATED_ID_RE, terminalRecordJson, type RouteName, type TerminalRecord } from '../schema/terminal-record.js';
 import type { Truncation } from '../schema/envelopes.js';
+import type { LineageKey } from '../schema/diagnosis.js';
 import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
 import type { DecisionLog } from '../servers/router/decision-log.js';
@@ -307,26 +308,37 @@ export class RouterRegistry {
   }
 
   /** Retained terminal records of a session, newest first, at most 50, with truncation. */
-  async session(sessionId: string): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
+  session(sessionId: string): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
+    return this.history('session_id', sessionId);
+  }
+
+  /**
+   * Retained terminal records whose lineage member `key` (session, task or workbench run) is
+   * `value`, newest first, at most 50, with truncation.
+   */
+  async history(key: LineageKey, value: string): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
     this.persist();
     const seen = new Set<string>();
     const out: TerminalRecord[] = [];
     let matched = 0;
     const visit = (d: Decision): void => {
-      if (d.record.session_id !== sessionId) return;
-      const key = `${d.gid ?? ''}|${d.record.request_id}|${d.record.finished_at}`;
-      if (seen.has(key)) return;
-      seen.add(key);
+      if (d.record[key] !== value) return;
+      const k = `${d.gid ?? ''}|${d.record.request_id}|${d.record.finished_at}`;
+      if (seen.has(k)) return;
+      seen.add(k);
       matched++;
       out.push(d.record);
     };
+    // Records are written with their members in one order and opaque ids literally, so the
+    // member as the writer spells it finds every candidate line or slot.
+    const needle = `"${key}":"${value}"`;
+    const bytes = Buffer.from(needle, 'utf8');
     for (const slot of this.ring.newestFirst()) {
-      // Only the session's records are parsed.
-      if (this.ring.sessionId(slot) === sessionId) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
+      // Only the matching records are parsed (sessions by their column, the others by their text).
+      const candidate = key === 'session_id' ? this.ring.sessionId(slot) === value : this.ring.textIncludes(slot, bytes);
+      if (candidate) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
     }
-    // Only the lines that name the session as the writer spells it are read (an opaque id is
-    // written literally).
-    const { truncated } = this.opts.log ? await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => void visit(d), { needle: `"session_id":"${sessionId}"` }) : { truncated: false };
+    const { truncated } = this.opts.log ? await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => void visit(d), { needle }) : { truncated: false };
     out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
     const requests = out.slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this

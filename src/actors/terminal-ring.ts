@@ -224,6 +224,13 @@ export class TerminalRing {
     return JSON.parse(this.bytes.toString('utf8', o, o + this.len[slot]!)) as TerminalRecord;
   }
 
+  /** Whether the slot's record text holds `needle` (bytes), without parsing it. */
+  textIncludes(slot: number, needle: Buffer): boolean {
+    const o = this.off[slot]!;
+    // A view of the slot's bytes: the search never runs past its record.
+    return this.bytes.subarray(o, o + this.len[slot]!).includes(needle);
+  }
+
   gid(slot: number): string {
     return this.gids[slot]!;
   }

@@ -9,7 +9,7 @@ import { HOST_ID_PATTERN, literalUnion } from '../schema/primitives.js';
 import { envVar } from '../config/env-var.js';
 
 /** Every grant this project knows; an unknown one is a start-up error. */
-export const GRANTS = ['workloads:read', 'node-admin:lifecycle', 'node-admin:bootstrap', 'media:submit'] as const;
+export const GRANTS = ['workloads:read', 'requests:read', 'node-admin:lifecycle', 'node-admin:bootstrap', 'media:submit'] as const;
 export type Grant = (typeof GRANTS)[number];
 
 export const MAX_CLIENTS = 256;

@@ -1,9 +1,8 @@
 import type { Command } from 'commander';
 import {
-  DIAGNOSIS_SCHEMA_ID, NOT_FOUND_INTERPRETATION, checkActiveBody, checkLookupBody, checkRouterStatus, checkSessionBody, interpret,
-  terminalEvidence, type ActiveRequest, type DiagnosisEnvelope, type RouterStatus, type SessionEntry,
+  DIAGNOSIS_SCHEMA_ID, NOT_FOUND_INTERPRETATION, checkActiveBody, checkRouterStatus, diagnoseHistory, diagnoseLookup,
+  type ActiveRequest, type DiagnosisEnvelope, type RouterStatus, type SessionEntry,
 } from '../schema/diagnosis.js';
-import { parseTimestamp } from '../schema/primitives.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
 import { formatActive, formatRequest, formatSession } from './format-diagnosis.js';
 import { SafeReader, type ReadOutcome } from './http-read.js';
@@ -64,29 +63,20 @@ export function buildEnvelope(t: Target, lookup: ReadOutcome, status: ReadOutcom
   }
   if (lookup.status !== 200) throw snapshotFailure('malformed');
   if (t.mode === 'request') {
-    if (!checkLookupBody.Check(lookup.body)) throw snapshotFailure('malformed');
-    // The record must be the one asked for: its own id, or, asked by generated id, a caller's
-    // legacy id (a generated id answers for the request that carried it). Another request's
-    // record is never diagnosed under this id.
-    const rid = lookup.body.request.request_id;
-    if (rid !== t.id && !(GENERATED_ID_RE.test(t.id) && !GENERATED_ID_RE.test(rid))) throw snapshotFailure('lookupIdentity');
-    const request = terminalEvidence(lookup.body.request);
-    return { ...base, request, current_router: current, interpretation: interpret(request) };
+    const d = diagnoseLookup(t.id, lookup.body);
+    if (typeof d === 'string') throw snapshotFailure(d === 'identity' ? 'lookupIdentity' : 'malformed');
+    return { ...base, request: d.request, current_router: current, interpretation: d.interpretation };
   }
   if (t.mode === 'active') {
     if (!checkActiveBody.Check(lookup.body)) throw snapshotFailure('malformed');
     const { requests, truncation } = lookup.body;
     return { ...base, request: null, requests, truncation, current_router: current, interpretation: [] };
   }
-  if (!checkSessionBody.Check(lookup.body)) throw snapshotFailure('malformed');
-  if (lookup.body.requests.some((r) => r.session_id !== t.sessionId)) throw snapshotFailure('lookupIdentity');
-  const entries: SessionEntry[] = lookup.body.requests
-    .map((r) => terminalEvidence(r))
-    .sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at))
-    .map((request) => ({ request, interpretation: interpret(request) }));
+  const d = diagnoseHistory('session_id', t.sessionId, lookup.body);
+  if (typeof d === 'string') throw snapshotFailure(d === 'identity' ? 'lookupIdentity' : 'malformed');
   return {
-    ...base, request: null, requests: entries, truncation: lookup.body.truncation, current_router: current,
-    interpretation: entries.length === 0 ? [...NOT_FOUND_INTERPRETATION] : [],
+    ...base, request: null, requests: d.requests, truncation: d.truncation, current_router: current,
+    interpretation: d.requests.length === 0 ? [...NOT_FOUND_INTERPRETATION] : [],
   };
 }
 

@@ -94,7 +94,11 @@ function outputLimitLine(r: TerminalRecord): string {
   return `Output limit: ${requested}, ${effective}: ${clamp}. An upstream may impose further limits.`;
 }
 
-function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { unavailable: true }): string[] {
+/**
+ * `unavailableNote`: what to say when there is no current router status (default: the status
+ * read failed; the fleet never reads it, and says so).
+ */
+function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { unavailable: true }, unavailableNote?: string): string[] {
   const out: string[] = [];
   if (r) {
     const v = r.package_version ? safe(r.package_version) : 'not recorded';
@@ -102,7 +106,7 @@ function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { 
     out.push(`Recorded at request time: router version ${v}, routing configuration hash ${h}.`);
   }
   if ('unavailable' in current) {
-    out.push('Current router: unavailable (the status read failed); the diagnosis above stands on the request\'s own evidence.');
+    out.push(unavailableNote ?? 'Current router: unavailable (the status read failed); the diagnosis above stands on the request\'s own evidence.');
     return out;
   }
   out.push(`Current router (a separate status read, now): host ${current.host}, version ${safe(current.package_version)}, routing configuration hash ${current.routing_config_hash}, started ${current.started_at}.`);
@@ -113,9 +117,9 @@ function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { 
 }
 
 /** The diagnosis of one request (or the four causes of not-found). */
-export function formatRequest(r: TerminalRecord | null, codes: readonly InterpretationCode[], current: RouterStatus | { unavailable: true }): string {
+export function formatRequest(r: TerminalRecord | null, codes: readonly InterpretationCode[], current: RouterStatus | { unavailable: true }, unavailableNote?: string): string {
   if (r === null) {
-    return [`No terminal record for this request id. A not-found can mean:`, ...NOT_FOUND_CAUSES, '', ...currentRouterLines(null, current)].join('\n') + '\n';
+    return [`No terminal record for this request id. A not-found can mean:`, ...NOT_FOUND_CAUSES, '', ...currentRouterLines(null, current, unavailableNote)].join('\n') + '\n';
   }
   const lines = [
     `Request ${safe(r.request_id)}: ${r.route} on model ${safe(r.model)}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
@@ -144,7 +148,7 @@ export function formatRequest(r: TerminalRecord | null, codes: readonly Interpre
     `Usage: prompt ${usageSide(r.usage.prompt_tokens, r.usage.prompt_source)}; completion ${usageSide(r.usage.completion_tokens, r.usage.completion_source)}. Not a billing guarantee.`,
     outputLimitLine(r),
     '',
-    ...currentRouterLines(r, current),
+    ...currentRouterLines(r, current, unavailableNote),
   );
   return lines.join('\n') + '\n';
 }
@@ -172,9 +176,15 @@ export function formatActive(requests: readonly ActiveRequest[], t: Truncation, 
   return lines.join('\n') + '\n';
 }
 
-/** `--session-id`: retained requests newest first, one line of diagnosis each. */
-export function formatSession(sessionId: string, entries: readonly SessionEntry[], t: Truncation, current: RouterStatus | { unavailable: true }): string {
-  const lines = [`Session ${safe(sessionId)}: ${entries.length} retained request${entries.length === 1 ? '' : 's'}, newest first; ${omittedText(t)}.`];
+/**
+ * `--session-id`: retained requests newest first, one line of diagnosis each. Entries that
+ * name their host (the fleet's) show it; `label` names a task or workbench run instead.
+ */
+export function formatSession(
+  sessionId: string, entries: readonly (SessionEntry & { host?: string })[], t: Truncation, current: RouterStatus | { unavailable: true },
+  o: { label?: string; unavailableNote?: string } = {},
+): string {
+  const lines = [`${o.label ?? 'Session'} ${safe(sessionId)}: ${entries.length} retained request${entries.length === 1 ? '' : 's'}, newest first; ${omittedText(t)}.`];
   if (entries.length === 0) {
     lines.push(
       'No retained terminal record for this session. Its requests may still be active (try --active), may have been',
@@ -182,10 +192,10 @@ export function formatSession(sessionId: string, entries: readonly SessionEntry[
       'one this router never saw. None of these is proof that the session did no work.',
     );
   }
-  for (const { request: r, interpretation } of entries) {
+  for (const { request: r, interpretation, host } of entries) {
     const summary = interpretation.map((c) => SHORT[c]).join(', ') || 'nothing notable';
-    lines.push(`${r.finished_at}  ${safe(r.request_id)}  ${r.outcome} ${r.status_code}  finish ${r.finish_reason ?? '-'}  ${formatMs(r.latency_ms)}  ${summary}`);
+    lines.push(`${r.finished_at}  ${host === undefined ? '' : `${host}  `}${safe(r.request_id)}  ${r.outcome} ${r.status_code}  finish ${r.finish_reason ?? '-'}  ${formatMs(r.latency_ms)}  ${summary}`);
   }
-  lines.push('', ...currentRouterLines(null, current));
+  lines.push('', ...currentRouterLines(null, current, o.unavailableNote));
   return lines.join('\n') + '\n';
 }

@@ -60,7 +60,7 @@ export function registerUpCommand(program: Command): void {
             `  router      ${node.routerUrl}   (OpenAI-compatible; model alias "sim-chat")`,
             `  controller  ${node.controllerUrl}   (POST /tools/call node_workloads)`,
             `  dashboard   ${node.dashboardUrl}   (open it; paste the contents of ${creds.readerTokenFile} into the Workloads tab)`,
-            `  credentials ${creds.readerTokenFile} (workloads:read), ${creds.routerKeyFile} (router data-plane key)`,
+            `  credentials ${creds.readerTokenFile} (workloads:read, requests:read), ${creds.routerKeyFile} (router data-plane key)`,
             '',
             '  Read the inventory:',
             `    curl -s -X POST ${node.controllerUrl}/tools/call -H "Authorization: Bearer $(cat ${creds.readerTokenFile})" \\`,

@@ -1,10 +1,14 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Truncation } from './envelopes.js';
-import { HostId, Timestamp, literalUnion } from './primitives.js';
-import { OPAQUE_ID_RE, ROUTES, TerminalRecord } from './terminal-record.js';
+import { HostId, Timestamp, literalUnion, parseTimestamp } from './primitives.js';
+import { GENERATED_ID_RE, OPAQUE_ID_RE, ROUTES, TerminalRecord } from './terminal-record.js';
 
-export const DIAGNOSIS_SCHEMA_ID = 'svc-router-diagnosis/v1';
+export const DIAGNOSIS_SCHEMA_ID = 'svc-router-diagnosis/v1' as const;
+/** The lineage members a history lookup selects by (docs/api.md, Router): one of them, exactly. */
+export const LINEAGE_KEYS = ['session_id', 'task_id', 'workbench_run_id'] as const;
+export type LineageKey = (typeof LINEAGE_KEYS)[number];
+
 /** CONTRACT.md: at most 50 records per `/v1/requests` answer. */
 export const MAX_LOOKUP_RECORDS = 50;
 
@@ -155,3 +159,34 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
 
 /** The interpretation of a lookup that found no record. */
 export const NOT_FOUND_INTERPRETATION: InterpretationCode[] = ['not_found_maybe_active_or_evicted'];
+
+/** Why a lookup body cannot be diagnosed: not the expected shape, or another request's or session's records. */
+export type LookupFault = 'malformed' | 'identity';
+
+/**
+ * The diagnosis of a request lookup's body (`{"request": TerminalRecord}`), pure: the same for
+ * `router diagnose`, the fleet and the controller. The record must be the one asked for: its
+ * own id, or, asked by generated id, a caller's legacy id (a generated id answers for the
+ * request that carried it); another request's record is never diagnosed under this id.
+ */
+export function diagnoseLookup(askedId: string, body: unknown): { request: TerminalRecord; interpretation: InterpretationCode[] } | LookupFault {
+  if (!checkLookupBody.Check(body)) return 'malformed';
+  const rid = body.request.request_id;
+  if (rid !== askedId && !(GENERATED_ID_RE.test(askedId) && !GENERATED_ID_RE.test(rid))) return 'identity';
+  const request = terminalEvidence(body.request);
+  return { request, interpretation: interpret(request) };
+}
+
+/**
+ * The diagnosis of a history lookup's body (`{"requests": [...], "truncation": ...}`), pure:
+ * every record must carry `key` = `value`; entries newest first, each with its interpretation.
+ */
+export function diagnoseHistory(key: LineageKey, value: string, body: unknown): { requests: SessionEntry[]; truncation: Truncation } | LookupFault {
+  if (!checkSessionBody.Check(body)) return 'malformed';
+  if (body.requests.some((r) => r[key] !== value)) return 'identity';
+  const requests = body.requests
+    .map((r) => terminalEvidence(r))
+    .sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at))
+    .map((request) => ({ request, interpretation: interpret(request) }));
+  return { requests, truncation: { returned: body.truncation.returned, omitted: body.truncation.omitted } };
+}

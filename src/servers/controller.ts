@@ -23,6 +23,11 @@ import { DockerEngineClient } from '../recipes/docker-api.js';
 import { RecipeLifecycle } from '../recipes/recipe-lifecycle.js';
 import type { ServerDeps } from './server-deps.js';
 import { envVar } from '../config/env-var.js';
+import { busRequestAsker } from './fleet-diagnosis.js';
+import { requestMcpTools, requestToolsCall, type RequestAsker } from './request-tools.js';
+
+/** How long the controller waits for its own host's router to answer a request lookup. */
+const ROUTER_LOOKUP_TIMEOUT_MS = 2_000;
 
 export interface ControllerHandle {
   readonly url: string;
@@ -42,11 +47,13 @@ export async function buildControllerApp(deps: {
   view: NodeView;
   allowedHosts?: () => readonly string[] | undefined;
   jobs?: JobService;
+  /** The request diagnosis tools' source (the node's own router over the bus). */
+  requests?: RequestAsker;
 }): Promise<FastifyInstance> {
   const app = createHttpApp({ logger: deps.logger });
   if (deps.jobs) await app.register(lifecycleRoutes, { policy: deps.policy, jobs: deps.jobs });
   const read = nodeRead((f) => deps.view.query(f));
-  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: read } });
+  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: read }, ...(deps.requests ? { requestTools: requestToolsCall(deps.requests) } : {}) });
   await app.register(mcpRoutes, {
     policy: deps.policy,
     allowedHosts: deps.allowedHosts ?? (() => loopbackHosts(app)),
@@ -57,6 +64,7 @@ export async function buildControllerApp(deps: {
         outputSchema: NODE_RESULT_JSON_SCHEMA,
         run: read,
       },
+      ...(deps.requests ? requestMcpTools(deps.requests, 'on this node') : {}),
     },
   });
   return app;
@@ -123,7 +131,8 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   const recipeActors = startRecipeActors(cfg, bus, log);
   const responder = serveNodeWorkloads(bus, cfg.hostId, (f) => view.query(f), log);
 
-  const app = await buildControllerApp({ logger: log, policy, view, jobs });
+  const requests = busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS);
+  const app = await buildControllerApp({ logger: log, policy, view, jobs, requests });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);

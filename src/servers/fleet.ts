@@ -12,6 +12,8 @@ import { createHttpApp, listen, loopbackHosts } from './http-app.js';
 import { mcpRoutes } from './mcp-routes.js';
 import { workloadsSubject } from './workloads-responder.js';
 import type { ServerDeps } from './server-deps.js';
+import { busRequestAsker } from './fleet-diagnosis.js';
+import { requestMcpTools, requestToolsCall } from './request-tools.js';
 
 const encoder = new TextEncoder();
 
@@ -41,7 +43,7 @@ export interface FleetHandle {
   close(): Promise<void>;
 }
 
-/** The fleet controller: `fleet_workloads` over `/tools/call` and MCP. Thrown when: config, policy or NATS unusable. */
+/** The fleet controller: `fleet_workloads`, `request_diagnosis` and `session_diagnosis` over `/tools/call` and MCP. Thrown when: config, policy or NATS unusable. */
 export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<FleetHandle> {
   const log = deps.logger.child({ component: 'fleet' });
   const env = deps.env ?? process.env;
@@ -49,8 +51,9 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
   const ownsBus = deps.bus === undefined;
   const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
+  const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
   const app = createHttpApp({ logger: log });
-  await app.register(toolsCallRoutes, { policy, tools: { fleet_workloads: run } });
+  await app.register(toolsCallRoutes, { policy, tools: { fleet_workloads: run }, requestTools: requestToolsCall(requests) });
   await app.register(mcpRoutes, {
     policy,
     allowedHosts: () => loopbackHosts(app),
@@ -61,6 +64,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
         outputSchema: FLEET_RESULT_JSON_SCHEMA,
         run,
       },
+      ...requestMcpTools(requests, 'across the declared fleet'),
     },
   });
   let url: string;

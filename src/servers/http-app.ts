@@ -2,7 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { isIPv4, type Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { ERRORS, ErrorCode, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
+import { ERRORS, ErrorCode, InvalidArgumentError, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { LineBudget } from './line-budget.js';
@@ -140,6 +140,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     for (const method of methods) routes.push({ match, method: String(method).toUpperCase() });
   });
   app.setErrorHandler((err: Error, req, reply) => {
+    if (err instanceof InvalidArgumentError) {
+      // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
+      return reply.code(400).type(PROBLEM_CONTENT_TYPE).send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
+    }
     if (err instanceof SvcError) return sendProblem(reply, err.code);
     const sc = (err as Error & { statusCode?: unknown }).statusCode;
     const status = typeof sc === 'number' ? sc : 500;

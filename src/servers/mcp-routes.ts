@@ -8,17 +8,27 @@ import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../
 import { isNonIntegerNumber } from '../schema/json-numbers.js';
 import { PACKAGE_VERSION } from '../version.js';
 
-export interface McpTool {
+/**
+ * One tool. A workload tool declares neither `inputSchema` nor `parse` (its arguments are the
+ * workload filters); any other tool declares both: its own schema and its own strict parser,
+ * whose InvalidArgumentError names the failing argument in a fixed sentence.
+ */
+export interface McpTool<A = FilterArgsT> {
   readonly description: string;
   readonly grant: Grant;
   /** JSON Schema of the tool's structured result. */
   readonly outputSchema: object;
-  readonly run: (args: FilterArgsT) => Promise<object> | object;
+  /** JSON Schema of the tool's arguments (default: the workload filters). */
+  readonly inputSchema?: object;
+  /** Reads the raw `arguments` (default: the workload filters' parser). */
+  readonly parse?: (raw: unknown) => A;
+  readonly run: (args: A) => Promise<object> | object;
 }
 
 export interface McpRoutesOptions {
   readonly policy: AuthorizationPolicy;
-  readonly tools: Readonly<Record<string, McpTool>>;
+  // Each tool reads its own argument type.
+  readonly tools: Readonly<Record<string, McpTool<any>>>;
   /** `host:port` values a request's Host header may carry (DNS-rebinding guard). */
   /** Host values served (undefined: any, when not on loopback). */
   readonly allowedHosts: () => readonly string[] | undefined;
@@ -176,17 +186,18 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
   // every other method are 405 with `Allow: POST` from the app's not-found handler.
 };
 
-function buildServer(tools: Readonly<Record<string, McpTool>>, client: Client): Server {
+function buildServer(tools: McpRoutesOptions['tools'], client: Client): Server {
   const server = new Server({ name: 'svc-serving', version: PACKAGE_VERSION }, { capabilities: { tools: {} } });
   const visible = Object.entries(tools).filter(([, t]) => client.grants.has(t.grant));
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: visible.map(([name, t]) => ({ name, description: t.description, inputSchema: INPUT_SCHEMA, outputSchema: t.outputSchema as { type: 'object' } })),
+    tools: visible.map(([name, t]) => ({ name, description: t.description, inputSchema: (t.inputSchema ?? INPUT_SCHEMA) as { type: 'object' }, outputSchema: t.outputSchema as { type: 'object' } })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = visible.find(([name]) => name === request.params.name)?.[1];
     if (!tool) return { isError: true, content: [{ type: 'text' as const, text: 'Unknown tool or not permitted' }] };
     try {
-      const result = await tool.run(parseFilterArgs(request.params.arguments ?? {}));
+      const raw = request.params.arguments ?? {};
+      const result = await tool.run(tool.parse ? tool.parse(raw) : parseFilterArgs(raw));
       return { content: [{ type: 'text' as const, text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
     } catch (err) {
       const title = err instanceof SvcError ? err.message : 'Internal error';

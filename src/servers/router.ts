@@ -24,6 +24,7 @@ import { RouterMetrics } from './router/metrics.js';
 import { Readiness } from './router/readiness.js';
 import { cutUploads, relayInference, type RelayContext, type Upstream } from './router/relay.js';
 import { routerRoutes } from './router/router-routes.js';
+import { serveRequestLookups } from './router/requests-responder.js';
 import { InflightJournal, lockDecisionLog } from './router/inflight.js';
 import { UploadBudget, newGatewayId, refuseUpload, sendRawProblem } from './router/relay-support.js';
 import { LineBudget } from './line-budget.js';
@@ -260,6 +261,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log, local: own });
   view.start();
   actor.start();
+  // The request lookups over request/reply too: the fleet and the node's controller ask here.
+  const lookups = serveRequestLookups(bus, cfg.hostId, registry, log);
 
   const app = createHttpApp({
     logger: log,
@@ -294,6 +297,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     if (decisionLog) decisionLog.onRotated = undefined;
     stopJournalNudges?.();
     journal?.stop();
+    lookups.stop();
     actor.stop();
     view.stop();
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));

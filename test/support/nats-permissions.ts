@@ -12,7 +12,8 @@ export interface NatsUsers {
  * publish and subscribe only under `svc.v1.<its host>.>`, answer requests it receives
  * (allow_responses) and read only its own inbox `_INBOX_<user>.>`; so it can neither publish
  * observations for another host, answer another host's `workloads` subject, nor read replies
- * meant for others. The fleet's user may only request `svc.v1.*.workloads` and read its inbox.
+ * meant for others. The fleet's user may only ask (`svc.v1.*.workloads` and the routers'
+ * `svc.v1.*.requests.get|session|active`) and read its inbox.
  */
 export function natsUsers(hosts: readonly string[]): NatsUsers {
   const passwords: Record<string, string> = {};
@@ -21,6 +22,6 @@ export function natsUsers(hosts: readonly string[]): NatsUsers {
     return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX_${h}.>"] }, allow_responses: { max: 1 } } }`;
   });
   passwords['fleet'] = randomBytes(12).toString('hex');
-  users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads"] }, subscribe: { allow: ["_INBOX_fleet.>"] } } }`);
+  users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads", "svc.v1.*.requests.get", "svc.v1.*.requests.session", "svc.v1.*.requests.active"] }, subscribe: { allow: ["_INBOX_fleet.>"] } } }`);
   return { configText: `authorization {\n  users = [\n${users.join(',\n')}\n  ]\n}\n`, passwords };
 }

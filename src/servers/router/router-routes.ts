@@ -2,10 +2,11 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastif
 import type { AuthorizationPolicy } from '../../auth/policy.js';
 import type { RouterRegistry } from '../../actors/router-registry.js';
 import type { RouterConfig } from '../../config/router-config.js';
-import { ErrorCode, ForbiddenError, InvalidInputError, NotFoundError, SvcError, UnauthenticatedError } from '../../errors.js';
+import { ErrorCode, ForbiddenError, InvalidInputError, SvcError, UnauthenticatedError } from '../../errors.js';
+import { LINEAGE_KEYS } from '../../schema/diagnosis.js';
 import type { NodeResult } from '../../schema/envelopes.js';
 import { parseFilterQuery, resolveFilters, type Filters } from '../../schema/filters.js';
-import { LEGACY_ID_RE, GENERATED_ID_RE, OPAQUE_ID_RE } from '../../schema/terminal-record.js';
+import { lookupActive, lookupHistory, lookupRequest } from './request-lookups.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import type { RouterMetrics } from './metrics.js';
 import { nodeResultJson } from '../../schema/result-json.js';
@@ -36,13 +37,17 @@ function noQuery(req: FastifyRequest): void {
 
 /**
  * The router's read routes: workloads (needs `workloads:read`), request lookups and status
- * (a data-plane key or a `workloads:read` client), models, and Prometheus metrics.
+ * (a data-plane key, or a `requests:read` or `workloads:read` client), models, and Prometheus metrics.
  */
 export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app: FastifyInstance, o) => {
+  // Request metadata: a data-plane key (the caller of the requests), a `requests:read` client
+  // (CONTRACT.md's grant for it), or a `workloads:read` client (accepted before that grant
+  // existed; kept so no deployment loses its reads). docs/api.md, Authorization.
   const lookupAuth = (req: FastifyRequest): void => {
     if (o.keys.accepts(req.headers.authorization)) return;
     if (!o.policy) throw new UnauthenticatedError();
-    o.policy.authorize(req.headers.authorization, 'workloads:read');
+    const client = o.policy.identify(req.headers.authorization);
+    if (!client.grants.has('requests:read') && !client.grants.has('workloads:read')) throw new ForbiddenError();
   };
 
   app.get('/v1/workloads', async (req, reply) => {
@@ -65,11 +70,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
   app.get('/v1/requests/:id', async (req, reply) => {
     lookupAuth(req);
     noQuery(req);
-    const id = (req.params as { id: string }).id;
-    if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new InvalidInputError();
-    const record = await o.registry.lookup(id);
-    if (!record) throw new NotFoundError();
-    return reply.send({ request: record });
+    return reply.send(await lookupRequest(o.registry, (req.params as { id: string }).id));
   });
 
   app.get('/v1/requests', async (req, reply) => {
@@ -90,11 +91,10 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
       if (params.has(name)) throw new InvalidInputError();
       params.set(name, v);
     }
-    if (params.size === 1 && params.get('active') === '1') return reply.send(o.registry.activeSummaries());
-    const sid = params.get('session_id');
-    if (params.size === 2 && params.get('history') === '1' && sid !== undefined && OPAQUE_ID_RE.test(sid)) {
-      return reply.send(await o.registry.session(sid));
-    }
+    if (params.size === 1 && params.get('active') === '1') return reply.send(lookupActive(o.registry));
+    // `history=1` with exactly one of session_id, task_id, workbench_run_id.
+    const key = LINEAGE_KEYS.find((k) => params.has(k));
+    if (params.size === 2 && params.get('history') === '1' && key !== undefined) return reply.send(await lookupHistory(o.registry, key, params.get(key)!));
     throw new InvalidInputError();
   });
 
