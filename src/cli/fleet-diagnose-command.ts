@@ -62,7 +62,7 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
   if (call.name === 'session_diagnosis') {
     const label = LINEAGE_OPTIONS.find((l) => l.key === call.key)!.label;
     let text = formatSession(call.value, d.requests ?? [], d.truncation ?? { returned: 0, omitted: null }, d.current_router, { label, unavailableNote: FLEET_ROUTER_NOTE });
-    if (d.search.outcome === 'incomplete') text = `Nothing found on the nodes that answered; ${unasked} could not be asked, and may hold more.\n${text}`;
+    if (d.search.outcome === 'incomplete') text = `${d.search.answered === 0 ? 'No node answered' : 'Nothing found on the nodes that answered'}; ${unasked} could not be asked, and may hold more.\n${text}`;
     return search + text;
   }
   if (d.request !== null) return head(d.host) + search + formatRequest(d.request, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
@@ -71,7 +71,7 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
     return `${search}Several routers hold a record under this id (a caller's legacy id reused): one diagnosis per host.\n\n${each.join('\n')}`;
   }
   if (d.search.outcome === 'incomplete') {
-    return `${search}Not found on the nodes that answered; ${unasked} node${unasked === 1 ? '' : 's'} could not be asked, and the record may be there. Ask again when ${unasked === 1 ? 'it is' : 'they are'} back, or run svc-serving router diagnose against ${unasked === 1 ? 'its' : 'their'} router.\n`;
+    return `${search}${d.search.answered === 0 ? 'No node answered' : 'Not found on the nodes that answered'}; ${unasked} node${unasked === 1 ? '' : 's'} could not be asked, and the record may be there. Ask again when ${unasked === 1 ? 'it is' : 'they are'} back, or run svc-serving router diagnose against ${unasked === 1 ? 'its' : 'their'} router.\n`;
   }
   return search + formatRequest(null, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
 }

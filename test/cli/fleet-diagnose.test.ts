@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { composeRequestDiagnosis } from '../../src/schema/diagnosis-search.js';
+import { composeHistoryDiagnosis, composeRequestDiagnosis } from '../../src/schema/diagnosis-search.js';
+import { formatFleetDiagnosis } from '../../src/cli/fleet-diagnose-command.js';
 import { gid, rec } from '../support/terminal-records.js';
 import { sendJson, startFake, type FakeServer } from './fake-servers.js';
 import { looksLikeStackTrace, runCliBatch } from './run-cli.js';
@@ -74,5 +75,27 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     assert.match(results[2]!.stderr, /lacks the requests:read grant/);
     assert.match(results[3]!.stderr, /does not serve request diagnosis/);
     for (const r of results) assert.equal(r.stdout, '');
+  });
+
+  it('the human text names what was asked and never says "on the nodes that answered" when none did', () => {
+    const empty = enc({ requests: [], truncation: { returned: 0, omitted: 0 } });
+    const task = { name: 'session_diagnosis', key: 'task_id', value: 't-1', arguments: { task_id: 't-1' } } as const;
+    const run = { name: 'session_diagnosis', key: 'workbench_run_id', value: 'w-1', arguments: { workbench_run_id: 'w-1' } } as const;
+    const taskText = formatFleetDiagnosis(task, composeHistoryDiagnosis('task_id', 't-1', [{ host: 'node-a', answer: { kind: 'reply', data: empty } }]));
+    assert.match(taskText, /No retained terminal record for this task\./);
+    assert.doesNotMatch(taskText, /session/);
+    assert.match(formatFleetDiagnosis(run, composeHistoryDiagnosis('workbench_run_id', 'w-1', [{ host: 'node-a', answer: { kind: 'reply', data: empty } }])), /No retained terminal record for this workbench run\./);
+    // Nobody answered: not "found nothing on the nodes that answered".
+    const none = formatFleetDiagnosis(
+      { name: 'request_diagnosis', arguments: { request_id: 'x-1' } },
+      composeRequestDiagnosis('x-1', [{ host: 'node-a', answer: { kind: 'unreachable' } }, { host: 'node-b', answer: { kind: 'unreachable' } }]),
+    );
+    assert.match(none, /\nNo node answered; 2 nodes could not be asked, and the record may be there\./);
+    assert.doesNotMatch(none, /nodes that answered/);
+    const noneTask = formatFleetDiagnosis(task, composeHistoryDiagnosis('task_id', 't-1', [{ host: 'node-a', answer: { kind: 'unreachable' } }]));
+    assert.match(noneTask, /\nNo node answered; 1 could not be asked, and may hold more\./);
+    // Some answered: the wording stays.
+    const half = formatFleetDiagnosis(task, composeHistoryDiagnosis('task_id', 't-1', [{ host: 'node-a', answer: { kind: 'reply', data: empty } }, { host: 'node-b', answer: { kind: 'unreachable' } }]));
+    assert.match(half, /\nNothing found on the nodes that answered; 1 could not be asked/);
   });
 });
