@@ -88,6 +88,8 @@ async function fleetDiagnose(id: string | undefined, o: RawFleetDiagnoseOptions,
     // One sealed read: the fleet asks every declared node and composes the answer.
     const res = await reader.post('/tools/call', { name: call.name, arguments: call.arguments });
     if (res.kind === 'status' && res.status === 403) throw snapshotFailure('forbiddenRequests');
+    // The fleet answers only once every node has (or its node_timeout_ms has passed).
+    if (res.kind === 'timeout') throw snapshotFailure('fleetTimeout');
     if (res.kind !== 'json') throw failureFor(res, 'fleetDiagnosisNotServed');
     if (res.status !== 200 || !checkFleetDiagnosis.Check(res.body) || !diagnosisConsistent(res.body)) throw snapshotFailure('malformed');
     const d = res.body;
@@ -115,7 +117,7 @@ export function registerFleetDiagnoseCommand(fleet: Command): void {
     .option('--task-id <id>', 'instead of a request id: the requests that carried this X-Svc-Task-Id', t.value())
     .option('--workbench-run-id <id>', 'instead of a request id: the requests that carried this X-Svc-Workbench-Run-Id', t.value())
     .option('--json', 'print the envelope (with host and search), nothing else', t.flag())
-    .option('--timeout <seconds>', 'per socket read, not a total deadline (0 < s <= 30, default 5)', t.value())
+    .option('--timeout <seconds>', 'per socket read, not a total deadline (0 < s <= 30, default 5); give it more than the fleet\'s node_timeout_ms, which the fleet may wait for a hung node', t.value())
     .addHelpText(
       'after',
       `

@@ -19,7 +19,9 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     fleet = await startFake((_req, res, hit) => {
       const call = JSON.parse(hit.body) as { arguments: { request_id?: string } };
       const a = answers.get(call.arguments.request_id ?? '') ?? { status: 500, body: {} };
-      sendJson(res, a.status, a.body);
+      // A fleet still waiting for a hung node (its node_timeout_ms) answers late.
+      if (call.arguments.request_id === 'slow-id') setTimeout(() => sendJson(res, a.status, a.body), 1_500);
+      else sendJson(res, a.status, a.body);
     });
     answers.set('found-id', { status: 200, body: composeRequestDiagnosis('found-id', [{ host: 'node-a', answer: { kind: 'reply', data: enc({ request: rec({ request_id: 'found-id' }) }) } }]) });
     answers.set('other-id', { status: 200, body: composeRequestDiagnosis('found-id', [{ host: 'node-a', answer: { kind: 'reply', data: enc({ request: rec({ request_id: 'found-id' }) }) } }]) });
@@ -27,6 +29,7 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     answers.set('bad-shape', { status: 200, body: { schema: 'svc-router-diagnosis/v1', request: null } });
     answers.set('forbidden', { status: 403, body: { title: 'x' } });
     answers.set('missing', { status: 404, body: {} });
+    answers.set('slow-id', { status: 200, body: composeRequestDiagnosis('slow-id', [{ host: 'node-a', answer: { kind: 'unreachable' } }]) });
   });
   after(async () => fleet?.close());
 
@@ -75,6 +78,15 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     assert.match(results[2]!.stderr, /lacks the requests:read grant/);
     assert.match(results[3]!.stderr, /does not serve request diagnosis/);
     for (const r of results) assert.equal(r.stdout, '');
+  });
+
+  it('a fleet that answers after --timeout: exit 4, and the line says the fleet waits for its nodes (node_timeout_ms)', async () => {
+    const [late, waited] = await runCliBatch([run('slow-id', ...conn(), '--timeout', '0.3'), run('slow-id', ...conn(), '--timeout', '5')]);
+    assert.equal(late!.code, 4);
+    assert.equal(late!.stdout, '');
+    assert.equal(late!.stderr, 'svc-serving: error: the fleet sent nothing within the read timeout (it waits up to its node_timeout_ms for a node that does not answer: give --timeout more than that)\n');
+    assert.equal(waited!.code, 0, waited!.stderr);
+    assert.match(waited!.stdout, /could not be asked/);
   });
 
   it('the human text names what was asked and never says "on the nodes that answered" when none did', () => {
