@@ -49,7 +49,7 @@ const hostsText = (l: HostList): string => `${l.hosts.join(', ')}${l.count > l.h
 export function searchLine(s: DiagnosisSearch): string {
   const parts = [`asked ${s.asked} of ${s.declared} declared node${s.declared === 1 ? '' : 's'}${s.sleeping.count > 0 ? ` (${s.sleeping.count} sleeping: ${hostsText(s.sleeping)})` : ''}`, `${s.answered} answered`];
   if (s.holders.count > 0) parts.push(`held by ${hostsText(s.holders)}`);
-  if (s.unreachable.count > 0) parts.push(`could not be asked (no answer in time): ${hostsText(s.unreachable)}`);
+  if (s.unreachable.count > 0) parts.push(`could not be asked (no answer from its router): ${hostsText(s.unreachable)}`);
   if (s.failed.count > 0) parts.push(`answered with something other than a lookup result: ${hostsText(s.failed)}`);
   return `search: ${parts.join('; ')}`;
 }

@@ -86,7 +86,7 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     assert.equal(late!.stdout, '');
     assert.equal(late!.stderr, 'svc-serving: error: the fleet sent nothing within the read timeout (it waits up to its node_timeout_ms for a node that does not answer: give --timeout more than that)\n');
     assert.equal(waited!.code, 0, waited!.stderr);
-    assert.match(waited!.stdout, /could not be asked/);
+    assert.match(waited!.stdout, /could not be asked \(no answer from its router\): node-a/);
   });
 
   it('the human text names what was asked and never says "on the nodes that answered" when none did', () => {
