@@ -59,11 +59,13 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
   const head = (host: string | undefined): string => (host === undefined ? '' : `host: ${host}\n`);
   const search = `${searchLine(d.search)}\n`;
   const unasked = d.search.unreachable.count + d.search.failed.count;
+  // A sleeping node is not asked: its router's retained records are not searched.
+  const sleeping = d.search.sleeping.count === 0 ? '' : `Not searched: ${d.search.sleeping.count} sleeping node${d.search.sleeping.count === 1 ? '' : 's'} (${hostsText(d.search.sleeping)}), whose records are not seen while ${d.search.sleeping.count === 1 ? 'it is' : 'they are'} declared sleeping.\n`;
   if (call.name === 'session_diagnosis') {
     const label = LINEAGE_OPTIONS.find((l) => l.key === call.key)!.label;
     let text = formatSession(call.value, d.requests ?? [], d.truncation ?? { returned: 0, omitted: null }, d.current_router, { label, unavailableNote: FLEET_ROUTER_NOTE });
     if (d.search.outcome === 'incomplete') text = `${d.search.answered === 0 ? 'No node answered' : 'Nothing found on the nodes that answered'}; ${unasked} could not be asked, and may hold more.\n${text}`;
-    return search + text;
+    return search + sleeping + text;
   }
   if (d.request !== null) return head(d.host) + search + formatRequest(d.request, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
   if (d.search.outcome === 'several') {
@@ -71,9 +73,9 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
     return `${search}Several routers hold a record under this id (a caller's legacy id reused): one diagnosis per host.\n\n${each.join('\n')}`;
   }
   if (d.search.outcome === 'incomplete') {
-    return `${search}${d.search.answered === 0 ? 'No node answered' : 'Not found on the nodes that answered'}; ${unasked} node${unasked === 1 ? '' : 's'} could not be asked, and the record may be there. Ask again when ${unasked === 1 ? 'it is' : 'they are'} back, or run svc-serving router diagnose against ${unasked === 1 ? 'its' : 'their'} router.\n`;
+    return `${search}${sleeping}${d.search.answered === 0 ? 'No node answered' : 'Not found on the nodes that answered'}; ${unasked} node${unasked === 1 ? '' : 's'} could not be asked, and the record may be there. Ask again when ${unasked === 1 ? 'it is' : 'they are'} back, or run svc-serving router diagnose against ${unasked === 1 ? 'its' : 'their'} router.\n`;
   }
-  return search + formatRequest(null, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
+  return search + sleeping + formatRequest(null, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
 }
 
 async function fleetDiagnose(id: string | undefined, o: RawFleetDiagnoseOptions, t: OptionTracker): Promise<void> {

@@ -89,6 +89,23 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     assert.match(waited!.stdout, /could not be asked \(no answer from its router\): node-a/);
   });
 
+  it('a sleeping node was not searched: a not-found or a session says so, naming it', () => {
+    const asleep = { host: 'node-b', answer: { kind: 'sleeping' } } as const;
+    const notFound = formatFleetDiagnosis(
+      { name: 'request_diagnosis', arguments: { request_id: 'x-2' } },
+      composeRequestDiagnosis('x-2', [{ host: 'node-a', answer: { kind: 'reply', data: enc(NOT_FOUND) } }, asleep]),
+    );
+    assert.match(notFound, /^search: asked 1 of 2 declared nodes \(1 sleeping: node-b\); 1 answered\nNot searched: 1 sleeping node \(node-b\), whose records are not seen while it is declared sleeping\.\nNo terminal record/);
+    const session = formatFleetDiagnosis(
+      { name: 'session_diagnosis', key: 'session_id', value: 's-2', arguments: { session_id: 's-2' } },
+      composeHistoryDiagnosis('session_id', 's-2', [{ host: 'node-a', answer: { kind: 'reply', data: enc({ requests: [], truncation: { returned: 0, omitted: 0 } }) } }, asleep]),
+    );
+    assert.match(session, /\nNot searched: 1 sleeping node \(node-b\)/);
+    // Found on an awake node: nothing to add.
+    const found = formatFleetDiagnosis({ name: 'request_diagnosis', arguments: { request_id: 'found-id' } }, composeRequestDiagnosis('found-id', [{ host: 'node-a', answer: { kind: 'reply', data: enc({ request: rec({ request_id: 'found-id' }) }) } }, asleep]));
+    assert.doesNotMatch(found, /Not searched/);
+  });
+
   it('the human text names what was asked and never says "on the nodes that answered" when none did', () => {
     const empty = enc({ requests: [], truncation: { returned: 0, omitted: 0 } });
     const task = { name: 'session_diagnosis', key: 'task_id', value: 't-1', arguments: { task_id: 't-1' } } as const;
