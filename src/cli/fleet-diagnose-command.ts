@@ -43,6 +43,13 @@ function toolCall(id: string | undefined, o: RawFleetDiagnoseOptions): Call {
 
 const FLEET_ROUTER_NOTE = 'Current router: not read (the fleet reads terminal records only; svc-serving router diagnose against a router shows its current status).';
 
+// fleet diagnose has no --active: the hint names the command that has it.
+const FLEET_EMPTY_SESSION = (what: string): string[] => [
+  `No retained terminal record for this ${what} on the routers searched. Its requests may still be active`,
+  '(svc-serving router diagnose --active against a router lists its own), may have been evicted or rotated out of',
+  `the retained history, or a router does not serve ${what} lookup. None of these is proof that the ${what} did no work.`,
+];
+
 const hostsText = (l: HostList): string => `${l.hosts.join(', ')}${l.count > l.hosts.length ? ` and ${l.count - l.hosts.length} more` : ''}`;
 
 /** One line: how asking the nodes went (never "not found" while a node could not be asked). */
@@ -63,7 +70,7 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
   const sleeping = d.search.sleeping.count === 0 ? '' : `Not searched: ${d.search.sleeping.count} sleeping node${d.search.sleeping.count === 1 ? '' : 's'} (${hostsText(d.search.sleeping)}), whose records are not seen while ${d.search.sleeping.count === 1 ? 'it is' : 'they are'} declared sleeping.\n`;
   if (call.name === 'session_diagnosis') {
     const label = LINEAGE_OPTIONS.find((l) => l.key === call.key)!.label;
-    let text = formatSession(call.value, d.requests ?? [], d.truncation ?? { returned: 0, omitted: null }, d.current_router, { label, unavailableNote: FLEET_ROUTER_NOTE });
+    let text = formatSession(call.value, d.requests ?? [], d.truncation ?? { returned: 0, omitted: null }, d.current_router, { label, unavailableNote: FLEET_ROUTER_NOTE, emptyText: FLEET_EMPTY_SESSION });
     if (d.search.outcome === 'incomplete') text = `${d.search.answered === 0 ? 'No node answered' : 'Nothing found on the nodes that answered'}; ${unasked} could not be asked, and may hold more.\n${text}`;
     return search + sleeping + text;
   }

@@ -111,9 +111,12 @@ describe('fleet diagnose: usage, and what it believes of a fleet\'s answer', () 
     const task = { name: 'session_diagnosis', key: 'task_id', value: 't-1', arguments: { task_id: 't-1' } } as const;
     const run = { name: 'session_diagnosis', key: 'workbench_run_id', value: 'w-1', arguments: { workbench_run_id: 'w-1' } } as const;
     const taskText = formatFleetDiagnosis(task, composeHistoryDiagnosis('task_id', 't-1', [{ host: 'node-a', answer: { kind: 'reply', data: empty } }]));
-    assert.match(taskText, /No retained terminal record for this task\./);
+    assert.match(taskText, /No retained terminal record for this task on the routers searched\./);
+    // fleet diagnose has no --active: the hint names the command that has.
+    assert.match(taskText, /may still be active\n\(svc-serving router diagnose --active against a router lists its own\)/);
+    assert.doesNotMatch(taskText, /try --active/);
     assert.doesNotMatch(taskText, /session/);
-    assert.match(formatFleetDiagnosis(run, composeHistoryDiagnosis('workbench_run_id', 'w-1', [{ host: 'node-a', answer: { kind: 'reply', data: empty } }])), /No retained terminal record for this workbench run\./);
+    assert.match(formatFleetDiagnosis(run, composeHistoryDiagnosis('workbench_run_id', 'w-1', [{ host: 'node-a', answer: { kind: 'reply', data: empty } }])), /No retained terminal record for this workbench run on the routers searched\./);
     // Nobody answered: not "found nothing on the nodes that answered".
     const none = formatFleetDiagnosis(
       { name: 'request_diagnosis', arguments: { request_id: 'x-1' } },
