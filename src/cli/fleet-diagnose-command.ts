@@ -120,7 +120,7 @@ export function registerFleetDiagnoseCommand(fleet: Command): void {
     .command('diagnose')
     .description('find the router holding a request (or a session\'s requests) across the fleet and explain it (svc-router-diagnosis/v1); one read of the fleet controller, no model request')
     .argument('[request-id]', 'the request id (X-Svc-Request-Id, or a legacy caller id)')
-    .option('--fleet-url <url>', 'fleet controller origin (HTTP only to loopback/private IPs)', t.value())
+    .option('--fleet-url <url>', 'fleet controller origin (HTTP only to loopback/private IPs); a node controller searches its own router only', t.value())
     .option('--auth-env <ENV_NAME>', 'environment variable holding the credential (needs requests:read)', t.value())
     .option('--session-id <id>', 'instead of a request id: the session\'s retained requests on every router, newest first', t.value())
     .option('--task-id <id>', 'instead of a request id: the requests that carried this X-Svc-Task-Id', t.value())
