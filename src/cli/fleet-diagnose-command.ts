@@ -43,13 +43,20 @@ function toolCall(id: string | undefined, o: RawFleetDiagnoseOptions): Call {
 
 const FLEET_ROUTER_NOTE = 'Current router: not read (the fleet reads terminal records only; svc-serving router diagnose against a router shows its current status).';
 
+// fleet diagnose has no --active: the hint names the command that has it.
+const FLEET_EMPTY_SESSION = (what: string): string[] => [
+  `No retained terminal record for this ${what} on the routers searched. Its requests may still be active`,
+  '(svc-serving router diagnose --active against a router lists its own), may have been evicted or rotated out of',
+  `the retained history, or a router does not serve ${what} lookup. None of these is proof that the ${what} did no work.`,
+];
+
 const hostsText = (l: HostList): string => `${l.hosts.join(', ')}${l.count > l.hosts.length ? ` and ${l.count - l.hosts.length} more` : ''}`;
 
 /** One line: how asking the nodes went (never "not found" while a node could not be asked). */
 export function searchLine(s: DiagnosisSearch): string {
   const parts = [`asked ${s.asked} of ${s.declared} declared node${s.declared === 1 ? '' : 's'}${s.sleeping.count > 0 ? ` (${s.sleeping.count} sleeping: ${hostsText(s.sleeping)})` : ''}`, `${s.answered} answered`];
   if (s.holders.count > 0) parts.push(`held by ${hostsText(s.holders)}`);
-  if (s.unreachable.count > 0) parts.push(`could not be asked (no answer in time): ${hostsText(s.unreachable)}`);
+  if (s.unreachable.count > 0) parts.push(`could not be asked (no answer from its router): ${hostsText(s.unreachable)}`);
   if (s.failed.count > 0) parts.push(`answered with something other than a lookup result: ${hostsText(s.failed)}`);
   return `search: ${parts.join('; ')}`;
 }
@@ -59,11 +66,13 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
   const head = (host: string | undefined): string => (host === undefined ? '' : `host: ${host}\n`);
   const search = `${searchLine(d.search)}\n`;
   const unasked = d.search.unreachable.count + d.search.failed.count;
+  // A sleeping node is not asked: its router's retained records are not searched.
+  const sleeping = d.search.sleeping.count === 0 ? '' : `Not searched: ${d.search.sleeping.count} sleeping node${d.search.sleeping.count === 1 ? '' : 's'} (${hostsText(d.search.sleeping)}), whose records are not seen while ${d.search.sleeping.count === 1 ? 'it is' : 'they are'} declared sleeping.\n`;
   if (call.name === 'session_diagnosis') {
     const label = LINEAGE_OPTIONS.find((l) => l.key === call.key)!.label;
-    let text = formatSession(call.value, d.requests ?? [], d.truncation ?? { returned: 0, omitted: null }, d.current_router, { label, unavailableNote: FLEET_ROUTER_NOTE });
-    if (d.search.outcome === 'incomplete') text = `Nothing found on the nodes that answered; ${unasked} could not be asked, and may hold more.\n${text}`;
-    return search + text;
+    let text = formatSession(call.value, d.requests ?? [], d.truncation ?? { returned: 0, omitted: null }, d.current_router, { label, unavailableNote: FLEET_ROUTER_NOTE, emptyText: FLEET_EMPTY_SESSION });
+    if (d.search.outcome === 'incomplete') text = `${d.search.answered === 0 ? 'No node answered' : 'Nothing found on the nodes that answered'}; ${unasked} could not be asked, and may hold more.\n${text}`;
+    return search + sleeping + text;
   }
   if (d.request !== null) return head(d.host) + search + formatRequest(d.request, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
   if (d.search.outcome === 'several') {
@@ -71,9 +80,9 @@ export function formatFleetDiagnosis(call: Call, d: FleetDiagnosis): string {
     return `${search}Several routers hold a record under this id (a caller's legacy id reused): one diagnosis per host.\n\n${each.join('\n')}`;
   }
   if (d.search.outcome === 'incomplete') {
-    return `${search}Not found on the nodes that answered; ${unasked} node${unasked === 1 ? '' : 's'} could not be asked, and the record may be there. Ask again when ${unasked === 1 ? 'it is' : 'they are'} back, or run svc-serving router diagnose against ${unasked === 1 ? 'its' : 'their'} router.\n`;
+    return `${search}${sleeping}${d.search.answered === 0 ? 'No node answered' : 'Not found on the nodes that answered'}; ${unasked} node${unasked === 1 ? '' : 's'} could not be asked, and the record may be there. Ask again when ${unasked === 1 ? 'it is' : 'they are'} back, or run svc-serving router diagnose against ${unasked === 1 ? 'its' : 'their'} router.\n`;
   }
-  return search + formatRequest(null, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
+  return search + sleeping + formatRequest(null, d.interpretation, d.current_router, FLEET_ROUTER_NOTE);
 }
 
 async function fleetDiagnose(id: string | undefined, o: RawFleetDiagnoseOptions, t: OptionTracker): Promise<void> {
@@ -88,6 +97,8 @@ async function fleetDiagnose(id: string | undefined, o: RawFleetDiagnoseOptions,
     // One sealed read: the fleet asks every declared node and composes the answer.
     const res = await reader.post('/tools/call', { name: call.name, arguments: call.arguments });
     if (res.kind === 'status' && res.status === 403) throw snapshotFailure('forbiddenRequests');
+    // The fleet answers only once every node has (or its node_timeout_ms has passed).
+    if (res.kind === 'timeout') throw snapshotFailure('fleetTimeout');
     if (res.kind !== 'json') throw failureFor(res, 'fleetDiagnosisNotServed');
     if (res.status !== 200 || !checkFleetDiagnosis.Check(res.body) || !diagnosisConsistent(res.body)) throw snapshotFailure('malformed');
     const d = res.body;
@@ -109,13 +120,13 @@ export function registerFleetDiagnoseCommand(fleet: Command): void {
     .command('diagnose')
     .description('find the router holding a request (or a session\'s requests) across the fleet and explain it (svc-router-diagnosis/v1); one read of the fleet controller, no model request')
     .argument('[request-id]', 'the request id (X-Svc-Request-Id, or a legacy caller id)')
-    .option('--fleet-url <url>', 'fleet controller origin (HTTP only to loopback/private IPs)', t.value())
+    .option('--fleet-url <url>', 'fleet controller origin (HTTP only to loopback/private IPs); a node controller searches its own router only', t.value())
     .option('--auth-env <ENV_NAME>', 'environment variable holding the credential (needs requests:read)', t.value())
     .option('--session-id <id>', 'instead of a request id: the session\'s retained requests on every router, newest first', t.value())
     .option('--task-id <id>', 'instead of a request id: the requests that carried this X-Svc-Task-Id', t.value())
     .option('--workbench-run-id <id>', 'instead of a request id: the requests that carried this X-Svc-Workbench-Run-Id', t.value())
     .option('--json', 'print the envelope (with host and search), nothing else', t.flag())
-    .option('--timeout <seconds>', 'per socket read, not a total deadline (0 < s <= 30, default 5)', t.value())
+    .option('--timeout <seconds>', 'per socket read, not a total deadline (0 < s <= 30, default 5); give it more than the fleet\'s node_timeout_ms, which the fleet may wait for a hung node', t.value())
     .addHelpText(
       'after',
       `

@@ -182,14 +182,18 @@ export function formatActive(requests: readonly ActiveRequest[], t: Truncation, 
  */
 export function formatSession(
   sessionId: string, entries: readonly (SessionEntry & { host?: string })[], t: Truncation, current: RouterStatus | { unavailable: true },
-  o: { label?: string; unavailableNote?: string } = {},
+  o: { label?: string; unavailableNote?: string; emptyText?: (what: string) => string[] } = {},
 ): string {
   const lines = [`${o.label ?? 'Session'} ${safe(sessionId)}: ${entries.length} retained request${entries.length === 1 ? '' : 's'}, newest first; ${omittedText(t)}.`];
   if (entries.length === 0) {
+    // Named as asked (a task or workbench run through fleet diagnose), never always "session".
+    const what = (o.label ?? 'Session').toLowerCase();
     lines.push(
-      'No retained terminal record for this session. Its requests may still be active (try --active), may have been',
-      'evicted or rotated out of the retained history, or this router does not serve session lookup; the id may also be',
-      'one this router never saw. None of these is proof that the session did no work.',
+      ...(o.emptyText?.(what) ?? [
+        `No retained terminal record for this ${what}. Its requests may still be active (try --active), may have been`,
+        `evicted or rotated out of the retained history, or this router does not serve ${what} lookup; the id may also be`,
+        `one this router never saw. None of these is proof that the ${what} did no work.`,
+      ]),
     );
   }
   for (const { request: r, interpretation, host } of entries) {

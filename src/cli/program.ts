@@ -40,7 +40,7 @@ internal error (a bug); 2 invalid usage or configuration; 4 the other side refus
 answer, or its answer did not hold up; 130 interrupted (Ctrl-C).`;
 
 /** The read commands, by their path. */
-const READ_COMMANDS = new Set(['router workloads', 'fleet workloads', 'router diagnose', 'recipe status']);
+const READ_COMMANDS = new Set(['router workloads', 'fleet workloads', 'router diagnose', 'fleet diagnose', 'recipe status']);
 
 /** Long-running servers: a stop by signal once they are up is a clean exit. */
 const SERVER_EXIT_HELP = `

@@ -44,6 +44,7 @@ export const SNAPSHOT = {
   diagnosisNotServed: 'the server at the router URL serves neither request lookups nor router status: check that it is a router (not a controller or the fleet) of this version',
   redirect: 'the server answered with a redirect; redirects are never followed',
   timeout: 'the server sent nothing within the read timeout',
+  fleetTimeout: 'the fleet sent nothing within the read timeout (it waits up to its node_timeout_ms for a node that does not answer: give --timeout more than that)',
   transport: 'could not connect to the server, or the connection failed',
   oversized: 'the response exceeded the size limit (16 MiB for fleet reads, 1 MiB for node workload reads, 128 KiB for every other answer) and was discarded',
   malformed: 'the response is not a valid envelope of the expected schema',

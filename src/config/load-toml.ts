@@ -4,7 +4,13 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import { parse as parseToml } from 'smol-toml';
 import { ConfigError } from '../errors.js';
+import { MAX_NATS_SERVERS } from './nats-url.js';
 import { readSmallFile } from './read-small-file.js';
+
+/** What a member must look like, for members whose grammar a reader cannot guess (never the value). */
+const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
+  ['nats_url', `nats://HOST[:PORT] or tls://HOST[:PORT], or up to ${MAX_NATS_SERVERS} of them separated by commas; no credentials, path or query (the password goes in nats_password_env)`],
+]);
 
 /**
  * Config as a pipeline: TOML file -> plain object -> defaults -> schema check -> frozen.
@@ -34,7 +40,9 @@ export function loadTomlConfig<T extends TSchema>(path: string, schema: T, what:
   const check = TypeCompiler.Compile(schema);
   if (!check.Check(plain)) {
     const first = [...check.Errors(plain)][0];
-    throw new ConfigError(`${what} configuration: invalid member ${first?.path || '/'}`);
+    // A Map: a member named `constructor` finds no hint (an object's prototype would answer).
+    const hint = MEMBER_HINTS.get(first?.path.slice(first.path.lastIndexOf('/') + 1) ?? '');
+    throw new ConfigError(`${what} configuration: invalid member ${first?.path || '/'}${hint === undefined ? '' : ` (${hint})`}`);
   }
   return { value: deepFreeze(plain as Static<T>), dir: dirname(resolve(path)) };
 }

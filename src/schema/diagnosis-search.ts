@@ -127,7 +127,10 @@ function search(nodes: number, t: Tally, several: boolean): DiagnosisSearch {
   };
 }
 
-const base = { schema: DIAGNOSIS_SCHEMA_ID, current_router: { unavailable: true as const } };
+// Members in the order router diagnose writes its envelope (schema, request, requests?,
+// truncation?, current_router, interpretation), then host? and search.
+const schema = DIAGNOSIS_SCHEMA_ID;
+const current_router = { unavailable: true as const };
 
 /**
  * The fleet's diagnosis of one request id from every node's `requests.get` reply (pure).
@@ -157,13 +160,13 @@ export function composeRequestDiagnosis(id: string, asked: readonly AskedNode[])
     }
   }
   const s = search(asked.length, t, true);
-  if (found.length === 1) return { ...base, request: found[0]!.request, interpretation: found[0]!.interpretation, host: found[0]!.host, search: s };
+  if (found.length === 1) return { schema, request: found[0]!.request, current_router, interpretation: found[0]!.interpretation, host: found[0]!.host, search: s };
   if (found.length > 1) {
     const requests = found.slice(0, MAX_LOOKUP_RECORDS);
-    return { ...base, request: null, requests, truncation: { returned: requests.length, omitted: found.length - requests.length }, interpretation: [], search: s };
+    return { schema, request: null, requests, truncation: { returned: requests.length, omitted: found.length - requests.length }, current_router, interpretation: [], search: s };
   }
   const interpretation: InterpretationCode[] = s.outcome === 'not_found' ? [...NOT_FOUND_INTERPRETATION] : [];
-  return { ...base, request: null, interpretation, search: s };
+  return { schema, request: null, current_router, interpretation, search: s };
 }
 
 /**
@@ -198,7 +201,7 @@ export function composeHistoryDiagnosis(key: LineageKey, value: string, asked: r
   const requests = all.slice(0, MAX_LOOKUP_RECORDS);
   const truncation = { returned: requests.length, omitted: omitted === null ? null : omitted + all.length - requests.length };
   const interpretation: InterpretationCode[] = s.outcome === 'not_found' ? [...NOT_FOUND_INTERPRETATION] : [];
-  return { ...base, request: null, requests, truncation, interpretation, search: s };
+  return { schema, request: null, requests, truncation, current_router, interpretation, search: s };
 }
 
 /**

@@ -176,16 +176,18 @@ describe('usage errors of every command (built CLI)', () => {
   it('every command\'s own help lists its exit codes, 130 for Ctrl-C included', async () => {
     const commands = [
       ['up'], ['bench', 'run'], ['bench', 'cancel'], ['router', 'serve'], ['router', 'workloads'], ['router', 'diagnose'], ['fleet', 'serve'],
-      ['fleet', 'workloads'], ['controller', 'serve'], ['engine', 'sim'], ['dashboard', 'serve'], ['recipe', 'status'], ['recipe', 'apply'], ['recipe', 'stop'],
+      ['fleet', 'workloads'], ['fleet', 'diagnose'], ['controller', 'serve'], ['engine', 'sim'], ['dashboard', 'serve'], ['recipe', 'status'], ['recipe', 'apply'], ['recipe', 'stop'],
     ];
     const results = await runCliBatch(commands.map((c) => ({ args: [...c, '--help'] })));
     for (const [i, r] of results.entries()) {
       assert.equal(r.code, 0, commands[i]!.join(' '));
       assert.match(r.stdout, /Exit codes:[\s\S]*\b2\b[\s\S]*\b130 interrupted/, commands[i]!.join(' '));
       // A read starts nothing and runs no job: its 1 is a bug only.
-      const read = ['router workloads', 'router diagnose', 'fleet workloads', 'recipe status'].includes(commands[i]!.join(' '));
+      const read = ['router workloads', 'router diagnose', 'fleet workloads', 'fleet diagnose', 'recipe status'].includes(commands[i]!.join(' '));
       const text = r.stdout.replace(/\s+/g, ' ');
       if (read) assert.match(text, /1 only an unexpected internal error/, commands[i]!.join(' '));
+      // A read follows no job and asks for no confirmation.
+      if (read) assert.doesNotMatch(text, /following a job|confirmation prompt/, commands[i]!.join(' '));
       assert.equal(/a server that cannot start|cannot start \(/.test(text), ['up', 'router serve', 'fleet serve', 'controller serve', 'engine sim', 'dashboard serve'].includes(commands[i]!.join(' ')), commands[i]!.join(' '));
     }
   });

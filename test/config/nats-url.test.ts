@@ -32,6 +32,18 @@ describe('nats_url: one server, or a cluster\'s servers separated by commas', ()
       'nats://h1:4222,nats://h2:99999', 'nats://h1:4222;nats://h2:4222', 'nats://h1:4222,http://h2:4222', 'nats://h1:4222 nats://h2:4222']) {
       assert.throws(() => loadNodeConfig(nodeFile(v)), (err: unknown) => err instanceof ConfigError && /invalid member \/node\/nats_url/.test(err.message) && !err.message.includes('secret-canary'), v);
     }
+    // The message says what the member must look like (a `nats://user:pass@host` URL is the usual NATS habit).
+    for (const load of [() => loadNodeConfig(nodeFile('nats://u:secret-canary@h1:4222')), () => {
+      const fleet = join(dir, `f${++n}.toml`);
+      writeFileSync(fleet, '[fleet]\nnats_url = "h1:4222"\nauthorization_policy = "policy.toml"\n\n[[nodes]]\nhost_id = "node-a"\n');
+      return loadFleetConfig(fleet);
+    }]) {
+      assert.throws(load, (err: unknown) => err instanceof ConfigError && /invalid member \/(node|fleet)\/nats_url \(nats:\/\/HOST\[:PORT\] or tls:\/\/HOST\[:PORT\], or up to 16 of them separated by commas; no credentials, path or query \(the password goes in nats_password_env\)\)$/.test(err.message) && !err.message.includes('secret-canary') && !err.message.includes('h1'));
+    }
+    // An unknown member named like an object's prototype member gets no hint at all.
+    const proto = join(dir, `p${++n}.toml`);
+    writeFileSync(proto, '[node]\nhost_id = "node-a"\nconstructor = "x"\nauthorization_policy = "policy.toml"\n');
+    assert.throws(() => loadNodeConfig(proto), (err: unknown) => err instanceof ConfigError && /^node configuration: invalid member \/node\/constructor$/.test(err.message));
     const seventeen = Array.from({ length: 17 }, (_, i) => `nats://h${i}:4222`).join(',');
     assert.throws(() => loadNodeConfig(nodeFile(seventeen)), /invalid member \/node\/nats_url/);
   });

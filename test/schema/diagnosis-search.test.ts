@@ -68,6 +68,15 @@ describe('fleet request diagnosis composition (pure)', () => {
     assert.ok(diagnosisConsistent(session));
   });
 
+  it('members come in the order router diagnose writes its envelope, then host and search (docs/api.md)', () => {
+    const r = rec({ request_id: 'legacy-2' });
+    const empty = { requests: [], truncation: { returned: 0, omitted: 0 } };
+    assert.deepEqual(Object.keys(composeRequestDiagnosis('legacy-2', [reply('a', { request: r })])), ['schema', 'request', 'current_router', 'interpretation', 'host', 'search']);
+    assert.deepEqual(Object.keys(composeRequestDiagnosis('legacy-2', [reply('a', { request: r }), reply('b', { request: r })])), ['schema', 'request', 'requests', 'truncation', 'current_router', 'interpretation', 'search']);
+    assert.deepEqual(Object.keys(composeRequestDiagnosis('legacy-2', [reply('a', NOT_FOUND)])), ['schema', 'request', 'current_router', 'interpretation', 'search']);
+    assert.deepEqual(Object.keys(composeHistoryDiagnosis('session_id', 's-1', [reply('a', empty)])), ['schema', 'request', 'requests', 'truncation', 'current_router', 'interpretation', 'search']);
+  });
+
   it('host lists are bounded; counts are whole', () => {
     const nodes = Array.from({ length: MAX_LISTED_HOSTS + 5 }, (_, i) => down(`n${i}`));
     const d = composeRequestDiagnosis(gid(5), nodes);
