@@ -328,6 +328,9 @@ export class RouterRegistry {
       seen.add(k);
       matched++;
       out.push(d.record);
+      // Only the newest 50 are answered: the list is cut back now and then, so that a
+      // session of many thousand records does not hold them all while the scan runs.
+      if (out.length >= 4 * MAX_LOOKUP_RECORDS) newestFirst(out).length = MAX_LOOKUP_RECORDS;
     };
     // Records are written with their members in one order and opaque ids literally, so the
     // member as the writer spells it finds every candidate line or slot.
@@ -339,8 +342,7 @@ export class RouterRegistry {
       if (candidate) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
     }
     const { truncated } = this.opts.log ? await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => void visit(d), { needle }) : { truncated: false };
-    out.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
-    const requests = out.slice(0, MAX_LOOKUP_RECORDS);
+    const requests = newestFirst(out).slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this
     // session's: then how many were left out is unknown, not the count of those still here.
     const unknown = truncated || this.recordsLost || this.opts.log?.recordsDeleted === true || this.opts.log?.recordsMayBeMissing === true;
@@ -387,6 +389,11 @@ export function routerReading(registry: RouterRegistry, now: number, cap: number
 /** The one log line about a failed decision-log write: the error's name and code, nothing of the records. */
 export function logWriteError(logger: Logger | undefined, err: unknown, records?: number): void {
   logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; the records stay in memory and are written once the log can be written again');
+}
+
+/** `records` sorted in place, newest finish first; returned. */
+function newestFirst(records: TerminalRecord[]): TerminalRecord[] {
+  return records.sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at));
 }
 
 function summarize(a: ActiveRequest, now: number): ActiveSummary {
