@@ -10,8 +10,11 @@
  *
  *   node build/bench/fleet.js [--nodes 100] [--records 12 | --heavy (= 120)] [--procs 4]
  *        [--iterations 200] [--timeout-ms 500] [--dead 10] [--max-seconds 90] [--profile]
+ *        [--baseline DIR]
  *
  * `--profile` runs the fleet under `node --cpu-prof` and prints where its time went.
+ * `--baseline DIR` (a built checkout) starts its fleet too, on the same nodes, and alternates
+ * reads between the two: a before/after measured side by side, as noise hits both alike.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -22,8 +25,8 @@ import { fileURLToPath } from 'node:url';
 import { startNatsServer } from '../test/support/nats-server.js';
 import { writeTestPolicy } from '../test/support/policy.js';
 import type { HostCommand, HostEvent, HostStats } from './fleet-node-host.js';
-import { percentiles, renderReport, type Latency } from './fleet-report.js';
-import { cpuMs, runBench, spawnNode, stop } from './router-procs.js';
+import { percentiles, renderReport, type FleetFigures, type Latency } from './fleet-report.js';
+import { cpuMs, runBench, spawnNode, stop, type Proc } from './router-procs.js';
 import { summarizeCpuProfile } from './router-profile.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -47,6 +50,7 @@ const DEAD = Math.min(NODES, flag('dead', 10));
 /** Bound on each measured phase, so a slow machine still ends in minutes. */
 const MAX_MS = flag('max-seconds', 90) * 1000;
 const PROFILE = process.argv.includes('--profile');
+const BASELINE = ((i) => (i < 0 ? undefined : resolve(process.argv[i + 1] ?? '.')))(process.argv.indexOf('--baseline'));
 
 /** One child process hosting some nodes, driven over its IPC channel. */
 class NodeHost {
@@ -114,16 +118,20 @@ await runBench('fleet', async (tmp) => {
     ].join('\n'));
     const profDir = join(tmp, 'prof');
     if (PROFILE) mkdirSync(profDir);
-    const fleet = await spawnNode({
-      name: 'fleet',
-      args: [...(PROFILE ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), CLI, 'fleet', 'serve', '--config', cfg],
-      env: { ...process.env, ...policy.env },
-      listenLine: true,
-    });
-    const rssIdle = rssMiB(fleet.pid, 'VmRSS');
+    const builds = [{ name: 'this build', cli: CLI }, ...(BASELINE ? [{ name: 'baseline', cli: join(BASELINE, 'dist', 'cli', 'main.js') }] : [])];
+    const fleets: { name: string; proc: Proc; rssIdle: number }[] = [];
+    for (const b of builds) {
+      const proc = await spawnNode({
+        name: `fleet (${b.name})`,
+        args: [...(PROFILE && b.cli === CLI ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), b.cli, 'fleet', 'serve', '--config', cfg],
+        env: { ...process.env, ...policy.env },
+        listenLine: true,
+      });
+      fleets.push({ name: b.name, proc, rssIdle: rssMiB(proc.pid, 'VmRSS') });
+    }
 
-    const read = async (): Promise<string> => {
-      const res = await fetch(`${fleet.url}/tools/call`, {
+    const read = async (url: string): Promise<string> => {
+      const res = await fetch(`${url}/tools/call`, {
         method: 'POST',
         headers: { authorization: `Bearer ${policy.tokens.reader}`, 'content-type': 'application/json' },
         body: '{"name":"fleet_workloads","arguments":{}}',
@@ -132,35 +140,43 @@ await runBench('fleet', async (tmp) => {
       if (res.status !== 200) throw new Error(`fleet answered ${res.status}: ${body.slice(0, 200)}`);
       return body;
     };
-    const measure = async (n: number): Promise<Latency> => {
-      const times: number[] = [];
-      let body = '';
+    /** `n` rounds; each reads every fleet once, in an order swapped every round. */
+    const measure = async (n: number): Promise<Latency[]> => {
+      const times: number[][] = fleets.map(() => []);
+      const bodies: string[] = fleets.map(() => '');
       const end = performance.now() + MAX_MS;
       for (let i = 0; i < n && performance.now() < end; i++) {
-        const s = performance.now();
-        body = await read();
-        times.push(performance.now() - s);
+        for (let k = 0; k < fleets.length; k++) {
+          const j = i % 2 === 0 ? k : fleets.length - 1 - k;
+          const s = performance.now();
+          bodies[j] = await read(fleets[j]!.proc.url);
+          times[j]!.push(performance.now() - s);
+        }
       }
       // Read after the clock stops: the client's parse is not the fleet's time.
-      const r = JSON.parse(body) as { status: string; nodes: { condition?: string }[]; truncation: { returned: number; omitted: number | null } };
-      const failed = new Map<string, number>();
-      for (const x of r.nodes) if (x.condition !== undefined) failed.set(x.condition, (failed.get(x.condition) ?? 0) + 1);
-      const f = [...failed].map(([c, k]) => `${k} ${c}`).join(', ') || 'none failed';
-      return percentiles(times, `${r.status}, ${f}, ${r.truncation.returned} returned, omitted ${r.truncation.omitted}`);
+      return bodies.map((body, j) => {
+        const r = JSON.parse(body) as { status: string; nodes: { condition?: string }[]; truncation: { returned: number; omitted: number | null } };
+        const failed = new Map<string, number>();
+        for (const x of r.nodes) if (x.condition !== undefined) failed.set(x.condition, (failed.get(x.condition) ?? 0) + 1);
+        const f = [...failed].map(([c, k]) => `${k} ${c}`).join(', ') || 'none failed';
+        return percentiles(times[j]!, `${r.status}, ${f}, ${r.truncation.returned} returned, omitted ${r.truncation.omitted}`);
+      });
     };
     const stats = async (reset: boolean): Promise<HostStats[]> => (await Promise.all(hostsAll.map((h) => h.ask({ cmd: 'stats', reset })))).map((e) => (e as { stats: HostStats }).stats);
 
     await measure(10); // warm-up: JIT, connections, the nodes' record texts
     await stats(true);
-    const [fc0, nc0, pc0] = [cpuMs(fleet.pid), cpuMs(nats.pid!), parentCpuMs()];
+    const cpu0 = fleets.map((x) => cpuMs(x.proc.pid));
+    const [nc0, pc0] = [cpuMs(nats.pid!), parentCpuMs()];
     const alive = await measure(ITER);
-    const [fc1, nc1, pc1] = [cpuMs(fleet.pid), cpuMs(nats.pid!), parentCpuMs()];
+    const cpu1 = fleets.map((x) => cpuMs(x.proc.pid));
+    const [nc1, pc1] = [cpuMs(nats.pid!), parentCpuMs()];
     const hs = await stats(false);
-    const rssAfter = rssMiB(fleet.pid, 'VmRSS');
+    const rssAfter = fleets.map((x) => rssMiB(x.proc.pid, 'VmRSS'));
     const answers = hs.reduce((a, s) => a + s.answers, 0);
 
-    let closed: Latency | undefined;
-    let frozen: Latency | undefined;
+    let closed: Latency[] | undefined;
+    let frozen: Latency[] | undefined;
     if (DEAD > 0) {
       const dead = Array.from({ length: DEAD }, (_, i) => declared[Math.floor((i * NODES) / DEAD)]!);
       const byHost = (cmd: 'close' | 'freeze') => Promise.all(hostsAll.map((h, i) => h.ask({ cmd, hosts: dead.filter((d) => groups[i]!.includes(d)) })));
@@ -169,17 +185,19 @@ await runBench('fleet', async (tmp) => {
       await byHost('freeze');
       frozen = await measure(Math.min(ITER, 20));
     }
-    const rssPeak = rssMiB(fleet.pid, 'VmHWM');
-    await stop(fleet);
+    const figures: FleetFigures[] = fleets.map((x, j) => ({
+      name: x.name, alive: alive[j]!, closed: closed?.[j], frozen: frozen?.[j],
+      rss: { idleMiB: x.rssIdle, afterMiB: rssAfter[j]!, peakMiB: rssMiB(x.proc.pid, 'VmHWM') },
+      cpuMsPerRead: (cpu1[j]! - cpu0[j]!) / alive[j]!.n,
+    }));
+    for (const x of fleets) await stop(x.proc);
 
-    const reads = alive.n;
+    const reads = alive[0]!.n * fleets.length;
     process.stdout.write('\n' + renderReport({
-      nodes: NODES, records: RECORDS, procs: PROCS, timeoutMs: TIMEOUT_MS, dead: DEAD, alive, closed, frozen,
-      rss: { idleMiB: rssIdle, afterMiB: rssAfter, peakMiB: rssPeak },
+      nodes: NODES, records: RECORDS, procs: PROCS, timeoutMs: TIMEOUT_MS, dead: DEAD, fleets: figures,
       costs: {
         answerBytes: hs[0]!.answerBytes,
         nodeCpuMsPerAnswer: hs.reduce((a, s) => a + s.cpuMs, 0) / Math.max(1, answers),
-        fleetCpuMsPerRead: (fc1 - fc0) / reads,
         natsCpuMsPerRead: (nc1 - nc0) / reads,
         parentCpuMsPerRead: (pc1 - pc0) / reads,
       },
@@ -187,7 +205,7 @@ await runBench('fleet', async (tmp) => {
     }) + '\n');
     if (PROFILE) {
       const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
-      process.stdout.write(file ? `\nfleet process profile (whole run, warm-up and dead-node phases included):\n${summarizeCpuProfile(join(profDir, file), root, 20)}\n` : '\nno fleet profile written\n');
+      process.stdout.write(file ? `\nfleet process profile (this build; whole run, warm-up and dead-node phases included):\n${summarizeCpuProfile(join(profDir, file), root, 20)}\n` : '\nno fleet profile written\n');
     }
   } finally {
     for (const h of hostsAll) h.kill();
