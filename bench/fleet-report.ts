@@ -59,6 +59,8 @@ export interface Report {
     parentCpuMsPerRead: number;
   };
   readonly load: { before: number; after: number };
+  /** Cores, CPU model and Node version, for the dated results file. */
+  readonly machine: string;
 }
 
 const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '-');
@@ -71,6 +73,7 @@ export function renderReport(r: Report): string {
   const both = r.fleets.length > 1;
   lines.push(`fleet_workloads (default query, over /tools/call of a real \`fleet serve\`) on ${r.nodes} nodes x ${r.records} records, one nats-server,`);
   lines.push(`nodes in ${r.procs} child processes (one NATS connection each), node_timeout_ms ${r.timeoutMs}; targets of size ${t.label}; load average ${r.load.before.toFixed(2)} -> ${r.load.after.toFixed(2)}`);
+  lines.push(`${new Date().toISOString().slice(0, 16)}Z, ${r.machine}`);
   if (both) lines.push(`${r.fleets.map((x) => x.name).join(' and ')} side by side: the same nodes, reads alternating between them (order swapped each round)`);
   lines.push('');
   lines.push('| case | reads | p50 ms | p99 ms | max ms | target | result | last read |');

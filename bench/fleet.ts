@@ -18,7 +18,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -202,6 +202,7 @@ await runBench('fleet', async (tmp) => {
         parentCpuMsPerRead: (pc1 - pc0) / reads,
       },
       load: { before: load0, after: loadavg()[0]! },
+      machine: `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), node ${process.version}`,
     }) + '\n');
     if (PROFILE) {
       const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
