@@ -56,6 +56,8 @@ export interface Report {
     answerBytes: number;
     nodeCpuMsPerAnswer: number;
     natsCpuMsPerRead: number;
+    /** The nats-server's RSS after the alive reads (every node and fleet connected). */
+    natsRssMiB: number;
     parentCpuMsPerRead: number;
   };
   readonly load: { before: number; after: number };
@@ -104,7 +106,8 @@ export function renderReport(r: Report): string {
   const c = r.costs;
   lines.push(
     `per read of ${r.nodes} nodes (alive phase${both ? ', per fleet read' : ''}): node answer ${c.answerBytes} bytes (${f1((c.answerBytes * r.nodes) / 1024)} KiB a read); ` +
-      `node CPU ${c.nodeCpuMsPerAnswer.toFixed(3)} ms/answer; nats-server CPU ${f1(c.natsCpuMsPerRead)} ms/read = ${(c.natsCpuMsPerRead / r.nodes).toFixed(3)} ms/node answer; ` +
+      `node CPU ${c.nodeCpuMsPerAnswer.toFixed(3)} ms/answer; nats-server CPU ${f1(c.natsCpuMsPerRead)} ms/read = ${(c.natsCpuMsPerRead / r.nodes).toFixed(3)} ms/node answer, ` +
+      `RSS ${f1(c.natsRssMiB)} MiB with ${r.nodes + r.fleets.length} connections; ` +
       `bench parent (HTTP client) ${f1(c.parentCpuMsPerRead)} ms/read`,
   );
   return lines.join('\n');

@@ -173,6 +173,7 @@ await runBench('fleet', async (tmp) => {
     const [nc1, pc1] = [cpuMs(nats.pid!), parentCpuMs()];
     const hs = await stats(false);
     const rssAfter = fleets.map((x) => rssMiB(x.proc.pid, 'VmRSS'));
+    const natsRss = rssMiB(nats.pid!, 'VmRSS');
     const answers = hs.reduce((a, s) => a + s.answers, 0);
 
     let closed: Latency[] | undefined;
@@ -199,6 +200,7 @@ await runBench('fleet', async (tmp) => {
         answerBytes: hs[0]!.answerBytes,
         nodeCpuMsPerAnswer: hs.reduce((a, s) => a + s.cpuMs, 0) / Math.max(1, answers),
         natsCpuMsPerRead: (nc1 - nc0) / reads,
+        natsRssMiB: natsRss,
         parentCpuMsPerRead: (pc1 - pc0) / reads,
       },
       load: { before: load0, after: loadavg()[0]! },
