@@ -17,10 +17,10 @@ const encoder = new TextEncoder();
 
 /**
  * Asks every declared node at once (parallel fan-out, one timeout for all) and composes the
- * fleet result, each answer checked and cut as it arrives (FleetComposer): the fleet holds
- * at most `limit` records across nodes plus the answer in hand, never every node's raw bytes
- * at once, and its work overlaps the wait for the slowest node. Pure composition lives in
- * FleetComposer; this only does the I/O.
+ * fleet result, each answer checked and cut as it arrives (FleetComposer): the fleet keeps
+ * only records that were among the newest `limit` when they came, never every node's raw
+ * bytes at once, and its work overlaps the wait for the slowest node. Pure composition lives
+ * in FleetComposer; this only does the I/O.
  */
 export async function fleetWorkloads(bus: Bus, nodes: readonly DeclaredNode[], args: FilterArgs, timeoutMs: number, now: () => number = Date.now): Promise<FleetResult> {
   const payload = encoder.encode(JSON.stringify(args));

@@ -185,7 +185,7 @@ export class NatsBus implements Bus {
   async request(subject: string, data: Uint8Array, opts: BusRequestOptions): Promise<Uint8Array> {
     if (this.#closed) throw new BusClosedError();
     assertSubject(subject);
-    // The client turns a timeout of 0 into 1 s, so refuse it rather than wait surprisingly.
+    // A timeout of 0 would fail every request at once (nats.js made it 1 s): refused instead.
     if (data.length > this.maxPayload || !(opts.timeoutMs > 0)) throw new InvalidInputError();
     try {
       return await this.#requests.request(subject, data, opts.timeoutMs);
