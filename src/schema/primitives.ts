@@ -56,6 +56,20 @@ function digits(s: string, i: number, n: number): number {
  * read have as many distinct ones, which no cache of answers can hold.
  */
 export function parseTimestamp(s: string): number {
+  if (s === lastParsed) return lastParsedMs;
+  const ms = parseTimestampText(s);
+  lastParsed = s;
+  lastParsedMs = ms;
+  return ms;
+}
+
+// The last answer: a record's `updated_at` and `source_timestamp`, and a batch's records,
+// often carry the same instant, read one after the other by the fold (about 10 ns instead
+// of 70 a call); distinct ones, as in a fleet's answers, pay one string comparison.
+let lastParsed = '';
+let lastParsedMs = Number.NaN;
+
+function parseTimestampText(s: string): number {
   if (s.length !== 24 || s.charCodeAt(4) !== 0x2d || s.charCodeAt(7) !== 0x2d || s.charCodeAt(10) !== 0x54 || s.charCodeAt(13) !== 0x3a
     || s.charCodeAt(16) !== 0x3a || s.charCodeAt(19) !== 0x2e || s.charCodeAt(23) !== 0x5a) return Number.NaN;
   const year = digits(s, 0, 4);
