@@ -5,7 +5,7 @@ import type { FleetResult } from '../schema/envelopes.js';
 import { resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { FLEET_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import type { Bus } from '../streams/bus.js';
-import { composeFleet, type DeclaredNode, type NodeAnswer } from '../streams/compose-fleet.js';
+import { FleetComposer, type DeclaredNode, type NodeAnswer } from '../streams/compose-fleet.js';
 import { openBus } from '../streams/open-bus.js';
 import { toolsCallRoutes } from './controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from './http-app.js';
@@ -19,22 +19,28 @@ const encoder = new TextEncoder();
 
 /**
  * Asks every declared node at once (parallel fan-out, one timeout for all) and composes the
- * fleet result. Pure composition lives in composeFleet; this only does the I/O.
+ * fleet result, each answer checked and cut as it arrives (FleetComposer): the fleet keeps
+ * only records that were among the newest `limit` when they came, never every node's raw
+ * bytes at once, and its work overlaps the wait for the slowest node. Pure composition lives
+ * in FleetComposer; this only does the I/O.
  */
 export async function fleetWorkloads(bus: Bus, nodes: readonly DeclaredNode[], args: FilterArgs, timeoutMs: number, now: () => number = Date.now): Promise<FleetResult> {
   const payload = encoder.encode(JSON.stringify(args));
-  const answers = await Promise.all(
-    nodes.map(async (n): Promise<NodeAnswer> => {
-      if (n.sleeping) return { kind: 'sleeping' };
+  const composer = new FleetComposer(nodes, resolveFilters(args));
+  await Promise.all(
+    nodes.map(async (n, i): Promise<void> => {
+      if (n.sleeping) return composer.add(i, { kind: 'sleeping' });
+      let answer: NodeAnswer;
       try {
-        return { kind: 'reply', data: await bus.request(workloadsSubject(n.hostId), payload, { timeoutMs }) };
+        answer = { kind: 'reply', data: await bus.request(workloadsSubject(n.hostId), payload, { timeoutMs }) };
       } catch {
         // No responder, a timeout, a closed or refused connection: the node did not answer.
-        return { kind: 'unreachable' };
+        answer = { kind: 'unreachable' };
       }
+      composer.add(i, answer);
     }),
   );
-  return composeFleet(nodes, answers, resolveFilters(args), now());
+  return composer.result(now());
 }
 
 export interface FleetHandle {

@@ -28,6 +28,7 @@ import type { Bus, BusHandler, BusMsg, BusRequestOptions, BusService } from './b
 import { DEFAULT_MAX_PAYLOAD } from './in-process-bus.js';
 import { assertPattern, assertSubject } from './subject-match.js';
 import { endpoints, tlsFailure } from './nats-endpoints.js';
+import { RequestMux } from './nats-requests.js';
 
 export interface NatsBusOptions {
   readonly servers: string | string[];
@@ -117,7 +118,7 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
     }
     throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server unreachable at ${endpoints(opts.servers)}`, { cause: err });
   }
-  return new NatsBus(nc, opts.logger);
+  return new NatsBus(nc, opts.logger, opts.inboxPrefix);
 }
 
 /** The bus across hosts, one NATS connection per instance; create it with connectNatsBus(). */
@@ -131,9 +132,12 @@ export class NatsBus implements Bus {
   /** Connection state changes; completes after close. */
   readonly state$: Observable<NatsBusState> = this.#state.asObservable();
 
-  constructor(nc: NatsConnection, logger?: Logger) {
+  readonly #requests: RequestMux;
+
+  constructor(nc: NatsConnection, logger?: Logger, inboxPrefix?: string) {
     this.#nc = nc;
     this.#log = logger?.child({ subsystem: 'nats-bus' });
+    this.#requests = new RequestMux(nc, inboxPrefix, (err) => this.#mapError(err));
     void this.#watchStatus();
     void nc.closed().then(() => this.#markClosed());
   }
@@ -198,11 +202,10 @@ export class NatsBus implements Bus {
   async request(subject: string, data: Uint8Array, opts: BusRequestOptions): Promise<Uint8Array> {
     if (this.#closed) throw new BusClosedError();
     assertSubject(subject);
-    // The client turns a timeout of 0 into 1 s, so refuse it rather than wait surprisingly.
+    // A timeout of 0 would fail every request at once (nats.js made it 1 s): refused instead.
     if (data.length > this.maxPayload || !(opts.timeoutMs > 0)) throw new InvalidInputError();
     try {
-      const reply = await this.#nc.request(subject, data, { timeout: opts.timeoutMs });
-      return reply.data;
+      return await this.#requests.request(subject, data, opts.timeoutMs);
     } catch (err) {
       throw this.#mapError(err);
     }
@@ -384,6 +387,8 @@ export class NatsBus implements Bus {
           this.#state.next('connected');
           break;
         case 'error': {
+          // A refused request fails now, not at its timeout.
+          if (s.error instanceof PermissionViolationError && s.error.operation === 'publish') this.#requests.refused(s.error.subject);
           // Refused credentials repeat on every reconnect attempt (4 a second): one line per
           // 10 s, with how many were left out.
           const now = Date.now();
@@ -405,6 +410,7 @@ export class NatsBus implements Bus {
 
   #markClosed(): void {
     this.#closed = true;
+    this.#requests.failAll(new BusClosedError());
     if (this.#state.closed) return;
     this.#state.next('closed');
     this.#state.complete();

@@ -23,6 +23,11 @@ export class BoundedHeap<T> {
     private readonly cmp: (a: T, b: T) => number,
   ) {}
 
+  /** How many items are kept. */
+  get size(): number {
+    return this.heap.length;
+  }
+
   get full(): boolean {
     return this.heap.length >= this.k;
   }

@@ -11,6 +11,8 @@ import { freePort } from './free-port.js';
 export interface NatsServerHandle {
   readonly url: string;
   readonly port: number;
+  /** The server's process ID (benchmarks read its CPU time and memory from /proc). */
+  readonly pid: number | undefined;
   /** SIGTERM, SIGKILL after 3 s, then removes the store directory. */
   stop(): Promise<void>;
   /** Stops the process and starts it again on the same port and store directory. */
@@ -68,6 +70,9 @@ export async function startNatsServer(opts: NatsServerOptions = {}): Promise<Nat
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
+    get pid() {
+      return child.pid;
+    },
     async stop() {
       await terminate(child);
       await rm(storeDir, { recursive: true, force: true });
