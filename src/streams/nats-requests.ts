@@ -1,6 +1,28 @@
+import { randomFillSync } from 'node:crypto';
 import { createInbox } from '@nats-io/transport-node';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { BusNoRespondersError, BusTimeoutError, ForbiddenError } from '../errors.js';
+
+/** 128 random bits a token: no one who saw other requests' reply subjects can name a pending one. */
+const TOKEN_BYTES = 16;
+const tokenPool = Buffer.alloc(TOKEN_BYTES * 256);
+let tokenAt = tokenPool.length;
+
+/**
+ * A reply token nobody can predict. Node users may publish into the fleet's inbox (they answer
+ * there: deploy/nats.conf), and each sees its own request's reply subject: with counted tokens
+ * (or nats.js's Math.random ones) a node could answer another node's pending request first, as
+ * that node, and be believed. Drawn from a pooled buffer refilled by the CSPRNG.
+ */
+function unguessableToken(): string {
+  if (tokenAt + TOKEN_BYTES > tokenPool.length) {
+    randomFillSync(tokenPool);
+    tokenAt = 0;
+  }
+  const token = tokenPool.toString('hex', tokenAt, tokenAt + TOKEN_BYTES);
+  tokenAt += TOKEN_BYTES;
+  return token;
+}
 
 interface Pending {
   readonly subject: string;
@@ -23,7 +45,6 @@ export class RequestMux {
   readonly #pending = new Map<string, Pending>();
   readonly #mapError: (err: unknown) => Error;
   #sub: Subscription | undefined;
-  #next = 0;
 
   /** `mapError` turns a client error into the bus's own (the same mapping as every other call). */
   constructor(nc: NatsConnection, inboxPrefix: string | undefined, mapError: (err: unknown) => Error) {
@@ -37,7 +58,7 @@ export class RequestMux {
     // Subscribed on first use and again after the server ended the subscription; the SUB
     // goes out before the request on the same connection, so the reply finds it.
     if (this.#sub === undefined || this.#sub.isClosed()) this.#subscribe();
-    const token = (this.#next++).toString(36);
+    const token = unguessableToken();
     return new Promise<Uint8Array>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(token);
