@@ -9,7 +9,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { OwnerActor } from '../src/actors/owner-actor.js';
-import { RouterRegistry, routerReading, type ActiveRequest } from '../src/actors/router-registry.js';
+import { RouterRegistry, routerReading, type ActiveRequest } from '../src/router/records/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../src/actors/window.js';
 import type { TerminalRecord } from '../src/schema/terminal-record.js';
 import { InProcessBus } from '../src/streams/in-process-bus.js';

@@ -2,30 +2,12 @@
 // a handful of frames. Every value from the server is put into the page with textContent,
 // never as HTML. Credentials live only in module variables (workloads.js, telemetry.js) and
 // travel only inside WebSocket messages: never in URLs, cookies or web storage.
+import * as link from './link.js';
 import * as telemetry from './telemetry.js';
 import * as workloads from './workloads.js';
 
 const $ = (id) => document.getElementById(id);
-let socket = null;
 let retryMs = 500;
-let activeTab = 'telemetry';
-let pollMs = 2000;
-
-/** Sends one message if the socket is open; false otherwise (the caller shows that). */
-export function send(message) {
-  if (!socket || socket.readyState !== WebSocket.OPEN) return false;
-  socket.send(JSON.stringify(message));
-  return true;
-}
-
-/** True while the Workloads tab is selected and the document is visible (polling gate). */
-export function workloadsVisible() {
-  return activeTab === 'workloads' && document.visibilityState === 'visible';
-}
-
-export function pollInterval() {
-  return pollMs;
-}
 
 function setLink(text, kind) {
   const el = $('link-status');
@@ -37,7 +19,7 @@ function openSocket() {
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
   // The URL carries no query: nothing secret can ever be in it.
   const ws = new WebSocket(`${scheme}://${location.host}/ws`);
-  socket = ws;
+  link.setSocket(ws);
   ws.addEventListener('open', () => {
     retryMs = 500;
     setLink('dashboard server connected', 'ok');
@@ -52,8 +34,8 @@ function openSocket() {
     dispatch(frame);
   });
   ws.addEventListener('close', () => {
-    if (socket !== ws) return;
-    socket = null;
+    if (link.currentSocket() !== ws) return;
+    link.setSocket(null);
     setLink(`dashboard server unreachable — retrying in ${Math.round(retryMs / 1000)} s`, 'bad');
     telemetry.onLinkLost();
     workloads.onLinkLost();
@@ -67,7 +49,7 @@ function dispatch(frame) {
   if (frame === null || typeof frame !== 'object' || Array.isArray(frame)) return;
   switch (frame.type) {
     case 'hello':
-      pollMs = Number.isInteger(frame.poll_ms) && frame.poll_ms >= 500 ? frame.poll_ms : 2000;
+      link.setPollInterval(Number.isInteger(frame.poll_ms) && frame.poll_ms >= 500 ? frame.poll_ms : 2000);
       telemetry.onHello(frame);
       workloads.onHello();
       break;
@@ -97,7 +79,7 @@ function dispatch(frame) {
 }
 
 function selectTab(name) {
-  activeTab = name;
+  link.setActiveTab(name);
   for (const tab of ['telemetry', 'workloads']) {
     const selected = tab === name;
     $(`tab-${tab}`).setAttribute('aria-selected', String(selected));

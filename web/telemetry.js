@@ -1,7 +1,7 @@
 // The Telemetry tab: GPU cards from nvidia-smi and router figures from its metrics. Cards are
 // keyed by their observed uuid (the driver's index can change), and the aggregate is labelled
 // as what it is: a display sum, not one unified memory capacity.
-import { send } from './app.js';
+import { send } from './link.js';
 
 const $ = (id) => document.getElementById(id);
 /** Writes a live region's words only when they change (the same words again are not news). */

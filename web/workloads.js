@@ -5,7 +5,7 @@
 // generation, so a late answer for old filters (or for a credential already forgotten) can
 // never be drawn. The credential is kept only in `credential` below, for polls and for
 // re-connecting after the dashboard server restarts; Disconnect sets it to null.
-import { pollInterval, send, workloadsVisible } from './app.js';
+import { pollInterval, send, workloadsVisible } from './link.js';
 import { clearInventory, renderNode, showMessage, tickAges } from './render.js';
 
 const $ = (id) => document.getElementById(id);

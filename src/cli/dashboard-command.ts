@@ -44,7 +44,7 @@ export function registerDashboardCommand(program: Command): void {
     .action(async (flags: DashboardFlags) => {
       await runServer('dashboard', async (logger) => {
         if (flags.host.length === 0 || flags.host.length > 255) throw new ConfigError('--host is not an address');
-        return (await import('../servers/dashboard.js')).startDashboard(
+        return (await import('../dashboard/dashboard.js')).startDashboard(
           {
             host: flags.host, port: flags.port, authEnv: flags.authEnv,
             workloadControllerUrl: flags.workloadControllerUrl, workloadExpectedNode: flags.workloadExpectedNode,

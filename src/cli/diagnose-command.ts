@@ -5,7 +5,8 @@ import {
 } from '../schema/diagnosis.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
 import { formatActive, formatRequest, formatSession } from './format-diagnosis.js';
-import { SafeReader, type ReadOutcome } from './http-read.js';
+import { SafeReader } from './http-read.js';
+import type { ReadOutcome } from './read-outcome.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
 import { OptionTracker, resolveDiagnoseSettings } from './settings.js';
 

@@ -30,7 +30,7 @@ export function registerEngineCommands(program: Command): void {
     .addHelpText('after', DIRECTIVES_HELP)
     .action(async (flags: SimFlags) => {
       await runServer('engine sim', async (logger) =>
-        (await import('../servers/engine-sim.js')).startEngineSim({
+        (await import('../engine-sim/engine-sim.js')).startEngineSim({
           host: flags.listen.host,
           port: flags.listen.port,
           logger,

@@ -18,7 +18,7 @@ Configuration keys (docs/api.md, deploy/fleet.toml):
   [[nodes]]   host_id, sleeping`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('fleet', async (logger) => (await import('../servers/fleet.js')).startFleet(loadFleetConfig(opts.config), { logger }));
+      await runServer('fleet', async (logger) => (await import('../fleet/fleet.js')).startFleet(loadFleetConfig(opts.config), { logger }));
     });
   return fleet;
 }

@@ -2,6 +2,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { PACKAGE_VERSION } from '../version.js';
 import type { SafeOrigin } from './origin-policy.js';
+import type { ReadOutcome } from './read-outcome.js';
 
 /** SPEC.md Limits: 128 KiB per response. */
 export const MAX_RESPONSE_BYTES = 128 * 1024;
@@ -19,15 +20,6 @@ export const MAX_FLEET_RESPONSE_BYTES = 16 * 1024 * 1024;
 /** SPEC.md Limits: `--timeout` is greater than 0 and at most 30 seconds, default 5. */
 export const DEFAULT_TIMEOUT_S = 5;
 export const MAX_TIMEOUT_S = 30;
-
-/**
- * What one read produced. The reader never throws and never keeps error text: callers map
- * these to fixed messages, so no URL, body or exception can reach the terminal.
- */
-export type ReadOutcome =
-  | { readonly kind: 'json'; readonly status: number; readonly body: unknown }
-  | { readonly kind: 'status'; readonly status: number }
-  | { readonly kind: 'redirect' | 'timeout' | 'transport' | 'oversized' | 'malformed' };
 
 const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 

@@ -1,5 +1,5 @@
 import { EXIT } from './run-server.js';
-import type { ReadOutcome } from './http-read.js';
+import type { ReadOutcome } from './read-outcome.js';
 
 /**
  * Every message the read commands (workloads, diagnose) print on failure, in one place.

@@ -22,7 +22,7 @@ Configuration keys (docs/api.md, examples/router.toml):
               max_concurrency, max_queue, queue_timeout_ms, upstream_timeout_ms, readiness_path`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('router', async (logger) => (await import('../servers/router.js')).startRouter(loadRouterConfig(opts.config), { logger }));
+      await runServer('router', async (logger) => (await import('../router/router.js')).startRouter(loadRouterConfig(opts.config), { logger }));
     });
   return router;
 }

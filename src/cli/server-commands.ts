@@ -20,6 +20,6 @@ Configuration keys (docs/api.md, examples/node.toml):
               nats_url the bus is in-process; docs/nats.md)`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('controller', async (logger) => (await import('../servers/controller.js')).startController(loadNodeConfig(opts.config), { logger }));
+      await runServer('controller', async (logger) => (await import('../controller/controller.js')).startController(loadNodeConfig(opts.config), { logger }));
     });
 }

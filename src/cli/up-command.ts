@@ -38,9 +38,9 @@ export function registerUpCommand(program: Command): void {
     .action(async (flags: { natsUrl?: string[]; demoTraffic?: boolean; hostId: string; routerPort: number; controllerPort: number; dashboardPort: number }) => {
       await runServer('up', async (logger) => {
         const creds = ensureLocalCredentials();
-        let node: Awaited<ReturnType<typeof import('../servers/local-node.js')['startLocalNode']>>;
+        let node: Awaited<ReturnType<typeof import('../up/local-node.js')['startLocalNode']>>;
         try {
-          node = await (await import('../servers/local-node.js')).startLocalNode({
+          node = await (await import('../up/local-node.js')).startLocalNode({
             hostId: flags.hostId, bindHost: '127.0.0.1', routerPort: flags.routerPort, controllerPort: flags.controllerPort,
             natsUrl: flags.natsUrl, demoTraffic: flags.demoTraffic === true, creds, logger, dashboardPort: flags.dashboardPort,
           });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { loadRouterConfig } from '../../src/config/router-config.js';
 import { ConfigError } from '../../src/errors.js';
-import { startRouter } from '../../src/servers/router.js';
+import { startRouter } from '../../src/router/router.js';
 import { runCli } from '../cli/run-cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-router-cfg-'));

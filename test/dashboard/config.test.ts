@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError } from '../../src/errors.js';
-import { telemetryGate, workloadService, type DashboardOptions } from '../../src/servers/dashboard-config.js';
-import { ControllerReader } from '../../src/servers/dashboard-reader.js';
+import { telemetryGate, workloadService, type DashboardOptions } from '../../src/dashboard/dashboard-config.js';
+import { ControllerReader } from '../../src/dashboard/dashboard-reader.js';
 import { writeTestPolicy } from '../support/policy.js';
 
 const policy = writeTestPolicy();

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ControllerReader, READ_DEADLINE_MS } from '../../src/servers/dashboard-reader.js';
+import { ControllerReader, READ_DEADLINE_MS } from '../../src/dashboard/dashboard-reader.js';
 import { SCRAPE_DEADLINE_MS, scrapeRouterMetrics } from '../../src/telemetry/router-metrics.js';
 
 /**

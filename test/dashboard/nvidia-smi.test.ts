@@ -109,7 +109,7 @@ describe('router metrics figures', () => {
 describe('telemetry is display data only', () => {
   it('the telemetry code cannot reach workload state: it imports no bus, actor, fold or record module', () => {
     const src = fileURLToPath(new URL('../../../src/', import.meta.url));
-    for (const file of ['telemetry/nvidia-smi.ts', 'telemetry/gpu-sampler.ts', 'telemetry/router-metrics.ts', 'servers/dashboard-telemetry.ts']) {
+    for (const file of ['telemetry/nvidia-smi.ts', 'telemetry/gpu-sampler.ts', 'telemetry/router-metrics.ts', 'dashboard/dashboard-telemetry.ts']) {
       const imports = [...readFileSync(join(src, file), 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1]!);
       const reaching = imports.filter((i) => /streams|actors|stores|jobs|schema\/record|envelopes|controller/.test(i));
       assert.deepEqual(reaching, [], file);

@@ -2,13 +2,13 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { LineBudget } from '../../src/servers/line-budget.js';
+import { LineBudget } from '../../src/http/line-budget.js';
 import { AuthorizationPolicy } from '../../src/auth/policy.js';
 import type { NodeResult } from '../../src/schema/envelopes.js';
-import { TelemetryGate, type WorkloadService } from '../../src/servers/dashboard-config.js';
-import type { ControllerRead, ControllerReader } from '../../src/servers/dashboard-reader.js';
-import { boundedSink } from '../../src/servers/dashboard.js';
-import { DISABLED_FRAME, DashboardSession } from '../../src/servers/dashboard-session.js';
+import { TelemetryGate, type WorkloadService } from '../../src/dashboard/dashboard-config.js';
+import type { ControllerRead, ControllerReader } from '../../src/dashboard/dashboard-reader.js';
+import { boundedSink } from '../../src/dashboard/dashboard.js';
+import { DISABLED_FRAME, DashboardSession } from '../../src/dashboard/dashboard-session.js';
 import { writeTestPolicy } from '../support/policy.js';
 
 const policy = writeTestPolicy();

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serveNodeWorkloads, workloadsSubject } from '../../src/servers/workloads-responder.js';
+import { serveNodeWorkloads, workloadsSubject } from '../../src/controller/workloads-responder.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { createNodeSnapshot } from '../../src/streams/node-snapshot.js';
 import { CONTROLLER_OWNERS, queryNode } from '../../src/streams/query-node.js';

@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 import { interpret, terminalEvidence } from '../../src/schema/diagnosis.js';
 import OpenAI from 'openai';
-import type { EngineSim } from '../../src/servers/engine-sim.js';
+import type { EngineSim } from '../../src/engine-sim/engine-sim.js';
 import { eventually } from '../support/processes.js';
 import { CEIL, useRouterE2E, user } from '../support/router-e2e.js';
 import type { RecordingUpstream } from '../support/recording-upstream.js';

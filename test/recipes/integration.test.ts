@@ -8,7 +8,7 @@ import type { NodeConfig } from '../../src/config/node-config.js';
 import { checkNodeResult, type NodeResult, type SourceResult } from '../../src/schema/envelopes.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { isValidRecord } from '../../src/schema/record.js';
-import { startController, type ControllerHandle } from '../../src/servers/controller.js';
+import { startController, type ControllerHandle } from '../../src/controller/controller.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { writeTestPolicy, type TestPolicy } from '../support/policy.js';
 import { eventually } from '../support/processes.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import type { NodeResult, SourceResult } from '../../src/schema/envelopes.js';
 import { recordId } from '../../src/schema/record-id.js';
-import { startController, type ControllerHandle } from '../../src/servers/controller.js';
+import { startController, type ControllerHandle } from '../../src/controller/controller.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { writeTestPolicy, type TestPolicy } from '../support/policy.js';
 import { eventually } from '../support/processes.js';

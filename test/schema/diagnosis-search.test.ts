@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkFleetDiagnosis, composeHistoryDiagnosis, composeRequestDiagnosis, diagnosisConsistent, MAX_LISTED_HOSTS, type AskedNode } from '../../src/schema/diagnosis-search.js';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { parseRequestDiagnosisArgs, parseSessionDiagnosisArgs } from '../../src/servers/request-tools.js';
+import { parseRequestDiagnosisArgs, parseSessionDiagnosisArgs } from '../../src/mcp/request-tools.js';
 import { gid, rec } from '../support/terminal-records.js';
 
 const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));

@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { JobService } from '../../src/jobs/job-service.js';
 import { JobStore } from '../../src/stores/job-store.js';
-import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
+import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
 import { eventually } from '../support/processes.js';
 
 /** A disk that fills up under a running job: what SQLite throws then. */

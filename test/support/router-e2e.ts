@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import type OpenAI from 'openai';
 import { pino } from 'pino';
 import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
-import { startEngineSim, type EngineSim } from '../../src/servers/engine-sim.js';
+import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
 import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
 import { startRouterHarness, type RouterHarness } from './router-harness.js';
 

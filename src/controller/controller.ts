@@ -1,0 +1,163 @@
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { AuthorizationPolicy } from '../auth/policy.js';
+import type { NodeConfig } from '../config/node-config.js';
+import type { Bus } from '../streams/bus.js';
+import { NodeView } from '../streams/node-view.js';
+import { openBus } from '../streams/open-bus.js';
+import { CONTROLLER_OWNERS } from '../streams/query-node.js';
+import { nodeRead, toolsCallRoutes } from './controller-routes.js';
+import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
+import { mcpRoutes } from '../mcp/mcp-routes.js';
+import { lifecycleRoutes } from './lifecycle-routes.js';
+import { JobService } from '../jobs/job-service.js';
+import { createJobActor } from '../actors/job-actor.js';
+import { isCredentialText } from '../router/api-keys.js';
+import { ConfigError } from '../errors.js';
+import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
+import { serveNodeWorkloads } from './workloads-responder.js';
+import { DEFAULT_CONTAINER_SOCKET, startRecipeActors } from '../actors/recipe-actor.js';
+import { takeProcessLock } from '../stores/process-lock.js';
+import { DockerEngineClient } from '../recipes/docker-api.js';
+import { RecipeLifecycle } from '../recipes/recipe-lifecycle.js';
+import type { ServerDeps } from '../http/server-deps.js';
+import { envVar } from '../config/env-var.js';
+import { busRequestAsker } from '../fleet/fleet-diagnosis.js';
+import { requestMcpTools, requestToolsCall, type RequestAsker } from '../mcp/request-tools.js';
+
+/** How long the controller waits for its own host's router to answer a request lookup. */
+const ROUTER_LOOKUP_TIMEOUT_MS = 2_000;
+
+export interface ControllerHandle {
+  readonly url: string;
+  readonly view: NodeView;
+  readonly bus: Bus;
+  /** The node's lifecycle side (the one-process node drives demo jobs through it). */
+  readonly jobs: JobService;
+  close(): Promise<void>;
+}
+
+export type ControllerDeps = ServerDeps;
+
+/** The controller's HTTP surface over a running view (tests drive it with `inject()`). */
+export async function buildControllerApp(deps: {
+  logger: Logger;
+  policy: AuthorizationPolicy;
+  view: NodeView;
+  allowedHosts?: () => readonly string[] | undefined;
+  jobs?: JobService;
+  /** The request diagnosis tools' source (the node's own router over the bus). */
+  requests?: RequestAsker;
+}): Promise<FastifyInstance> {
+  const app = createHttpApp({ logger: deps.logger });
+  if (deps.jobs) await app.register(lifecycleRoutes, { policy: deps.policy, jobs: deps.jobs });
+  const read = nodeRead((f) => deps.view.query(f));
+  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: read }, ...(deps.requests ? { requestTools: requestToolsCall(deps.requests) } : {}) });
+  await app.register(mcpRoutes, {
+    policy: deps.policy,
+    allowedHosts: deps.allowedHosts ?? (() => loopbackHosts(app)),
+    tools: {
+      node_workloads: {
+        description: 'Read-only workload inventory of this node (svc-workloads/v1 NodeResult, all six owner sources). Observation only: it starts, stops or changes nothing.',
+        grant: 'workloads:read',
+        outputSchema: NODE_RESULT_JSON_SCHEMA,
+        run: read,
+      },
+      ...(deps.requests ? requestMcpTools(deps.requests, 'on this node') : {}),
+    },
+  });
+  return app;
+}
+
+/**
+ * The node controller: folds all six owners' observations from the bus into the node
+ * snapshot, and answers `node_workloads` over `POST /tools/call` and NATS request/reply.
+ * Thrown when: the configuration, policy or bus cannot be used (ConfigError and kin).
+ */
+export async function startController(cfg: NodeConfig, deps: ControllerDeps): Promise<ControllerHandle> {
+  const log = deps.logger.child({ component: 'controller', host: cfg.hostId });
+  const env = deps.env ?? process.env;
+  const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  // Everything that can refuse the start is checked before anything is opened or started.
+  let routerTarget: { url: string; key: string } | undefined;
+  if (cfg.router) {
+    // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
+    // list (key rotation), the first key is the one jobs send.
+    const key = (envVar(env, cfg.router.keyEnv) ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
+    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${envVar(env, cfg.router.keyEnv) === undefined ? 'is not set' : 'holds no key'}`);
+    // Sent as `Authorization: Bearer <key>`: one no header can carry would fail every job.
+    if (!isCredentialText(key)) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`);
+    routerTarget = { url: cfg.router.url, key };
+  }
+  // One controller per state directory: a second one would mark the first one's running jobs
+  // interrupted at start while they go on, and both would write the same stores.
+  const unlock = takeProcessLock(join(cfg.stateDir, 'controller.lock'), {
+    busy: 'node configuration: state_dir is in use by another running controller process',
+    failed: 'node configuration: state_dir cannot be locked for writing',
+  });
+  let bus: Bus;
+  let jobs: JobService;
+  try {
+    bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving controller ${cfg.hostId}`));
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+  const ownsBus = deps.bus === undefined;
+  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: CONTROLLER_OWNERS, logger: log });
+  view.start();
+  // Recipe commands read env values from this environment at apply time, never earlier.
+  const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
+  try {
+    jobs = new JobService(cfg.stateDir, routerTarget, log, { ...(recipes ? { recipes } : {}), ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}) });
+  } catch (err) {
+    unlock();
+    view.stop();
+    if (ownsBus) await bus.close();
+    throw err;
+  }
+  const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
+    createJobActor({ host: cfg.hostId, owner, storePath: jobs.paths[owner], bus, staleAfterMs: cfg.staleAfterMs, logger: log }),
+  );
+  const jobChanges = jobs.changes.subscribe((owner) => jobActors.find((a) => a.owner === owner)?.notify());
+  for (const a of jobActors) a.start();
+  const stopJobs = async (): Promise<void> => {
+    jobChanges.unsubscribe();
+    for (const a of jobActors) a.stop();
+    await jobs.close();
+    for (const a of jobActors) a.closeStore();
+  };
+  const recipeActors = startRecipeActors(cfg, bus, log);
+  const responder = serveNodeWorkloads(bus, cfg.hostId, (f) => view.query(f), log);
+
+  const requests = busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS);
+  const app = await buildControllerApp({ logger: log, policy, view, jobs, requests });
+  let url: string;
+  try {
+    url = await listen(app, cfg.listen.host, cfg.listen.port);
+  } catch (err) {
+    responder.stop();
+    await recipeActors.stop();
+    view.stop();
+    await stopJobs();
+    unlock();
+    if (ownsBus) await bus.close();
+    throw err;
+  }
+  return {
+    url,
+    view,
+    bus,
+    jobs,
+    async close() {
+      await app.close();
+      responder.stop();
+      await recipeActors.stop();
+      await stopJobs();
+      unlock();
+      view.stop();
+      if (ownsBus) await bus.close();
+    },
+  };
+}

@@ -1,0 +1,185 @@
+import type { Socket } from 'node:net';
+import fastifyWebsocket from '@fastify/websocket';
+import type { FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { ErrorCode, InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
+import { LineBudget } from '../http/line-budget.js';
+import { createHttpApp, isLoopbackHost, listen, loopbackHosts } from '../http/http-app.js';
+import { telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
+import { ControllerReader } from './dashboard-reader.js';
+import { DashboardSession, type FrameSink } from './dashboard-session.js';
+import { registerPageRoutes } from './dashboard-static.js';
+import { TelemetryHub } from './dashboard-telemetry.js';
+
+export type { DashboardOptions } from './dashboard-config.js';
+
+export interface DashboardHandle {
+  readonly url: string;
+  /** `enabled`, or why workload reads are disabled. */
+  readonly workloads: 'enabled' | DisabledReason;
+  close(): Promise<void>;
+}
+
+/** How often the page asks for a new read while it is visible (told to it in `hello`). */
+export const POLL_MS = 2_000;
+const MAX_MESSAGE_BYTES = 16 * 1024;
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** Open WebSockets at most (tabs across every browser); the next upgrade is a 503 problem. */
+export const MAX_SOCKETS = 64;
+/** Open WebSockets from one remote address at most: one client cannot take every slot. */
+export const MAX_SOCKETS_PER_ADDRESS = 16;
+
+/** The subset of the `ws` socket used here (its types are not a dependency of this package). */
+interface WsSocket {
+  readonly readyState: number;
+  readonly bufferedAmount: number;
+  send(data: string): void;
+  close(code: number): void;
+  on(event: 'message', fn: (data: Buffer, isBinary: boolean) => void): void;
+  on(event: 'close' | 'error', fn: () => void): void;
+  terminate(): void;
+}
+
+/**
+ * Frames to one socket, never silently dropped: a client with `maxBuffered` bytes or more
+ * still unsent is cut (`onSlow` is told how far behind it was). A page shown with frames
+ * missing (a newer result, a denial) would be wrong without knowing it; a cut page sees its
+ * link lost, reconnects and reads afresh.
+ */
+export function boundedSink(socket: Pick<WsSocket, 'readyState' | 'bufferedAmount' | 'send' | 'terminate'>, maxBuffered: number, onSlow: (buffered: number) => void): FrameSink {
+  return {
+    send(frame) {
+      if (socket.readyState !== 1) return;
+      if (socket.bufferedAmount >= maxBuffered) {
+        onSlow(socket.bufferedAmount);
+        socket.terminate();
+        return;
+      }
+      socket.send(frame);
+    },
+  };
+}
+
+/**
+ * `svc-serving dashboard serve`: the page, plus one WebSocket (`/ws`) per tab carrying
+ * telemetry frames and workload reads. Workload reads go to the declared controller only,
+ * with the credential the user typed (checked against the local policy first); telemetry is
+ * gated separately by `--auth-env`. Neither the credential nor any request detail is logged.
+ * Thrown when: the telemetry gate is misconfigured or the address cannot be used.
+ */
+export async function startDashboard(o: DashboardOptions, deps: { logger: Logger; env?: NodeJS.ProcessEnv }): Promise<DashboardHandle> {
+  const log = deps.logger.child({ component: 'dashboard' });
+  const env = deps.env ?? process.env;
+  const gate = telemetryGate(o, env);
+  const service = workloadService(o, env, gate);
+  gate.forgetToken();
+  if (service.enabled) log.info({ expected_node: service.expectedNode }, 'workload reads enabled');
+  else log.warn({ reason: service.reason }, 'workload reads disabled: every workload read gets the fixed denial');
+  const reader = service.enabled ? new ControllerReader(service.origin, service.expectedNode) : undefined;
+  const hub = new TelemetryHub({ nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi', intervalMs: o.sampleIntervalMs ?? 3_000, routerMetricsUrl: o.routerMetricsUrl });
+
+  const app = createHttpApp({ logger: log, bodyLimit: MAX_MESSAGE_BYTES });
+  // Every connection, upgraded or refused ones included (node:http stops tracking a socket
+  // once it emits 'upgrade'): what is left at shutdown is cut, never waited on.
+  const connections = new Set<Socket>();
+  app.server.on('connection', (c: Socket) => {
+    connections.add(c);
+    c.on('close', () => connections.delete(c));
+  });
+  let allowedHosts: ReadonlySet<string> | undefined;
+  // A socket the ws library closes for a protocol error (oversized, invalid UTF-8, bad opcode,
+  // unmasked) leaves one warn line with the error's name and code, at most 10 a second; never
+  // its message or stack (they carry install paths and would let any page flood the log).
+  const protocolErrors = new LineBudget(10, (skipped) => log.warn({ skipped }, 'websocket protocol error lines left out (rate bound)'));
+  await app.register(fastifyWebsocket, {
+    options: { maxPayload: MAX_MESSAGE_BYTES },
+    errorHandler: (err, socket) => {
+      if (protocolErrors.take(Date.now())) log.warn({ err: { name: (err as Error)?.name, code: (err as { code?: unknown })?.code } }, 'websocket closed on a protocol error');
+      socket.terminate();
+    },
+  });
+  // DNS rebinding: on loopback, only Host values that name this server are served. Added after
+  // the WebSocket plugin's own hook, so a refused upgrade is known as one and its socket is
+  // closed with the answer (else it stayed open and held the server's close for good).
+  app.addHook('onRequest', async (req) => {
+    if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
+  });
+  // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
+  const sameOrigin = async (req: FastifyRequest): Promise<void> => {
+    const origin = req.headers.origin;
+    if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new OriginRefusedError();
+    // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
+    // It takes no query string (a credential must never travel in a URL): refused, not ignored.
+    if (req.url.includes('?')) throw new InvalidInputError();
+    // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
+    if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
+    if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS) throw new SvcError(ErrorCode.UNAVAILABLE);
+  };
+  const perAddress = new Map<string, number>();
+  // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
+  // hold the process past SIGTERM.
+  const sockets = new Set<WsSocket>();
+  const slowReaders = new LineBudget(10, (skipped) => log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'));
+  const refusedLines = new LineBudget(10, (skipped) => log.info({ skipped }, 'workload session refused lines left out (rate bound)'));
+  app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw, req) => {
+    const socket = raw as unknown as WsSocket;
+    const address = req.socket.remoteAddress ?? '';
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (sockets.size >= MAX_SOCKETS || fromAddress >= MAX_SOCKETS_PER_ADDRESS) {
+      // Upgrades that raced past the check: refused as "try again later".
+      socket.close(1013);
+      return;
+    }
+    sockets.add(socket);
+    perAddress.set(address, fromAddress + 1);
+    const session = new DashboardSession({
+      sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
+        if (slowReaders.take(Date.now())) log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
+      }),
+      gate, service, reader, logger: log, refusedLines,
+      subscribeTelemetry: (sink) => hub.subscribe(sink),
+    });
+    socket.send(JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }));
+    // Open telemetry (loopback, no --auth-env) needs no credential: subscribe at once.
+    if (!gate.required) session.handle('{"type":"telemetry-auth"}');
+    socket.on('message', (data, isBinary) => {
+      if (!isBinary) session.handle(data.toString('utf8'));
+    });
+    socket.on('close', () => {
+      if (sockets.delete(socket)) {
+        const left = (perAddress.get(address) ?? 1) - 1;
+        if (left > 0) perAddress.set(address, left);
+        else perAddress.delete(address);
+      }
+      session.close();
+    });
+    socket.on('error', () => session.close());
+  });
+  registerPageRoutes(app);
+
+  let url: string;
+  try {
+    url = await listen(app, o.host, o.port);
+  } catch (err) {
+    await reader?.close();
+    throw err;
+  }
+  if (isLoopbackHost(o.host)) allowedHosts = new Set(loopbackHosts(app));
+  hub.start();
+  return {
+    url,
+    workloads: service.enabled ? 'enabled' : service.reason,
+    async close() {
+      hub.stop();
+      for (const s of sockets) s.terminate();
+      const closing = app.close();
+      const cut = setTimeout(() => {
+        for (const c of connections) c.destroy();
+      }, 1_000);
+      await closing;
+      clearTimeout(cut);
+      await reader?.close();
+    },
+  };
+}

@@ -1,0 +1,198 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { ConfigError } from '../errors.js';
+import type { EngineSimOptions } from './engine-sim-options.js';
+import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
+import { handleGeneration, type SimContext } from './engine-sim-generate.js';
+import { clearSimTimers, isJsonRequest, parseJsonObject, readBody, requestId, sendBody, sendError, sendJson, type SimResponse } from './engine-sim-http.js';
+
+/**
+ * `svc-serving engine sim`: an OpenAI-compatible engine stand-in (vLLM's OpenAI server shape)
+ * with controllable timing, for router tests, benchmarks and the demo. It is the upstream in
+ * throughput benchmarks, so it is plain node:http with keep-alive, no per-request logging and
+ * string templates on the hot path. Per-request behaviour comes from `sim:key=value` words in
+ * the prompt (see engine-sim-directives.ts).
+ */
+export interface EngineSimStats {
+  /** Requests other than GET /health. */
+  requests: number;
+  /** Requests whose client went away before the response was complete. */
+  aborted: number;
+  /** Requests in flight now (health checks included). */
+  open: number;
+  /** GET /health calls (readiness-caching tests count them). */
+  health: number;
+}
+
+export interface EngineSim {
+  url: string;
+  close(): Promise<void>;
+  setHealth(h: { ok: boolean; delayMs: number }): void;
+  stats(): EngineSimStats;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+export async function startEngineSim(opts: EngineSimOptions & { host: string; port: number; logger: Logger }): Promise<EngineSim> {
+  checkOptions(opts);
+  const options: EngineSimOptions = { ttftMs: opts.ttftMs, tokenDelayMs: opts.tokenDelayMs, tokens: opts.tokens, model: opts.model, maxModelLen: opts.maxModelLen };
+  const idPrefix = randomBytes(6).toString('hex');
+  let counter = 0;
+  const ctx: SimContext = { opts: options, modelJson: JSON.stringify(options.model), nextId: () => idPrefix + (++counter).toString(16) };
+  const modelsBody = JSON.stringify({ object: 'list', data: [{ id: options.model, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'svc-sim', max_model_len: options.maxModelLen }] });
+  const counts = { requests: 0, aborted: 0, open: 0, health: 0 };
+  let health = { ok: true, delayMs: 0 };
+  let closing = false;
+
+  // One listener shared by every response (state lives on the response), so no closure per request.
+  function onResponseClose(this: SimResponse): void {
+    counts.open--;
+    clearSimTimers(this);
+    if (!this.writableFinished && this.simCut !== true && !closing) counts.aborted++;
+  }
+
+  function answerHealth(req: IncomingMessage, res: ServerResponse): void {
+    if (health.ok) {
+      const rid = requestId(req);
+      res.writeHead(200, rid !== undefined ? ['content-length', '0', 'x-request-id', rid] : ['content-length', '0']);
+      res.end();
+    } else {
+      sendError(req, res, 503, 'engine is not healthy', 'server_error', 503);
+    }
+  }
+
+  function onJson(req: IncomingMessage, res: SimResponse, handle: (body: Record<string, unknown>) => void): void {
+    if (!isJsonRequest(req)) {
+      sendError(req, res, 400, 'Content-Type must be application/json', 'invalid_request_error');
+      return;
+    }
+    readBody(req, res, (buf) => {
+      const body = parseJsonObject(buf);
+      if (body === undefined) sendError(req, res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error');
+      else handle(body);
+    });
+  }
+
+  function route(req: IncomingMessage, res: SimResponse): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const method = req.method;
+    if (path === '/health' && method === 'GET') {
+      counts.health++;
+      if (health.delayMs > 0) res.simTimer = setTimeout(answerHealth, health.delayMs, req, res);
+      else answerHealth(req, res);
+      return;
+    }
+    counts.requests++;
+    switch (path) {
+      case '/v1/chat/completions':
+        if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'chat'));
+        break;
+      case '/v1/completions':
+        if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'completion'));
+        break;
+      case '/v1/embeddings':
+        if (method === 'POST') return onJson(req, res, (b) => handleEmbeddings(ctx, req, res, b));
+        break;
+      case '/v1/rerank':
+      case '/rerank':
+      case '/v2/rerank':
+        if (method === 'POST') return onJson(req, res, (b) => handleRerank(ctx, req, res, b));
+        break;
+      case '/v1/audio/transcriptions':
+        if (method === 'POST') return readBody(req, res, (buf) => handleTranscription(ctx, req, res, buf));
+        break;
+      case '/v1/models':
+        if (method === 'GET') return sendJson(req, res, 200, modelsBody);
+        break;
+      case '/sim/health':
+        if (method === 'POST') return onHealthToggle(req, res);
+        break;
+      default:
+        return sendError(req, res, 404, 'Not Found', 'invalid_request_error', 404);
+    }
+    sendError(req, res, 405, 'Method Not Allowed', 'invalid_request_error', 405);
+  }
+
+  function onHealthToggle(req: IncomingMessage, res: SimResponse): void {
+    if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) {
+      sendError(req, res, 403, 'only accepted from loopback', 'permission_error', 403);
+      return;
+    }
+    onJson(req, res, (b) => {
+      const ok = b['ok'];
+      const delay = b['delay_ms'] ?? 0;
+      if (typeof ok !== 'boolean' || typeof delay !== 'number' || !Number.isInteger(delay) || delay < 0 || delay > 600_000) {
+        sendError(req, res, 400, 'expected {"ok": boolean, "delay_ms": non-negative integer}', 'invalid_request_error');
+        return;
+      }
+      health = { ok, delayMs: delay };
+      sendJson(req, res, 200, JSON.stringify({ ok, delay_ms: delay }));
+    });
+  }
+
+  const server = createServer({ keepAlive: true, noDelay: true, keepAliveTimeout: 65_000 }, (req, res: ServerResponse) => {
+    counts.open++;
+    res.once('close', onResponseClose);
+    // A client that resets mid-upload makes the request emit 'error'; it is already counted via close.
+    req.on('error', ignore);
+    try {
+      route(req, res as SimResponse);
+    } catch {
+      // Never crash the engine on one request; answer 500 when nothing was sent yet.
+      if (!res.headersSent) sendBody(req, res, 500, 'application/json', '{"error":{"message":"internal error","type":"server_error","param":null,"code":500}}');
+      else res.destroy();
+    }
+  });
+  // Idle keep-alive connections outlive a router's pool timeout, like uvicorn's do not; 65 s is the usual LB-safe value.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  // Long streams are the point of the sim: no whole-request deadline.
+  server.requestTimeout = 0;
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error): void => reject(err);
+    server.once('error', onError);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : opts.port;
+  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  opts.logger.info({ url, model: options.model }, 'listening');
+
+  return {
+    url,
+    setHealth(h) {
+      health = { ok: h.ok, delayMs: Math.max(0, Math.floor(h.delayMs)) };
+    },
+    stats: () => ({ ...counts }),
+    close() {
+      closing = true;
+      return new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // In-flight streams end now; their close listeners clear the timers.
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+function ignore(): void {}
+
+/** Thrown when: an option is not a finite non-negative integer, or the model name is empty. */
+function checkOptions(o: EngineSimOptions): void {
+  for (const [k, v] of [['ttftMs', o.ttftMs], ['tokenDelayMs', o.tokenDelayMs], ['tokens', o.tokens], ['maxModelLen', o.maxModelLen]] as const) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new ConfigError(`engine sim: ${k} must be a non-negative integer`);
+  }
+  if (o.maxModelLen < 1) throw new ConfigError('engine sim: maxModelLen must be at least 1');
+  if (typeof o.model !== 'string' || o.model.length === 0 || o.model.length > 256) throw new ConfigError('engine sim: model must be a non-empty name');
+}

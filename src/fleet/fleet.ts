@@ -1,0 +1,91 @@
+import type { FastifyInstance } from 'fastify';
+import { AuthorizationPolicy } from '../auth/policy.js';
+import type { FleetConfig } from '../config/fleet-config.js';
+import type { FleetResult } from '../schema/envelopes.js';
+import { resolveFilters, type FilterArgs } from '../schema/filters.js';
+import { FLEET_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
+import type { Bus } from '../streams/bus.js';
+import { FleetComposer, type DeclaredNode, type NodeAnswer } from '../streams/compose-fleet.js';
+import { openBus } from '../streams/open-bus.js';
+import { toolsCallRoutes } from '../controller/controller-routes.js';
+import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
+import { mcpRoutes } from '../mcp/mcp-routes.js';
+import { workloadsSubject } from '../controller/workloads-responder.js';
+import type { ServerDeps } from '../http/server-deps.js';
+import { busRequestAsker } from './fleet-diagnosis.js';
+import { requestMcpTools, requestToolsCall } from '../mcp/request-tools.js';
+
+const encoder = new TextEncoder();
+
+/**
+ * Asks every declared node at once (parallel fan-out, one timeout for all) and composes the
+ * fleet result, each answer checked and cut as it arrives (FleetComposer): the fleet keeps
+ * only records that were among the newest `limit` when they came, never every node's raw
+ * bytes at once, and its work overlaps the wait for the slowest node. Pure composition lives
+ * in FleetComposer; this only does the I/O.
+ */
+export async function fleetWorkloads(bus: Bus, nodes: readonly DeclaredNode[], args: FilterArgs, timeoutMs: number, now: () => number = Date.now): Promise<FleetResult> {
+  const payload = encoder.encode(JSON.stringify(args));
+  const composer = new FleetComposer(nodes, resolveFilters(args));
+  await Promise.all(
+    nodes.map(async (n, i): Promise<void> => {
+      if (n.sleeping) return composer.add(i, { kind: 'sleeping' });
+      let answer: NodeAnswer;
+      try {
+        answer = { kind: 'reply', data: await bus.request(workloadsSubject(n.hostId), payload, { timeoutMs }) };
+      } catch {
+        // No responder, a timeout, a closed or refused connection: the node did not answer.
+        answer = { kind: 'unreachable' };
+      }
+      composer.add(i, answer);
+    }),
+  );
+  return composer.result(now());
+}
+
+export interface FleetHandle {
+  readonly url: string;
+  readonly app: FastifyInstance;
+  close(): Promise<void>;
+}
+
+/** The fleet controller: `fleet_workloads`, `request_diagnosis` and `session_diagnosis` over `/tools/call` and MCP. Thrown when: config, policy or NATS unusable. */
+export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<FleetHandle> {
+  const log = deps.logger.child({ component: 'fleet' });
+  const env = deps.env ?? process.env;
+  const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
+  const ownsBus = deps.bus === undefined;
+  const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
+  const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
+  const app = createHttpApp({ logger: log });
+  await app.register(toolsCallRoutes, { policy, tools: { fleet_workloads: run }, requestTools: requestToolsCall(requests) });
+  await app.register(mcpRoutes, {
+    policy,
+    allowedHosts: () => loopbackHosts(app),
+    tools: {
+      fleet_workloads: {
+        description: 'Read-only workload inventory across the declared fleet (svc-workloads/v1 fleet result): one entry per declared node, failed nodes marked with their condition. Observation only.',
+        grant: 'workloads:read',
+        outputSchema: FLEET_RESULT_JSON_SCHEMA,
+        run,
+      },
+      ...requestMcpTools(requests, 'across the declared fleet'),
+    },
+  });
+  let url: string;
+  try {
+    url = await listen(app, cfg.listen.host, cfg.listen.port);
+  } catch (err) {
+    if (ownsBus) await bus.close();
+    throw err;
+  }
+  return {
+    url,
+    app,
+    async close() {
+      await app.close();
+      if (ownsBus) await bus.close();
+    },
+  };
+}

@@ -1,0 +1,66 @@
+import type { ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { Pool } from 'undici';
+import type { ActiveRequest, RouterRegistry } from './records/router-registry.js';
+import type { ModelRoute, RouterConfig } from '../config/router-config.js';
+import type { FinishReason, OutputLimit, RequestOutcome, RouteName } from '../schema/terminal-record.js';
+import type { Admission } from './admission.js';
+import type { DataPlaneKeys } from './api-keys.js';
+import type { Readiness } from './readiness.js';
+import type { UploadBudget } from './upload-budget.js';
+import type { LineBudget } from '../http/line-budget.js';
+import type { StreamObserver } from './stream-observer.js';
+
+/*
+ * The types the relay's modules share (relay.ts and relay-upstream, -stream, -record,
+ * -support): in their own module so that none of them imports relay.ts back.
+ */
+
+export interface Upstream {
+  readonly route: ModelRoute;
+  readonly pool: Pool;
+  readonly admission: Admission;
+  readonly apiKey: string | undefined;
+}
+
+export interface RelayContext {
+  readonly cfg: RouterConfig;
+  readonly registry: RouterRegistry;
+  readonly keys: DataPlaneKeys;
+  /** True for a credential the router knows that is not a data-plane key (a policy client's). */
+  readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
+  /** True when a header value is itself a credential the router knows (a key or a policy token). */
+  readonly isCredential: (value: string) => boolean;
+  readonly readiness: Readiness;
+  readonly upstreams: ReadonlyMap<string, Upstream>;
+  readonly logger: Logger;
+  readonly packageVersion: string;
+  /** Bounds the `request finished` lines of failed requests (LineBudget). */
+  readonly failureLines: LineBudget;
+  /** Set when a graceful stop cuts the requests still running: they end as errors, not as client cancellations. */
+  readonly stopping: { value: boolean };
+  /** Answers whose request body is still arriving (cutUploads answers them at a graceful stop's cut). */
+  readonly uploading: Set<ServerResponse>;
+  /** Bounds the request bytes held while bodies arrive, across all requests. */
+  readonly uploadBudget: UploadBudget;
+}
+
+/** What one exchange measured; turned into exactly one terminal record. */
+export interface Exchange {
+  readonly a: ActiveRequest;
+  readonly route: RouteName;
+  readonly t0: number;
+  readonly obs: StreamObserver;
+  readinessMs: number | null;
+  admissionWaitMs: number | null;
+  dispatchAt: number | null;
+  upstreamEndAt: number | null;
+  statusCode: number;
+  outcome: RequestOutcome;
+  outputLimit: OutputLimit | null;
+  promptEstimate: number | null;
+  streaming: boolean;
+  finishOverride: FinishReason | null;
+  /** The upstream's answer was seen: an SSE stream began, or a whole body arrived. */
+  answered: boolean;
+}
