@@ -28,7 +28,8 @@ export function serializeErr(err: unknown): { name?: unknown; code?: unknown } {
 /**
  * What every pino logger of ours is made with, the root logger and tests' capture loggers
  * alike (child loggers inherit it): `err` goes through serializeErr, replacing pino's own
- * serializer, which writes the message and stack.
+ * serializer, which writes the message and stack. Log `{ err }` with a message of its own:
+ * without one (or with an error as the first argument) pino makes the error's message the line's.
  */
 export const LOG_OPTIONS: Readonly<Pick<LoggerOptions, 'serializers'>> = Object.freeze({ serializers: Object.freeze({ err: serializeErr }) });
 
