@@ -162,3 +162,143 @@ export function pathFailure(err: unknown, configMessage: string): SvcError {
   if (typeof code === 'string' && !PATH_ERROR_CODES.has(code)) return new SvcError(ErrorCode.UNAVAILABLE, `${configMessage.replace(/^[a-z]+ configuration: /, '')} now (${code})`);
   return new ConfigError(configMessage);
 }
+
+// Uncoded errors: each is thrown and caught inside one module (or the CLI) and never answered
+// as a problem. They live here so every error class of the project is in one file, with its
+// `name` and message unchanged; the module that throws it re-exports it.
+
+/** Thrown when: a job store's file was removed or replaced while open; writes are refused until a restart. */
+export class StoreGoneError extends Error {
+  override readonly name = 'StoreGoneError';
+  readonly code = 'SVC_STORE_GONE';
+}
+
+/** Thrown when: the directory itself cannot be listed (the authority is unreadable). */
+export class ConfigDirUnreadableError extends Error {
+  constructor(options?: { cause?: unknown }) {
+    super('configuration directory is not readable', options);
+    this.name = 'ConfigDirUnreadableError';
+  }
+}
+
+/** How the container runtime failed to answer (RuntimeUnreachableError). */
+export type RuntimeFailure = 'connect' | 'timeout' | 'status' | 'malformed';
+
+/**
+ * Thrown when: the container runtime cannot be asked (socket missing, connection refused),
+ * does not answer in time, answers with an unexpected status, or answers with something that
+ * is not the Engine API's JSON. Its message is fixed; the cause is kept for debugging only
+ * and never printed.
+ */
+export class RuntimeUnreachableError extends Error {
+  constructor(readonly failure: RuntimeFailure, options?: { cause?: unknown }) {
+    super('container runtime is not reachable or answered malformed data', options);
+    this.name = 'RuntimeUnreachableError';
+  }
+}
+
+/** A decision log write that failed after `lines` whole lines of it reached the file. */
+export class WriteFailed extends Error {
+  override name = 'WriteFailed';
+  constructor(
+    override readonly cause: unknown,
+    readonly lines: number,
+  ) {
+    super('decision log write failed');
+  }
+}
+
+/** Thrown when: a request body to the router is over its limit. */
+export class BodyTooLarge extends Error {
+  override name = 'BodyTooLarge';
+}
+/** Thrown when: the client left before its request body arrived whole. */
+export class BodyAborted extends Error {
+  override name = 'BodyAborted';
+}
+/** Thrown when: a request body would exceed the router's budget for bodies being uploaded. */
+export class UploadsFull extends Error {
+  override name = 'UploadsFull';
+}
+
+/** A whole upstream body longer than its limit: the upstream request was aborted. */
+export class UpstreamBodyTooLarge extends Error {
+  override name = 'UpstreamBodyTooLarge';
+}
+
+/** The upstream exchange was ended by the router (the client left, the deadline passed, a stop). */
+export class UpstreamCancelled extends Error {
+  override name = 'UpstreamCancelled';
+}
+
+/** Why admission refused a request. */
+export type AdmissionRefusal = 'full' | 'timeout' | 'aborted';
+
+/** Thrown when: the router's admission queue refuses a request (AdmissionRefusal). */
+export class AdmissionRefused extends Error {
+  constructor(readonly reason: AdmissionRefusal) {
+    super(`admission refused: ${reason}`);
+    this.name = 'AdmissionRefused';
+  }
+}
+
+/**
+ * The CLI's usage errors, each a fixed message (src/cli/read-errors.ts prints them). SPEC.md:
+ * usage errors omit operands, so no message here is built from user input.
+ */
+export const USAGE = {
+  duplicate: 'an option was given more than once',
+  missingConnection: 'all three connection options are required: the server URL, --auth-env and --expected-node',
+  filter: 'a filter value is invalid or out of range',
+  expectedNode: '--expected-node must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
+  origin: 'the URL must be an origin: http(s)://host[:port] with no path, query, fragment or credentials',
+  plainHttp: 'plain HTTP is allowed only to a loopback or private IP address; a DNS name needs HTTPS',
+  authEnv: 'the credential variable name must be an environment variable name (letters, digits, _)',
+  noCredential: 'the credential environment variable is unset or empty',
+  badCredential: 'the credential is not a valid bearer token (printable ASCII without spaces)',
+  target: 'give exactly one of: a request id, --active, --session-id',
+  requestId: 'the request id is not a valid request identifier',
+  sessionId: 'the session id is not a valid session identifier',
+  taskId: 'the task id is not a valid task identifier',
+  workbenchRunId: 'the workbench run id is not a valid workbench run identifier',
+  fleetTarget: 'give exactly one of: a request id, --session-id, --task-id, --workbench-run-id',
+  fleetConnection: 'both connection options are required: --fleet-url and --auth-env',
+  timeout: '--timeout must be a number of seconds greater than 0 and at most 30',
+  settingsUnreadable: 'the settings file given with --config is not readable',
+  settingsInvalid: 'the settings file is not valid (keys: router_url, auth_env, credential_env_file, timeout)',
+  credentialFile: 'the declared credential file is not readable or is not KEY=VALUE lines',
+} as const;
+export type UsageKey = keyof typeof USAGE;
+
+/** Thrown when: a CLI command is used wrongly (exit 2); the message is the fixed USAGE text. */
+export class UsageFailure extends Error {
+  constructor(readonly key: UsageKey) {
+    super(USAGE[key]);
+    this.name = 'UsageFailure';
+  }
+}
+
+/** Thrown when: an authenticated CLI read did not yield a trustworthy snapshot (exit 4); the message is fixed (src/cli/read-errors.ts). */
+export class SnapshotFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SnapshotFailure';
+  }
+}
+
+/** Every message `recipe status` prints on failure: fixed, never a path, name or runtime text. */
+export const RECIPE_ERRORS = {
+  name: 'the recipe name must be 1-63 lowercase letters, digits, _ or -, starting with a letter or digit',
+  dirUnreadable: 'the recipes directory is not readable',
+  unknown: 'unknown recipe: no valid recipe file in the recipes directory has this name',
+  duplicate: 'the recipe is defined by more than one file in the recipes directory',
+  runtime: 'the container runtime is not reachable, or did not answer as a Docker Engine API',
+  failure: 'unexpected failure',
+} as const;
+
+/** Thrown when: `recipe status` fails; the message is the fixed RECIPE_ERRORS text, printed with `exitCode`. */
+export class RecipeFailure extends Error {
+  constructor(readonly key: keyof typeof RECIPE_ERRORS, readonly exitCode: number) {
+    super(RECIPE_ERRORS[key]);
+  }
+}

@@ -185,7 +185,7 @@ export class OwnerActor {
     try {
       reading = await this.opts.read();
     } catch (err) {
-      this.opts.logger?.warn({ owner: this.opts.owner, err: { name: (err as Error)?.name } }, 'owner authority unreadable');
+      this.opts.logger?.warn({ owner: this.opts.owner, err }, 'owner authority unreadable');
       reading = { status: 'unavailable', reason: 'inspection-error', records: [] };
       this.forceFull = true;
     }
@@ -232,7 +232,7 @@ export class OwnerActor {
     } catch (err) {
       // The bus is closed or refused the message: the next round publishes a full window.
       this.forceFull = true;
-      this.opts.logger?.warn({ owner: this.opts.owner, err: { name: (err as Error)?.name } }, 'publish failed');
+      this.opts.logger?.warn({ owner: this.opts.owner, err }, 'publish failed');
     }
   }
 

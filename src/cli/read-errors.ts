@@ -1,35 +1,15 @@
+import { SnapshotFailure, UsageFailure } from '../errors.js';
 import { EXIT } from './run-server.js';
 import type { ReadOutcome } from './read-outcome.js';
 
 /**
- * Every message the read commands (workloads, diagnose) print on failure, in one place.
+ * Every message the read commands (workloads, diagnose) print on failure: USAGE (in
+ * src/errors.ts beside UsageFailure, re-exported here) and SNAPSHOT below.
  * SPEC.md: usage errors omit operands; snapshot errors reflect neither the URL, the credential
  * variable name, the response body nor an exception. So no message here is ever built from
  * user input or server output; the only variable part is a three-digit HTTP status.
  */
-export const USAGE = {
-  duplicate: 'an option was given more than once',
-  missingConnection: 'all three connection options are required: the server URL, --auth-env and --expected-node',
-  filter: 'a filter value is invalid or out of range',
-  expectedNode: '--expected-node must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
-  origin: 'the URL must be an origin: http(s)://host[:port] with no path, query, fragment or credentials',
-  plainHttp: 'plain HTTP is allowed only to a loopback or private IP address; a DNS name needs HTTPS',
-  authEnv: 'the credential variable name must be an environment variable name (letters, digits, _)',
-  noCredential: 'the credential environment variable is unset or empty',
-  badCredential: 'the credential is not a valid bearer token (printable ASCII without spaces)',
-  target: 'give exactly one of: a request id, --active, --session-id',
-  requestId: 'the request id is not a valid request identifier',
-  sessionId: 'the session id is not a valid session identifier',
-  taskId: 'the task id is not a valid task identifier',
-  workbenchRunId: 'the workbench run id is not a valid workbench run identifier',
-  fleetTarget: 'give exactly one of: a request id, --session-id, --task-id, --workbench-run-id',
-  fleetConnection: 'both connection options are required: --fleet-url and --auth-env',
-  timeout: '--timeout must be a number of seconds greater than 0 and at most 30',
-  settingsUnreadable: 'the settings file given with --config is not readable',
-  settingsInvalid: 'the settings file is not valid (keys: router_url, auth_env, credential_env_file, timeout)',
-  credentialFile: 'the declared credential file is not readable or is not KEY=VALUE lines',
-} as const;
-export type UsageKey = keyof typeof USAGE;
+export { USAGE, type UsageKey } from '../errors.js';
 
 /** Why an authenticated read did not produce a trustworthy snapshot. */
 export const SNAPSHOT = {
@@ -64,21 +44,8 @@ export function statusMessage(status: number): string {
   return `the server refused the read (HTTP ${code})`;
 }
 
-/** Invalid usage: exit 2. */
-export class UsageFailure extends Error {
-  constructor(readonly key: UsageKey) {
-    super(USAGE[key]);
-    this.name = 'UsageFailure';
-  }
-}
-
-/** A failed authenticated snapshot: exit 4. */
-export class SnapshotFailure extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'SnapshotFailure';
-  }
-}
+/** Invalid usage (exit 2) and a failed authenticated snapshot (exit 4). */
+export { SnapshotFailure, UsageFailure } from '../errors.js';
 
 let helpHint = 'see svc-serving --help';
 

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CONTAINER_SOCKET } from '../actors/recipe-actor.js';
 import { serviceHome } from '../config/local-home.js';
+import { RecipeFailure } from '../errors.js';
 import { ConfigDirUnreadableError, loadRecipeDir } from '../recipes/config-dir.js';
 import { DockerEngineClient, RuntimeUnreachableError } from '../recipes/docker-api.js';
 import { ContainerInspector } from '../recipes/inspector.js';
@@ -10,21 +11,7 @@ import { collectRecipeStatus, type RecipeStatus } from '../recipes/recipe-status
 import { DEFAULT_SHM_DIR } from '../recipes/shared-memory.js';
 import { EXIT } from './run-server.js';
 
-/** Every message `recipe status` prints on failure: fixed, never a path, name or runtime text. */
-export const RECIPE_ERRORS = {
-  name: 'the recipe name must be 1-63 lowercase letters, digits, _ or -, starting with a letter or digit',
-  dirUnreadable: 'the recipes directory is not readable',
-  unknown: 'unknown recipe: no valid recipe file in the recipes directory has this name',
-  duplicate: 'the recipe is defined by more than one file in the recipes directory',
-  runtime: 'the container runtime is not reachable, or did not answer as a Docker Engine API',
-  failure: 'unexpected failure',
-} as const;
-
-class RecipeFailure extends Error {
-  constructor(readonly key: keyof typeof RECIPE_ERRORS, readonly exitCode: number) {
-    super(RECIPE_ERRORS[key]);
-  }
-}
+export { RECIPE_ERRORS } from '../errors.js';
 
 interface StatusOptions {
   json?: boolean;

@@ -29,7 +29,7 @@ export async function runServer(name: string, start: (logger: Logger) => Promise
     handle = await start(logger);
   } catch (err) {
     const { line, code } = describeStartError(err);
-    logger.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code } }, 'start failed');
+    logger.error({ err }, 'start failed');
     await flushLogger(logger);
     process.stderr.write(`svc-serving ${name}: ${line}\n`);
     process.exit(code);
@@ -43,7 +43,7 @@ export async function runServer(name: string, start: (logger: Logger) => Promise
     hardStop.unref();
     handle
       .close()
-      .catch((err: unknown) => logger.error({ err: { name: (err as Error)?.name } }, 'close failed'))
+      .catch((err: unknown) => logger.error({ err }, 'close failed'))
       .then(() => flushLogger(logger))
       .finally(() => process.exit(EXIT.ok));
   };

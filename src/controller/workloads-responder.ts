@@ -53,7 +53,7 @@ export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) =
       return reply;
     } catch (err) {
       const code = err instanceof SvcError ? err.code : ErrorCode.INTERNAL;
-      if (code === ErrorCode.INTERNAL) logger?.error({ err: { name: (err as Error)?.name } }, 'node_workloads failed');
+      if (code === ErrorCode.INTERNAL) logger?.error({ err }, 'node_workloads failed');
       return encoder.encode(JSON.stringify(problemFor(code)));
     }
   });

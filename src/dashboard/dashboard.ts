@@ -94,7 +94,7 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   await app.register(fastifyWebsocket, {
     options: { maxPayload: MAX_MESSAGE_BYTES },
     errorHandler: (err, socket) => {
-      if (protocolErrors.take(Date.now())) log.warn({ err: { name: (err as Error)?.name, code: (err as { code?: unknown })?.code } }, 'websocket closed on a protocol error');
+      if (protocolErrors.take(Date.now())) log.warn({ err }, 'websocket closed on a protocol error');
       socket.terminate();
     },
   });

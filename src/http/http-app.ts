@@ -150,7 +150,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     const code = BY_STATUS[status];
     if (code) return sendProblem(reply, code);
     const errCode = (err as { code?: unknown }).code;
-    req.log.error({ err: { name: err.name, code: errCode } }, 'request failed');
+    req.log.error({ err }, 'request failed');
     // A store that cannot be read or written now (disk full, state directory gone): the node
     // cannot serve this request at the moment, which is 503, not a fault in the request.
     if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode)) return sendProblem(reply, ErrorCode.UNAVAILABLE);

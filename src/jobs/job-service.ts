@@ -253,7 +253,7 @@ export class JobService {
           result = await (c.name === 'recipe.apply' ? recipes.apply(c.params.name, plannedDigest, hooks) : recipes.stop(c.params.name, hooks));
         }
       } catch (err) {
-        if (!this.closing) this.logger.error({ err: { name: (err as Error)?.name }, operation: opId }, 'recipe operation failed');
+        if (!this.closing) this.logger.error({ err, operation: opId }, 'recipe operation failed');
       } finally {
         release();
         stopBeat();
@@ -325,7 +325,7 @@ export class JobService {
         // the record's progress and its summary agree (requests still in flight at a cancel end after it).
         this.finish(owner, id, { native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
       } catch (err) {
-        this.logger.error({ err: { name: (err as Error)?.name }, job: id }, 'job failed');
+        this.logger.error({ err, job: id }, 'job failed');
         this.finish(owner, id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());
       } finally {
         stopBeat();
@@ -363,7 +363,7 @@ export class JobService {
       const t = Date.now();
       if (t - this.lastWriteReport >= WRITE_REPORT_MS) {
         this.lastWriteReport = t;
-        this.logger.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, job: id, failed_writes: this.failedWrites }, 'job store cannot be written; the job\'s record keeps its last written state');
+        this.logger.error({ err, job: id, failed_writes: this.failedWrites }, 'job store cannot be written; the job\'s record keeps its last written state');
         this.failedWrites = 0;
       }
       return false;

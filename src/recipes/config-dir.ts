@@ -1,5 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { ConfigDirUnreadableError } from '../errors.js';
 import { loadManifestFile, loadRecipeFile, type LoadedManifest, type LoadedRecipe } from './recipe-config.js';
 
 /** Files one recipes or manifests directory may hold; more make the source partial. */
@@ -14,13 +15,7 @@ export interface ConfigDir<T> {
   readonly problems: number;
 }
 
-/** Thrown when: the directory itself cannot be listed (the authority is unreadable). */
-export class ConfigDirUnreadableError extends Error {
-  constructor(options?: { cause?: unknown }) {
-    super('configuration directory is not readable', options);
-    this.name = 'ConfigDirUnreadableError';
-  }
-}
+export { ConfigDirUnreadableError } from '../errors.js';
 
 /** `*.toml` entries of a directory (hidden files skipped), sorted, at most `cap` + the excess count. */
 function tomlFiles(dir: string, cap: number): { files: string[]; excess: number } {

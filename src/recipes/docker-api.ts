@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import { RuntimeUnreachableError, type RuntimeFailure } from '../errors.js';
 
 /** Largest Engine API response body read (bytes); a larger one counts as malformed. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
@@ -7,20 +8,7 @@ export const DEFAULT_RUNTIME_TIMEOUT_MS = 3000;
 /** Largest request body a write sends (bytes): a container create is a few KiB. */
 export const MAX_REQUEST_BYTES = 256 * 1024;
 
-export type RuntimeFailure = 'connect' | 'timeout' | 'status' | 'malformed';
-
-/**
- * Thrown when: the container runtime cannot be asked (socket missing, connection refused),
- * does not answer in time, answers with an unexpected status, or answers with something that
- * is not the Engine API's JSON. Its message is fixed; the cause is kept for debugging only
- * and never printed.
- */
-export class RuntimeUnreachableError extends Error {
-  constructor(readonly failure: RuntimeFailure, options?: { cause?: unknown }) {
-    super('container runtime is not reachable or answered malformed data', options);
-    this.name = 'RuntimeUnreachableError';
-  }
-}
+export { RuntimeUnreachableError, type RuntimeFailure } from '../errors.js';
 
 export interface EngineResponse {
   /** 200 with a parsed body, or 404 with `body: null`. */

@@ -1,12 +1,6 @@
-/** Why admission refused a request. */
-export type AdmissionRefusal = 'full' | 'timeout' | 'aborted';
+import { AdmissionRefused, type AdmissionRefusal } from '../errors.js';
 
-export class AdmissionRefused extends Error {
-  constructor(readonly reason: AdmissionRefusal) {
-    super(`admission refused: ${reason}`);
-    this.name = 'AdmissionRefused';
-  }
-}
+export { AdmissionRefused, type AdmissionRefusal } from '../errors.js';
 
 /** What admission needs of an abort signal (RelayAbort is one). */
 export interface AbortLike {

@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Socket } from 'node:net';
-import { ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, problemFor } from '../errors.js';
+import { BodyAborted, BodyTooLarge, ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, UploadsFull, problemFor } from '../errors.js';
 import type { Exchange } from './relay-context.js';
 import type { UploadBudget } from './upload-budget.js';
 import { noteEarlyAnswer } from '../http/http-app.js';
@@ -76,16 +76,7 @@ export function refuseUpload(req: IncomingMessage, res: ServerResponse, code: Er
   req.once('end', () => clearTimeout(t));
 }
 
-export class BodyTooLarge extends Error {
-  override name = 'BodyTooLarge';
-}
-export class BodyAborted extends Error {
-  override name = 'BodyAborted';
-}
-
-export class UploadsFull extends Error {
-  override name = 'UploadsFull';
-}
+export { BodyAborted, BodyTooLarge, UploadsFull } from '../errors.js';
 
 /**
  * Buffers a request body up to `limit` bytes, counted in `budget` while it arrives (a declared

@@ -256,7 +256,7 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
     await pipeUpstream(up, `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[route]}`, headers, outBody, x, res, abort, ctx, () => clientGone);
   } catch (err) {
-    ctx.logger.error({ gateway_request_id: gid, err: { name: (err as Error)?.name } }, 'relay failed');
+    ctx.logger.error({ gateway_request_id: gid, err }, 'relay failed');
     x.outcome = clientGone ? 'disconnected' : 'error';
     if (!res.headersSent) {
       // The record says what the client was sent.

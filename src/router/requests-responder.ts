@@ -91,7 +91,7 @@ export function serveRequestLookups(bus: Bus, host: string, registry: RouterRegi
         return reply;
       } catch (err) {
         const code = err instanceof SvcError ? err.code : ErrorCode.INTERNAL;
-        if (code === ErrorCode.INTERNAL) logger?.error({ err: { name: (err as Error)?.name }, lookup }, 'request lookup over the bus failed');
+        if (code === ErrorCode.INTERNAL) logger?.error({ err, lookup }, 'request lookup over the bus failed');
         return encoder.encode(JSON.stringify(problemFor(code)));
       }
     });

@@ -71,7 +71,7 @@ function canonicalPath(path: string, depth = 0): string {
  * process with every request in flight.
  */
 function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
-  log.error({ err: { name: (err as Error)?.name } }, 'relay failed unexpectedly');
+  log.error({ err }, 'relay failed unexpectedly');
   if (!res.headersSent) sendRawProblem(res, ErrorCode.INTERNAL);
   else res.destroy();
 }
@@ -164,7 +164,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
           release();
         };
       } catch (err) {
-        log.error({ err: { name: (err as Error)?.name } }, 'decision log lock could not be taken again after its file was removed; another router process may be using this log');
+        log.error({ err }, 'decision log lock could not be taken again after its file was removed; another router process may be using this log');
       }
     };
     try {

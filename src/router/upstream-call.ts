@@ -1,20 +1,13 @@
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { UpstreamBodyTooLarge, UpstreamCancelled } from '../errors.js';
 
 /** What the upstream answered: an event stream to relay chunk by chunk, or a whole body. */
 export type UpstreamAnswer =
   | { readonly kind: 'stream'; readonly status: number; readonly contentType: string | undefined; readonly encoded: boolean; readonly body: Readable }
   | { readonly kind: 'whole'; readonly status: number; readonly contentType: string | undefined; readonly encoded: boolean; readonly body: Buffer };
 
-/** A whole body longer than its limit: the upstream request was aborted. */
-export class UpstreamBodyTooLarge extends Error {
-  override name = 'UpstreamBodyTooLarge';
-}
-
-/** The exchange was ended by the router (the client left, the deadline passed, a stop). */
-export class UpstreamCancelled extends Error {
-  override name = 'UpstreamCancelled';
-}
+export { UpstreamBodyTooLarge, UpstreamCancelled } from '../errors.js';
 
 /**
  * How answers are read. Shared by every call (module-level functions, no closure over an

@@ -1,7 +1,10 @@
 import { makeDirs } from '../config/safe-files.js';
+import { StoreGoneError } from '../errors.js';
 import { statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+
+export { StoreGoneError } from '../errors.js';
 
 /** One job or operation as its owner stores it: native vocabulary, counts, times in epoch ms. */
 export interface JobRow {
@@ -133,10 +136,4 @@ export class JobStore {
   close(): void {
     this.db.close();
   }
-}
-
-/** The store's file was removed or replaced while open: writes are refused until a restart. */
-export class StoreGoneError extends Error {
-  override readonly name = 'StoreGoneError';
-  readonly code = 'SVC_STORE_GONE';
 }

@@ -97,7 +97,7 @@ export class NodeView {
     try {
       this.opts.bus.publish(resyncSubject(this.opts.host), new Uint8Array(0));
     } catch (err) {
-      this.opts.logger?.warn({ err: { name: (err as Error)?.name } }, 'resync request failed');
+      this.opts.logger?.warn({ err }, 'resync request failed');
     }
   }
 

@@ -128,7 +128,7 @@ function startDemoTraffic(routerUrl: string, key: string, logger: Logger): () =>
   };
   const timer = setInterval(() => {
     if (stopped) return;
-    const p = one().catch((err: unknown) => logger.debug({ err: { name: (err as Error)?.name } }, 'demo request failed'));
+    const p = one().catch((err: unknown) => logger.debug({ err }, 'demo request failed'));
     inFlight.add(p);
     void p.finally(() => inFlight.delete(p));
   }, 2_000);
@@ -155,7 +155,7 @@ function startDemoJobs(jobs: JobService, home: string, logger: Logger): () => Pr
     try {
       jobs.apply(jobs.plan(command).confirmation_token);
     } catch (err) {
-      logger.warn({ err: { name: (err as Error)?.name } }, 'demo job not started');
+      logger.warn({ err }, 'demo job not started');
     }
   };
   const bench = (): void => run({ name: 'benchmark.start', params: { alias: ALIAS, requests: 30, concurrency: 2, prompt_tokens: 64, max_tokens: 24 } });

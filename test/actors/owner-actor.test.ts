@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import pino from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import assert from 'node:assert/strict';
 import { OwnerActor } from '../../src/actors/owner-actor.js';
 import type { OwnerReading } from '../../src/actors/window.js';
@@ -45,7 +46,7 @@ describe('owner actor', () => {
     const batches: ObservationBatch[] = [];
     bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
     const lines: Record<string, unknown>[] = [];
-    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
     const good = terminal(1);
     const broken = [
       { ...terminal(2), phase: 'running' }, // a terminal record in a live phase

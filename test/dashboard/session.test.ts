@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import { LineBudget } from '../../src/http/line-budget.js';
 import { AuthorizationPolicy } from '../../src/auth/policy.js';
 import type { NodeResult } from '../../src/schema/envelopes.js';
@@ -63,7 +64,7 @@ describe('dashboard workload session', () => {
 
   it('a storm of refused connects (no credential needed) writes at most 10 log lines a second, each still answered', () => {
     const lines: string[] = [];
-    const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
     const t = session(enabled, logger);
     for (let gen = 1; gen <= 500; gen++) t.msg({ type: 'connect', gen, credential: 'nope', filters: {} });
     assert.equal(t.parsed().filter((f) => f['code'] === 'unauthenticated').length, 500, 'every connect is answered');

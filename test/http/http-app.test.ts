@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import { createHttpApp, listen, DEFAULT_REQUEST_TIMEOUT_MS } from '../../src/http/http-app.js';
 
 /** Sends `head` and part of a body, then waits: what came back, and whether the server closed. */
@@ -106,7 +107,7 @@ describe('Fastify servers: a request that never finishes arriving', () => {
 describe('request log lines', () => {
   it('refused requests write at most 100 lines a second (the rest counted); answered ones each write one', async () => {
     const lines: string[] = [];
-    const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
     const app = createHttpApp({ logger });
     app.get('/ok', async () => ({ ok: true }));
     const url = await listen(app, '127.0.0.1', 0);

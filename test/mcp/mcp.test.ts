@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import { request } from 'node:http';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +20,7 @@ describe('controller MCP (Streamable HTTP, SDK client)', () => {
   let ctl: ControllerHandle;
   const lines: string[] = [];
   before(async () => {
-    const logger = pino({ level: 'debug' }, { write: (s: string) => void lines.push(s) });
+    const logger = pino({ ...LOG_OPTIONS, level: 'debug' }, { write: (s: string) => void lines.push(s) });
     ctl = await startController(
       { hostId: 'node-a', listen: { host: '127.0.0.1', port: 0 }, nats: undefined, policyPath: p.path, staleAfterMs: 30_000, stateDir: p.dir },
       { logger, env: p.env, bus },

@@ -2,6 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import type { NodeResult, SourceResult } from '../../src/schema/envelopes.js';
 import { recordId } from '../../src/schema/record-id.js';
 import { startController, type ControllerHandle } from '../../src/controller/controller.js';
@@ -50,7 +51,7 @@ export async function startRecipeNode(opts: { fake?: FakeDockerOptions; recipesD
       hostId: HOST, listen: { host: '127.0.0.1', port: 0 }, nats: undefined, policyPath: policy.path, staleAfterMs: 30_000, stateDir,
       ...(recipes ? { recipesDir: recipes } : {}), containerSocket: fake.socketPath,
     },
-    { logger: pino({ level: 'debug' }, { write: (s: string) => void logs.push(s) }), env: { ...policy.env, HF_TOKEN: ENV_CANARY }, bus },
+    { logger: pino({ ...LOG_OPTIONS, level: 'debug' }, { write: (s: string) => void logs.push(s) }), env: { ...policy.env, HF_TOKEN: ENV_CANARY }, bus },
   );
   const call = (path: string, token: string, body?: unknown): Promise<Response> =>
     fetch(`${ctl.url}${path}`, {

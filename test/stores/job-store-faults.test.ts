@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import { JobService } from '../../src/jobs/job-service.js';
 import { JobStore } from '../../src/stores/job-store.js';
 import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
@@ -24,7 +25,7 @@ describe('job store faults', () => {
 
   it('a job whose store can no longer be written is stopped and logged once, its end answered at once and written when the store heals', async () => {
     const lines: string[] = [];
-    const logger = pino({ level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
     const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
     const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, logger);
     const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 } });

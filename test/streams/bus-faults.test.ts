@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import { OwnerActor } from '../../src/actors/owner-actor.js';
 import { connectNatsBus } from '../../src/streams/nats-bus.js';
 import { NodeView } from '../../src/streams/node-view.js';
@@ -20,7 +21,7 @@ const T = { timeout: 60_000 };
 
 function capture() {
   const lines: Array<Record<string, unknown>> = [];
-  const logger = pino({ level: 'info' }, new Writable({ write(chunk, _enc, cb) { lines.push(JSON.parse(String(chunk)) as Record<string, unknown>); cb(); } }));
+  const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write(chunk, _enc, cb) { lines.push(JSON.parse(String(chunk)) as Record<string, unknown>); cb(); } }));
   return { lines, logger };
 }
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
 import { config, firstValueFrom, lastValueFrom, take, takeWhile, timeout, toArray, type Observable } from 'rxjs';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import {
   BusClosedError,
   BusNoRespondersError,
@@ -488,7 +489,7 @@ describe('nats bus with server configuration', () => {
         done();
       },
     });
-    const logger = pino({ level: 'trace' }, sink);
+    const logger = pino({ ...LOG_OPTIONS, level: 'trace' }, sink);
     const bus = await connectNatsBus({ servers: server.url, user: 'svc', pass: PASSWORD, logger });
     t.after(() => bus.close());
     bus.serve('svc.v1.a.workloads', (data) => {

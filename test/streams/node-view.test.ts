@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pino from 'pino';
+import { LOG_OPTIONS } from '../../src/logger.js';
 import { OwnerActor } from '../../src/actors/owner-actor.js';
 import type { BusMsg } from '../../src/streams/bus.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
@@ -12,7 +13,7 @@ const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 10));
 function started() {
   const bus = new InProcessBus();
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+  const logger = pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
   const clock = { now: Date.parse('2026-11-27T06:00:00.000Z') };
   const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 30_000, owners: ['router'], now: () => clock.now, logger });
   view.start();

@@ -1,5 +1,6 @@
 import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { makeDirs, openRegularFile } from '../../config/safe-files.js';
+import { WriteFailed } from '../../errors.js';
 import { dirname } from 'node:path';
 import type { TerminalRecord } from '../../schema/terminal-record.js';
 import { flushAtExit, forgetAtExit } from './exit-flush.js';
@@ -375,17 +376,6 @@ export class DecisionLog {
     this.torn = false;
     // Records are gone with the deleted file: whoever names their requests elsewhere is told.
     if (deleted) this.onRotated?.();
-  }
-}
-
-/** A write that failed after `lines` whole lines of it reached the file. */
-class WriteFailed extends Error {
-  override name = 'WriteFailed';
-  constructor(
-    override readonly cause: unknown,
-    readonly lines: number,
-  ) {
-    super('decision log write failed');
   }
 }
 

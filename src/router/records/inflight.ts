@@ -97,7 +97,7 @@ export class InflightJournal {
       this.failed = false;
     } catch (err) {
       rmSync(tmp, { force: true });
-      if (!this.failed) this.logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code } }, 'in-flight journal write failed');
+      if (!this.failed) this.logger?.error({ err }, 'in-flight journal write failed');
       this.failed = true;
     }
   }

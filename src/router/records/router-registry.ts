@@ -114,7 +114,7 @@ export class RouterRegistry {
         l();
       } catch (err) {
         // A listener's fault must not break the bookkeeping of the request that changed.
-        this.opts.logger?.error({ err: { name: (err as Error)?.name } }, 'router change listener failed');
+        this.opts.logger?.error({ err }, 'router change listener failed');
       }
     }
   }
@@ -388,7 +388,7 @@ export function routerReading(registry: RouterRegistry, now: number, cap: number
 
 /** The one log line about a failed decision-log write: the error's name and code, nothing of the records. */
 export function logWriteError(logger: Logger | undefined, err: unknown, records?: number): void {
-  logger?.error({ err: { name: (err as Error)?.name, code: (err as { code?: string })?.code }, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; the records stay in memory and are written once the log can be written again');
+  logger?.error({ err, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; the records stay in memory and are written once the log can be written again');
 }
 
 /** `records` sorted in place, newest finish first; returned. */

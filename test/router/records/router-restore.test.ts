@@ -15,6 +15,7 @@ import { ConfigError } from '../../../src/errors.js';
 import { writeFileSync } from 'node:fs';
 import { appendFileSync, existsSync, readFileSync, utimesSync } from 'node:fs';
 import { pino } from 'pino';
+import { LOG_OPTIONS } from '../../../src/logger.js';
 import { gid, rec } from '../../support/terminal-records.js';
 import { eventually } from '../../support/processes.js';
 
@@ -253,7 +254,7 @@ describe('router registry: the window across evictions and restarts', () => {
     const lines: string[] = [];
     const log = new DecisionLog(a.path, 1 << 22, 2);
     log.open();
-    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log, logger: pino({ level: 'info' }, { write: (l: string) => void lines.push(l) }) });
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log, logger: pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(l) }) });
     const left = InflightJournal.read(journal.path);
     assert.equal(reg.recordInterrupted(left.entries, now), 1);
     assert.ok(lines.some((l) => l.includes(gid(7)) && l.includes('"msg":"request finished"') && l.includes('"status":0')), lines.join(''));
