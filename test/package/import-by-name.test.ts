@@ -35,7 +35,7 @@ describe('the package imported by name', () => {
         filters: f,
         nodeValid: api.checkNodeResult.Check(node), nodeStatus: node.status,
         fleetValid: api.checkFleetResult.Check(fleet), fleetConditions: fleet.nodes.map((n) => n.condition),
-        refused, deep, pkgName: pkg.name, types: pkg.types,
+        refused, deep, pkgName: pkg.name, types: pkg.types, bin: pkg.bin['svc-serving'],
       }));
     `) as Record<string, unknown>;
     for (const name of [
@@ -54,5 +54,8 @@ describe('the package imported by name', () => {
     assert.equal(out['deep'], 'ERR_PACKAGE_PATH_NOT_EXPORTED');
     assert.equal(out['pkgName'], 'svc-serving');
     assert.ok(existsSync(join(ROOT, out['types'] as string)), 'the declared types file is built');
+    // The CLI is a bin, not an export: the exports map leaves it where it was.
+    assert.ok(existsSync(join(ROOT, out['bin'] as string)), 'the CLI bin is built');
+    assert.match(execFileSync(process.execPath, [join(ROOT, out['bin'] as string), '--version'], { encoding: 'utf8' }), /^\d+\.\d+\.\d+/);
   });
 });
