@@ -10,7 +10,7 @@ import { openBus } from '../streams/open-bus.js';
 import { toolsCallRoutes } from '../controller/controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
-import { workloadsSubject } from '../controller/workloads-responder.js';
+import { workloadsSubject } from '../schema/subjects.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import { busRequestAsker } from './fleet-diagnosis.js';
 import { requestMcpTools, requestToolsCall } from '../mcp/request-tools.js';

@@ -57,7 +57,7 @@ const DRAIN_TIMEOUT_MS = 2_000;
  * A reply subject a server of ours answers on: an inbox, `_INBOX.` or a user's own prefix
  * `_INBOX_<user>.` (CONTRACT.md, request/reply trust). `allow_responses` lets a responder
  * publish wherever the request's reply subject says, so a request whose reply names another
- * host's subject (`svc.v1.node-b.resync`) would make this process speak there: such a request
+ * host's subject (node-b's resync subject, schema/subjects.ts) would make this process speak there: such a request
  * is not answered at all.
  */
 const INBOX_REPLY_RE = /^_INBOX(?:_[A-Za-z0-9_-]{1,64})?\.[^.\s*>]+(?:\.[^.\s*>]+)*$/;
