@@ -1,10 +1,10 @@
-import { ACTIVE_STATES, OWNERS, type NodeCondition, type ResultStatus } from '../schema/enums.js';
+import { OWNERS, type NodeCondition, type ResultStatus } from '../schema/enums.js';
 import { MAX_RECORDS_PER_RESULT, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, recordRuleViolation, type WorkloadRecord } from '../schema/record.js';
-import { relevant } from './query-node.js';
+import { ANSWER_SLACK_MS, relevant, selects } from '../schema/selects.js';
 import { BoundedHeap } from './top-k.js';
 
 /** Largest node reply the fleet reads; beyond it the node is `malformed`. */
@@ -74,7 +74,8 @@ function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, owners: rea
       // The rules the fold holds every observation to, the same here: a node that breaks
       // them, repeats a record, or answers what was not asked is not believed at all.
       if (r.owner !== s.owner || recordRuleViolation(r) !== null || ids.has(r.id)) return 'malformed';
-      if (f !== undefined && !asked(r, f, collectedMs)) return 'malformed';
+      // Judged on the node's own clock (its answer's `collected_at`), with a reader's slack.
+      if (f !== undefined && !selects(r, f, collectedMs, ANSWER_SLACK_MS)) return 'malformed';
       ids.add(r.id);
     }
     if (s.truncation.returned !== s.records.length) return 'malformed';
@@ -97,18 +98,6 @@ export function holdRouterAnswer(v: NodeResult, hostId: string, f: Filters): Nod
   return typeof c === 'string' ? c : undefined;
 }
 const ROUTER_OWNERS: readonly string[] = ['router'];
-
-/**
- * True when a record is one the filters select, judged on the node's own clock (its answer's
- * `collected_at`): `active_only` takes active records that are not stale (SPEC.md), and a
- * terminal record must have ended within `recent_seconds` of the collection (a second of
- * slack for the rounding of timestamps to milliseconds).
- */
-function asked(r: WorkloadRecord, f: Filters, collectedMs: number): boolean {
-  if (!relevant(r.owner, f) || (f.state !== undefined && r.state !== f.state) || (f.host !== undefined && r.host !== f.host)) return false;
-  if (f.active_only && (!ACTIVE_STATES.has(r.state) || r.observation_quality === 'stale')) return false;
-  return r.state !== 'terminal' || collectedMs - parseTimestamp(r.updated_at) <= f.recent_seconds * 1000 + 1000;
-}
 
 /** Lowers a node's sources, status and count to what its sources support (never raises them). */
 export function holdToSources(v: NodeResult, f: Filters): void {
