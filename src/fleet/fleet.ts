@@ -1,11 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { AuthorizationPolicy } from '../auth/policy.js';
 import type { FleetConfig } from '../config/fleet-config.js';
+import type { NodeAnswer } from '../schema/answer-checks.js';
 import type { FleetResult } from '../schema/envelopes.js';
 import { resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { FLEET_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import type { Bus } from '../streams/bus.js';
-import { FleetComposer, type DeclaredNode, type NodeAnswer } from '../streams/compose-fleet.js';
+import { FleetComposer, type DeclaredNode } from '../streams/compose-fleet.js';
 import { openBus } from '../streams/open-bus.js';
 import { toolsCallRoutes } from '../controller/controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
