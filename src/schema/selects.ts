@@ -37,9 +37,10 @@ export function relevant(owner: Owner, f: Filters): boolean {
  * within `recent_seconds` of `now`, plus `slackMs` (QUERY_SLACK_MS for the node's own query,
  * ANSWER_SLACK_MS for a reader checking an answer). A date or clock that is not a number
  * selects no terminal record.
- * `stale`: whether the record counts as stale; by default what its `observation_quality`
- * says (a reader's view). The node passes its own verdict, which also weighs the age of the
- * source and of the record's last observation (it labels such records `stale` when it answers).
+ * `stale`: whether the record counts as stale, weighed for active records only; by default
+ * what its `observation_quality` says (a reader's view). The node passes its own verdict,
+ * which also weighs the age of the source and of the record's last observation (it labels
+ * such active records `stale` when it answers).
  * `updatedMs`: `r.updated_at` in epoch ms, for a caller that holds it parsed already.
  */
 export function selects(

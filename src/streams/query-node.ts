@@ -73,13 +73,14 @@ function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: num
   for (const e of m.records.values()) {
     const r = e.rec;
     // The node's verdict on staleness: the source's age, the record's own label, and for
-    // active work the age of its last observation (emit() labels such records `stale`).
-    const stale = health.stale || r.observation_quality === 'stale' || (ACTIVE_STATES.has(r.state) && now - e.freshMs > staleAfterMs);
-    if (!selects(r, f, now, QUERY_SLACK_MS, stale, e.updatedMs)) continue;
+    // active work the age of its last observation (selects() weighs it for active work only;
+    // emit() labels such records `stale`).
+    const aged = now - e.freshMs > staleAfterMs;
+    if (!selects(r, f, now, QUERY_SLACK_MS, health.stale || r.observation_quality === 'stale' || aged, e.updatedMs)) continue;
     matched++;
     const worst = heap.worst();
     if (heap.full && worst && entryNewestFirst(e, worst.e) >= 0) continue;
-    heap.offer({ e, stale, owner: m.owner });
+    heap.offer({ e, stale: health.stale || r.observation_quality === 'stale' || (aged && ACTIVE_STATES.has(r.state)), owner: m.owner });
   }
   return { matched, top: heap.sorted() };
 }
