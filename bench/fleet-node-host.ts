@@ -15,8 +15,8 @@
 import type { Owner } from '../src/schema/enums.js';
 import { nodeResultJson } from '../src/schema/result-json.js';
 import { resolveFilters } from '../src/schema/filters.js';
-import { serveNodeWorkloads, workloadsSubject } from '../src/controller/workloads-responder.js';
-import { observationSubject } from '../src/streams/decode-batch.js';
+import { serveNodeWorkloads } from '../src/controller/workloads-responder.js';
+import { observationSubject, workloadsSubject } from '../src/schema/subjects.js';
 import { foldNode } from '../src/streams/fold-node.js';
 import { connectNatsBus, type NatsBus } from '../src/streams/nats-bus.js';
 import { createNodeSnapshot, type NodeSnapshot } from '../src/streams/node-snapshot.js';

@@ -22,11 +22,13 @@ export {
   type DiagnosisEnvelope, type InterpretationCode, type SessionEntry, type LineageKey, type LookupFault,
 } from './schema/diagnosis.js';
 export { FleetDiagnosis, checkFleetDiagnosis, type SearchOutcome } from './schema/diagnosis-search.js';
+export { selects, QUERY_SLACK_MS, ANSWER_SLACK_MS } from './schema/selects.js';
+export { classifyAnswer, type NodeAnswer } from './schema/answer-checks.js';
 
 export { createNodeSnapshot, type NodeSnapshot } from './streams/node-snapshot.js';
 export { foldNode, type FoldEvent } from './streams/fold-node.js';
 export { queryNode, CONTROLLER_OWNERS, ROUTER_OWNERS, DEFAULT_STALE_AFTER_MS, type QueryOptions } from './streams/query-node.js';
-export { composeFleet, type DeclaredNode, type NodeAnswer } from './streams/compose-fleet.js';
+export { composeFleet, type DeclaredNode } from './streams/compose-fleet.js';
 
 export { SvcError, ErrorCode } from './errors.js';
 export { readNode, readFleet, READ_FAILURES, type ReadOptions, type NodeReadOptions } from './client/read-client.js';

@@ -6,7 +6,8 @@ import { MAX_SNAPSHOT_PARTS, type ObservationBatch } from '../schema/envelopes.j
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, isValidRecord, type WorkloadRecord } from '../schema/record.js';
 import { resilientSubscription, type Bus } from '../streams/bus.js';
-import { MAX_BATCH_BYTES, observationSubject } from '../streams/decode-batch.js';
+import { observationSubject, resyncSubject } from '../schema/subjects.js';
+import { MAX_BATCH_BYTES } from '../streams/decode-batch.js';
 import { DEFAULT_WINDOW_CAP, boundWindow, type OwnerReading } from './window.js';
 
 export interface OwnerActorOptions {
@@ -44,11 +45,6 @@ export interface OwnerActorOptions {
   readonly scheduler?: SchedulerLike;
 }
 
-/** The subject a node publishes on to ask its actors for full windows. */
-export function resyncSubject(host: string): string {
-  return `svc.v1.${host}.resync`;
-}
-
 /**
  * However often a resync is asked for, an actor sends at most one full window per this many
  * ms (CONTRACT.md, request/reply trust): the first request at once, later ones within the
@@ -72,7 +68,7 @@ const MALFORMED_REPORT_MS = 60_000;
 
 /**
  * An owner actor: reads its authority, bounds the window, and publishes ObservationBatches
- * on `svc.v1.<host>.obs.<owner>`: a full batch at start, on a resync request and at least
+ * on its observation subject (schema/subjects.ts): a full batch at start, on a resync request and at least
  * every half stale threshold; upserts and removals in between; `seq` +1 per batch.
  */
 export class OwnerActor {

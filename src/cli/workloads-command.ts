@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
+import { holdFleetAnswer, holdRouterAnswer } from '../schema/answer-checks.js';
 import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { isHostId } from '../schema/primitives.js';
-import { holdFleetAnswer, holdRouterAnswer } from '../streams/compose-fleet.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_FLEET_RESPONSE_BYTES, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from './origin-policy.js';

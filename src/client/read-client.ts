@@ -3,7 +3,7 @@ import { ErrorCode, SvcError } from '../errors.js';
 import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
-import { classifyAnswer, holdFleetAnswer, holdRouterAnswer } from '../streams/compose-fleet.js';
+import { classifyAnswer, holdFleetAnswer, holdRouterAnswer } from '../schema/answer-checks.js';
 import { PACKAGE_VERSION } from '../version.js';
 
 /** The caps the CLI reads with: a node answer (1000 records) 1 MiB, a fleet answer 16 MiB. */

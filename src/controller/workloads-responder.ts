@@ -6,18 +6,14 @@ import type { Bus, BusService } from '../streams/bus.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { nodeResultJson } from '../schema/result-json.js';
-
-/** The request/reply subject a node controller answers `node_workloads` on. */
-export function workloadsSubject(host: string): string {
-  return `svc.v1.${host}.workloads`;
-}
+import { workloadsSubject } from '../schema/subjects.js';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 const MAX_REQUEST_BYTES = 16 * 1024;
 
 /**
- * Serves `node_workloads` on `svc.v1.<host>.workloads`: the request is the `arguments`
+ * Serves `node_workloads` on the host's workloads subject (schema/subjects.ts): the request is the `arguments`
  * object as JSON (empty payload: no filters); the reply is the NodeResult, or a fixed
  * problem `{type, title, status}` for bad input. Who may ask is NATS's permission to decide.
  * A NodeResult over what the bus carries (a server's small `max_payload`) would never arrive,

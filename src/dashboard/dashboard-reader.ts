@@ -1,7 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
+import { classifyAnswer } from '../schema/answer-checks.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { resolveFilters, type FilterArgs } from '../schema/filters.js';
-import { classifyAnswer } from '../streams/compose-fleet.js';
 import { PACKAGE_VERSION } from '../version.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { LineageKey } from '../schema/diagnosis.js';
 import { composeHistoryDiagnosis, composeRequestDiagnosis, type AskedNode, type FleetDiagnosis } from '../schema/diagnosis-search.js';
 import type { Bus } from '../streams/bus.js';
-import { requestsSubject, type RequestLookup } from '../router/requests-responder.js';
+import { requestsSubject, type RequestLookup } from '../schema/subjects.js';
 import type { RequestAsker } from '../mcp/request-tools.js';
 
 /** A node the search asks (a fleet's declared node; the controller's own host). */

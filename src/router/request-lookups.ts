@@ -6,9 +6,9 @@ import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, type TerminalRecord } from
 
 /**
  * The router's three request lookups, one implementation for both ways in: the HTTP routes
- * (`/v1/requests...`, router-routes.ts) and NATS request/reply (`svc.v1.<host>.requests.*`,
- * requests-responder.ts). Each returns the exact body the caller gets, or throws the coded
- * error whose problem both answer with, so the two can never drift apart.
+ * (`/v1/requests...`, router-routes.ts) and NATS request/reply (the host's requests subjects
+ * of schema/subjects.ts, requests-responder.ts). Each returns the exact body the caller gets,
+ * or throws the coded error whose problem both answer with, so the two can never drift apart.
  */
 
 /**

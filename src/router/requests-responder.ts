@@ -3,17 +3,9 @@ import type { RouterRegistry } from './records/router-registry.js';
 import { ErrorCode, InvalidInputError, SvcError, problemFor } from '../errors.js';
 import { LINEAGE_KEYS, type LineageKey } from '../schema/diagnosis.js';
 import { refusedJson } from '../schema/json-duplicates.js';
+import { requestsSubject, type RequestLookup } from '../schema/subjects.js';
 import type { Bus, BusService } from '../streams/bus.js';
 import { lookupActive, lookupHistory, lookupRequest } from './request-lookups.js';
-
-/** The three lookups a router serves over request/reply (CONTRACT.md, NATS subjects). */
-export const REQUEST_LOOKUPS = ['get', 'session', 'active'] as const;
-export type RequestLookup = (typeof REQUEST_LOOKUPS)[number];
-
-/** `svc.v1.<host>.requests.<lookup>`: only the host's own user may serve it (deploy/nats.conf). */
-export function requestsSubject(host: string, lookup: RequestLookup): string {
-  return `svc.v1.${host}.requests.${lookup}`;
-}
 
 /**
  * Largest request payload read. The largest valid one is `{"workbench_run_id": "<128
@@ -74,7 +66,8 @@ export function parseActiveRequest(data: Uint8Array): void {
 }
 
 /**
- * Serves the router's request lookups on `svc.v1.<host>.requests.get|session|active`. Each
+ * Serves the router's request lookups on the host's requests subjects (schema/subjects.ts;
+ * only the host's own user may serve them, deploy/nats.conf). Each
  * reply is exactly the body the HTTP lookup answers (the same functions make both), or the
  * fixed problem `{type, title, status}` the HTTP route would send (400 invalid input, 404 not
  * found). Who may ask is NATS's permission (deploy/nats.conf: the fleet's user and the host's

@@ -6,6 +6,7 @@ import { ErrorCode, ForbiddenError, InvalidInputError, SvcError, Unauthenticated
 import { LINEAGE_KEYS } from '../schema/diagnosis.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterQuery, resolveFilters, type Filters } from '../schema/filters.js';
+import { splitQuery } from '../schema/query-string.js';
 import { lookupActive, lookupHistory, lookupRequest } from './request-lookups.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import type { RouterMetrics } from './metrics.js';
@@ -29,6 +30,9 @@ function rawQuery(req: FastifyRequest): string {
   const i = req.url.indexOf('?');
   return i < 0 ? '' : req.url.slice(i + 1);
 }
+
+/** `/v1/requests`'s members: `active=1`, or `history=1` with exactly one lineage key (CONTRACT.md, docs/api.md). */
+const REQUESTS_QUERY_MEMBERS = ['active', 'history', ...LINEAGE_KEYS] as const;
 
 /** A route that takes no parameters refuses a query string (400), never ignores it. */
 function noQuery(req: FastifyRequest): void {
@@ -75,22 +79,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
 
   app.get('/v1/requests', async (req, reply) => {
     lookupAuth(req);
-    const params = new Map<string, string>();
-    for (const part of rawQuery(req).split('&')) {
-      const eq = part.indexOf('=');
-      if (eq <= 0) throw new InvalidInputError();
-      // Names are decoded like values (`%61ctive=1` is `active=1`), as the workload filters are.
-      let name: string;
-      let v: string;
-      try {
-        name = decodeURIComponent(part.slice(0, eq));
-        v = decodeURIComponent(part.slice(eq + 1));
-      } catch {
-        throw new InvalidInputError();
-      }
-      if (params.has(name)) throw new InvalidInputError();
-      params.set(name, v);
-    }
+    const params = splitQuery(rawQuery(req), REQUESTS_QUERY_MEMBERS);
     if (params.size === 1 && params.get('active') === '1') return reply.send(lookupActive(o.registry));
     // `history=1` with exactly one of session_id, task_id, workbench_run_id.
     const key = LINEAGE_KEYS.find((k) => params.has(k));

@@ -68,7 +68,7 @@ export const SnapshotPart = Type.Object(
 export type SnapshotPart = Static<typeof SnapshotPart>;
 
 /**
- * What an owner actor publishes on `svc.v1.<host>.obs.<owner>`. `reason` is this project's
+ * What an owner actor publishes on its observation subject (subjects.ts). `reason` is this project's
  * optional extension (docs/api.md): why an owner reports itself partial or unavailable.
  */
 export const ObservationBatch = Type.Object(

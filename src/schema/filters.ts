@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { InvalidInputError } from '../errors.js';
 import { KINDS, OWNERS, STATES, type Kind, type Owner, type State } from './enums.js';
 import { HostId, isHostId, literalUnion } from './primitives.js';
+import { splitQuery } from './query-string.js';
 
 export const RECENT_SECONDS = { min: 1, max: 86_400, default: 3_600 } as const;
 export const LIMIT = { min: 1, max: 1_000, default: 200 } as const;
@@ -71,27 +72,14 @@ function checkValue(name: FilterName, v: unknown): FilterArgs[FilterName] {
 }
 
 /**
- * Parses the raw HTTP query string (without `?`). Repeated, unknown, empty, abbreviated,
- * differently cased, non-decimal or out-of-range members are rejected before anything is read.
+ * Parses the raw HTTP query string (without `?`), split by splitQuery (repeated, unknown,
+ * empty, abbreviated or differently cased members refused); non-decimal or out-of-range
+ * values are rejected too, before anything is read.
  * Thrown when: any member is not exactly a filter with a valid value (InvalidInputError).
  */
 export function parseFilterQuery(rawQuery: string): FilterArgs {
   const out: Record<string, unknown> = {};
-  if (rawQuery === '') return out as FilterArgs;
-  if (rawQuery.length > 2048) reject();
-  for (const part of rawQuery.split('&')) {
-    const eq = part.indexOf('=');
-    if (eq <= 0) reject(); // empty segment, bare word (`act`) or missing name
-    let key: string;
-    let raw: string;
-    try {
-      key = decodeURIComponent(part.slice(0, eq));
-      raw = decodeURIComponent(part.slice(eq + 1));
-    } catch {
-      reject();
-    }
-    if (!FILTER_NAME_SET.has(key) || Object.hasOwn(out, key) || raw === '') reject();
-    const name = key as FilterName;
+  for (const [name, raw] of splitQuery(rawQuery, FILTER_NAMES)) {
     let typed: unknown = raw;
     if (name === 'active_only') typed = raw === 'true' ? true : raw === 'false' ? false : reject();
     else if (name === 'recent_seconds' || name === 'limit') typed = DECIMAL_RE.test(raw) ? Number(raw) : reject();

@@ -1,6 +1,7 @@
 import { checkBatch, type ObservationBatch } from '../schema/envelopes.js';
 import { parseTimestamp } from '../schema/primitives.js';
 import { canonicalRecord, recordRuleViolation } from '../schema/record.js';
+import { parseSubject, subjectHost } from '../schema/subjects.js';
 
 /** Messages over this size are dropped (CONTRACT.md: 1 MiB). */
 export const MAX_BATCH_BYTES = 1024 * 1024;
@@ -10,13 +11,8 @@ export type Decoded = { ok: true; batch: ObservationBatch } | { ok: false; reaso
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** The subject an owner of `host` publishes on. */
-export function observationSubject(host: string, owner: string): string {
-  return `svc.v1.${host}.obs.${owner}`;
-}
-
 /**
- * Decodes one message received on `svc.v1.<host>.obs.<owner>` for the node `host`. Pure.
+ * Decodes one message received on an observation subject (schema/subjects.ts) for the node `host`. Pure.
  * A batch whose host is not the node's or not the subject's, over the size cap, or failing
  * the schema or a record rule is dropped, never folded. Records come back in canonical order.
  */
@@ -34,8 +30,9 @@ export function decodeBatch(host: string, subject: string, data: Uint8Array, max
   // or its NaN date would pass every freshness and order comparison (CONTRACT.md). Each
   // record's three dates are checked by recordRuleViolation below.
   if (Number.isNaN(parseTimestamp(batch.source_timestamp))) return { ok: false, reason: 'malformed' };
-  if (batch.host !== host || !subject.startsWith(`svc.v1.${host}.`)) return { ok: false, reason: 'wrong_host' };
-  if (subject !== observationSubject(host, batch.owner)) return { ok: false, reason: 'malformed' };
+  if (batch.host !== host || subjectHost(subject) !== host) return { ok: false, reason: 'wrong_host' };
+  const on = parseSubject(subject);
+  if (on?.kind !== 'obs' || on.owner !== batch.owner) return { ok: false, reason: 'malformed' };
   if (batch.snapshot && (!batch.full || batch.snapshot.part > batch.snapshot.parts)) return { ok: false, reason: 'malformed' };
   const upserts = new Array(batch.upserts.length);
   for (let i = 0; i < batch.upserts.length; i++) {

@@ -57,8 +57,8 @@ const DRAIN_TIMEOUT_MS = 2_000;
  * A reply subject a server of ours answers on: an inbox, `_INBOX.` or a user's own prefix
  * `_INBOX_<user>.` (CONTRACT.md, request/reply trust). A responder publishes wherever the
  * request's reply subject says, as far as its permissions let it (with `allow_responses`,
- * anywhere): a request whose reply names a subject of this host or another
- * (`svc.v1.node-b.resync`) would make this process speak there, so it is not answered at all.
+ * anywhere): a request whose reply names a subject of this host or another (node-b's resync
+ * subject, schema/subjects.ts) would make this process speak there, so it is not answered.
  */
 const INBOX_REPLY_RE = /^_INBOX(?:_[A-Za-z0-9_-]{1,64})?\.[^.\s*>]+(?:\.[^.\s*>]+)*$/;
 

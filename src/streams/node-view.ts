@@ -1,8 +1,8 @@
 import { BehaviorSubject, interval, map, merge, scan, type Observable, type Subscription } from 'rxjs';
 import type { Logger } from 'pino';
-import { resyncSubject } from '../actors/owner-actor.js';
 import type { NodeResult, ObservationBatch } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
+import { observationPattern, resyncSubject } from '../schema/subjects.js';
 import { resilientSubscription, type Bus } from './bus.js';
 import { foldNode, type FoldEvent } from './fold-node.js';
 import { createNodeSnapshot, DEFAULT_MIRROR_CAP, DROP_REASONS, noDrops, type DropCounts, type NodeSnapshot } from './node-snapshot.js';
@@ -31,7 +31,7 @@ const RESYNC_MIN_INTERVAL_MS = 1000;
 export const DROP_REPORT_INTERVAL_MS = 60_000;
 
 /**
- * The node's live view: folds every `svc.v1.<host>.obs.*` batch into the snapshot with
+ * The node's live view: folds every batch on the host's observation subjects into the snapshot with
  * RxJS `scan` over the pure `foldNode`, asks actors for full windows at start and after a
  * gap, and answers queries from the latest snapshot.
  */
@@ -55,7 +55,7 @@ export class NodeView {
     const { bus, host } = this.opts;
     const observed$: Observable<FoldEvent> = this.opts.local
       ? this.opts.local.pipe(map((batch): FoldEvent => ({ type: 'batch', batch })))
-      : resilientSubscription(() => bus.subscribe(`svc.v1.${host}.obs.*`), this.opts.logger, 'observations').pipe(
+      : resilientSubscription(() => bus.subscribe(observationPattern(host)), this.opts.logger, 'observations').pipe(
           map((m): FoldEvent => ({ type: 'message', subject: m.subject, data: m.data })),
         );
     const events$: Observable<FoldEvent> = merge(

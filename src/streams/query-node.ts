@@ -1,8 +1,9 @@
-import { ACTIVE_STATES, KIND_OF_OWNER, OWNERS, type Owner, type ResultStatus, type SourceReason } from '../schema/enums.js';
+import { ACTIVE_STATES, OWNERS, type Owner, type ResultStatus, type SourceReason } from '../schema/enums.js';
 import { MAX_RECORDS_PER_RESULT, MAX_RECORDS_PER_SOURCE, type NodeResult, type SourceResult } from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
+import { QUERY_SLACK_MS, relevant, selects } from '../schema/selects.js';
 import type { MirrorEntry, NodeSnapshot, SourceMirror } from './node-snapshot.js';
 import { BoundedHeap, topK } from './top-k.js';
 
@@ -55,11 +56,6 @@ function newestFirst(a: Match, b: Match): number {
   return a.e.rec.id < b.e.rec.id ? -1 : a.e.rec.id > b.e.rec.id ? 1 : 0;
 }
 
-/** True when the owner/kind filters let `owner`'s records into the answer (only those sources shape the status). */
-export function relevant(owner: Owner, f: Filters): boolean {
-  return (f.owner === undefined || f.owner === owner) && (f.kind === undefined || KIND_OF_OWNER[owner] === f.kind);
-}
-
 /** Entry order: newest `updated_at` first, ties by record ID ascending. */
 function entryNewestFirst(a: MirrorEntry, b: MirrorEntry): number {
   const d = b.updatedMs - a.updatedMs;
@@ -74,23 +70,17 @@ function entryNewestFirst(a: MirrorEntry, b: MirrorEntry): number {
 function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: number, staleAfterMs: number, k: number): { matched: number; top: Match[] } {
   const heap = new BoundedHeap<Match>(k, newestFirst);
   let matched = 0;
-  const recentMs = f.recent_seconds * 1000;
   for (const e of m.records.values()) {
     const r = e.rec;
-    if (f.state !== undefined && r.state !== f.state) continue;
-    if (f.host !== undefined && r.host !== f.host) continue;
-    const active = ACTIVE_STATES.has(r.state);
-    const stale = health.stale || r.observation_quality === 'stale' || (active && now - e.freshMs > staleAfterMs);
-    if (active) {
-      if (f.active_only && stale) continue;
-    } else {
-      if (f.active_only) continue;
-      if (r.state === 'terminal' && now - e.updatedMs > recentMs) continue;
-    }
+    // The node's verdict on staleness: the source's age, the record's own label, and for
+    // active work the age of its last observation (selects() weighs it for active work only;
+    // emit() labels such records `stale`).
+    const aged = now - e.freshMs > staleAfterMs;
+    if (!selects(r, f, now, QUERY_SLACK_MS, health.stale || r.observation_quality === 'stale' || aged, e.updatedMs)) continue;
     matched++;
     const worst = heap.worst();
     if (heap.full && worst && entryNewestFirst(e, worst.e) >= 0) continue;
-    heap.offer({ e, stale, owner: m.owner });
+    heap.offer({ e, stale: health.stale || r.observation_quality === 'stale' || (aged && ACTIVE_STATES.has(r.state)), owner: m.owner });
   }
   return { matched, top: heap.sorted() };
 }

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { AuthorizationPolicy } from '../../src/auth/policy.js';
 import { checkNodeResult } from '../../src/schema/envelopes.js';
+import { observationSubject } from '../../src/schema/subjects.js';
 import { buildControllerApp } from '../../src/controller/controller.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { NodeView } from '../../src/streams/node-view.js';
@@ -25,7 +26,7 @@ describe('controller POST /tools/call', () => {
 
   before(async () => {
     view.start();
-    bus.publish(`svc.v1.${H}.obs.media`, enc(batch(H, 'media', { at: now, upserts: [rec(H, 'media', 'j1', { at: now })] })));
+    bus.publish(observationSubject(H, 'media'), enc(batch(H, 'media', { at: now, upserts: [rec(H, 'media', 'j1', { at: now })] })));
     app = await buildControllerApp({ logger: pino({ level: 'silent' }), policy: AuthorizationPolicy.load(p.path, p.env), view });
   });
   after(async () => {

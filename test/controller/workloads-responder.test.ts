@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { NodeResult } from '../../src/schema/envelopes.js';
-import { serveNodeWorkloads, workloadsSubject } from '../../src/controller/workloads-responder.js';
+import { serveNodeWorkloads } from '../../src/controller/workloads-responder.js';
+import { workloadsSubject } from '../../src/schema/subjects.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { foldBatch } from '../../src/streams/fold-node.js';
 import { createNodeSnapshot } from '../../src/streams/node-snapshot.js';

@@ -9,6 +9,7 @@ import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js'
 import type { WorkloadRecord } from '../../src/schema/record.js';
 import { connectNatsBus, type NatsBus } from '../../src/streams/nats-bus.js';
 import { hasDuplicateKey } from '../../src/schema/json-duplicates.js';
+import { workloadsSubject } from '../../src/schema/subjects.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
 import { writeTestPolicy } from '../support/policy.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
@@ -96,14 +97,14 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
   });
 
   it('answers node_workloads over NATS request/reply, and bad filters with a fixed problem', async () => {
-    const reply = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode('{"owner":"manifest"}'), { timeoutMs: 2000 })));
+    const reply = JSON.parse(new TextDecoder().decode(await client.request(workloadsSubject(H), new TextEncoder().encode('{"owner":"manifest"}'), { timeoutMs: 2000 })));
     assert.ok(checkNodeResult.Check(reply));
     assert.equal(reply.expected_host, H);
-    const bad = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode('{"owner":"MEDIA-CANARY"}'), { timeoutMs: 2000 })));
+    const bad = JSON.parse(new TextDecoder().decode(await client.request(workloadsSubject(H), new TextEncoder().encode('{"owner":"MEDIA-CANARY"}'), { timeoutMs: 2000 })));
     assert.deepEqual(bad, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
     // A filter named twice (escaped or not) is refused, as on HTTP, whichever copy comes last.
     for (const body of ['{"owner":"controller","owner":"router"}', '{"owner":"router","owner":"controller"}', '{"limit":5,"\\u006cimit":6}']) {
-      const twice = JSON.parse(new TextDecoder().decode(await client.request(`svc.v1.${H}.workloads`, new TextEncoder().encode(body), { timeoutMs: 2000 })));
+      const twice = JSON.parse(new TextDecoder().decode(await client.request(workloadsSubject(H), new TextEncoder().encode(body), { timeoutMs: 2000 })));
       assert.deepEqual(twice, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 }, body);
     }
   });
@@ -137,7 +138,7 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
       return x.status === 'complete' && x.records.some((y) => y.id === rec(H, 'manifest', 'recipe-2').id) ? x : undefined;
     }, 15_000, 100);
     assert.ok(r);
-    const reply = await eventually(() => client.request(`svc.v1.${H}.workloads`, new Uint8Array(0), { timeoutMs: 1000 }), 10_000, 200);
+    const reply = await eventually(() => client.request(workloadsSubject(H), new Uint8Array(0), { timeoutMs: 1000 }), 10_000, 200);
     assert.ok(checkNodeResult.Check(JSON.parse(new TextDecoder().decode(reply))));
     // The controller's log lines about the outage are JSON a parser reads whole: no member twice
     // (a nested logger repeating `component` would leave a parser only the last value).

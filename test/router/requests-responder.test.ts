@@ -6,7 +6,8 @@ import { pino } from 'pino';
 import { loadRouterConfig } from '../../src/config/router-config.js';
 import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
 import { startRouter, type RouterHandle } from '../../src/router/router.js';
-import { MAX_LOOKUP_REQUEST_BYTES, requestsSubject } from '../../src/router/requests-responder.js';
+import { MAX_LOOKUP_REQUEST_BYTES } from '../../src/router/requests-responder.js';
+import { requestsSubject } from '../../src/schema/subjects.js';
 import { InProcessBus } from '../../src/streams/in-process-bus.js';
 import { writeTestPolicy } from '../support/policy.js';
 

@@ -7,7 +7,8 @@ import { resolveFilters, type FilterArgs, type Filters } from '../../src/schema/
 import { formatTimestamp } from '../../src/schema/primitives.js';
 import { nodeResultJson } from '../../src/schema/result-json.js';
 import type { WorkloadRecord } from '../../src/schema/record.js';
-import { FleetComposer, classifyAnswer, composeFleet, failedNode, type DeclaredNode, type NodeAnswer } from '../../src/streams/compose-fleet.js';
+import { classifyAnswer, type NodeAnswer } from '../../src/schema/answer-checks.js';
+import { FleetComposer, composeFleet, failedNode, type DeclaredNode } from '../../src/streams/compose-fleet.js';
 import { foldBatch } from '../../src/streams/fold-node.js';
 import { createNodeSnapshot, type NodeSnapshot } from '../../src/streams/node-snapshot.js';
 import { CONTROLLER_OWNERS, queryNode } from '../../src/streams/query-node.js';

@@ -4,7 +4,8 @@ import { checkFleetResult, type NodeResult } from '../../src/schema/envelopes.js
 import { resolveFilters } from '../../src/schema/filters.js';
 import { foldBatch } from '../../src/streams/fold-node.js';
 import { createNodeSnapshot } from '../../src/streams/node-snapshot.js';
-import { composeFleet, type NodeAnswer } from '../../src/streams/compose-fleet.js';
+import type { NodeAnswer } from '../../src/schema/answer-checks.js';
+import { composeFleet } from '../../src/streams/compose-fleet.js';
 import { CONTROLLER_OWNERS, queryNode } from '../../src/streams/query-node.js';
 import { T0, batch, enc, rec } from '../support/records.js';
 import type { Owner } from '../../src/schema/enums.js';
