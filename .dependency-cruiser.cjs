@@ -48,18 +48,8 @@ module.exports = {
       name: 'processes-not-cli',
       comment: 'No process folder imports the CLI.',
       severity: 'error',
-      from: { path: PROCESS, pathNot: '^src/dashboard/dashboard-config\\.ts$' },
+      from: { path: PROCESS },
       to: { path: '^src/cli/' },
-    },
-    {
-      name: 'dashboard-config-only-origin-policy',
-      comment:
-        'Known exception (issue 23 follow-up): the dashboard checks its controller URL with the ' +
-        "CLI's origin policy (src/cli/origin-policy.ts, which throws the CLI's UsageFailure). " +
-        'Nothing else in the CLI may be imported; moving the policy out of cli/ needs a logic change.',
-      severity: 'error',
-      from: { path: '^src/dashboard/dashboard-config\\.ts$' },
-      to: { path: '^src/cli/', pathNot: '^src/cli/origin-policy\\.ts$' },
     },
     {
       name: 'cli-reads-over-http-nats',

@@ -5,7 +5,7 @@ import { checkFleetDiagnosis, diagnosisConsistent, type DiagnosisSearch, type Fl
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
 import { formatRequest, formatSession } from './format-diagnosis.js';
 import { DEFAULT_TIMEOUT_S, SafeReader } from './http-read.js';
-import { checkOrigin } from './origin-policy.js';
+import { checkOrigin } from '../auth/origin-policy.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure, type UsageKey } from './read-errors.js';
 import { OptionTracker, checkCredential, checkEnvName, parseTimeout } from './settings.js';
 

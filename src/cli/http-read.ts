@@ -1,7 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { PACKAGE_VERSION } from '../version.js';
-import type { SafeOrigin } from './origin-policy.js';
+import type { SafeOrigin } from '../auth/origin-policy.js';
 import type { ReadOutcome } from './read-outcome.js';
 
 /** SPEC.md Limits: 128 KiB per response. */

@@ -2,7 +2,7 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { SafeReader } from './http-read.js';
 import type { ReadOutcome } from './read-outcome.js';
-import { checkOrigin } from './origin-policy.js';
+import { checkOrigin } from '../auth/origin-policy.js';
 import { failureFor, runReadAction, SnapshotFailure, snapshotFailure } from './read-errors.js';
 import { EXIT } from './run-server.js';
 import { checkCredential, checkEnvName } from './settings.js';

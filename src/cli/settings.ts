@@ -3,7 +3,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } from './http-read.js';
-import { checkOrigin, type SafeOrigin } from './origin-policy.js';
+import { checkOrigin, type SafeOrigin } from '../auth/origin-policy.js';
 import { UsageFailure } from './read-errors.js';
 import { envVar } from '../config/env-var.js';
 

@@ -5,7 +5,7 @@ import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '
 import { isHostId } from '../schema/primitives.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_FLEET_RESPONSE_BYTES, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
-import { checkOrigin } from './origin-policy.js';
+import { checkOrigin } from '../auth/origin-policy.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
 import { OptionTracker, checkCredential, checkEnvName } from './settings.js';
 import { envVar } from '../config/env-var.js';

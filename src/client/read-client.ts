@@ -1,5 +1,6 @@
 import { Pool, type Dispatcher } from 'undici';
-import { ErrorCode, SvcError } from '../errors.js';
+import { checkOrigin } from '../auth/origin-policy.js';
+import { ErrorCode, SvcError, UsageFailure } from '../errors.js';
 import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
@@ -29,6 +30,7 @@ export interface NodeReadOptions extends ReadOptions {
 /** Every message a read can fail with: fixed texts, never the URL, the credential or the body. */
 export const READ_FAILURES = {
   url: 'the URL must be an http(s) origin without credentials, path, query or fragment',
+  plainHttp: 'plain HTTP is allowed only to a loopback or private IP address; a DNS name needs HTTPS',
   token: 'the credential is not a valid bearer token',
   redirect: 'the server answered with a redirect; redirects are never followed',
   oversized: 'the answer exceeded the size limit and was discarded',
@@ -87,15 +89,16 @@ function query(f: FilterArgs): string {
   return s === '' ? '' : `?${s}`;
 }
 
+/**
+ * The CLI's origin rule (SPEC.md: plain HTTP only to a loopback or private IP literal; a DNS
+ * name needs HTTPS), so that a credential never crosses a network in the clear by default.
+ */
 function origin(raw: string): string {
-  let u: URL;
   try {
-    u = new URL(raw);
-  } catch {
-    throw fail(ErrorCode.INVALID_INPUT, 'url');
+    return checkOrigin(raw).origin;
+  } catch (err) {
+    throw fail(ErrorCode.INVALID_INPUT, err instanceof UsageFailure && err.key === 'plainHttp' ? 'plainHttp' : 'url');
   }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.username !== '' || u.password !== '' || u.pathname !== '/' || u.search !== '' || u.hash !== '') throw fail(ErrorCode.INVALID_INPUT, 'url');
-  return u.origin;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { AuthorizationPolicy } from '../auth/policy.js';
-import { checkOrigin } from '../cli/origin-policy.js';
+import { checkOrigin } from '../auth/origin-policy.js';
 import { ConfigError } from '../errors.js';
 import { isLoopbackHost } from '../http/http-app.js';
 import { isHostId } from '../schema/primitives.js';

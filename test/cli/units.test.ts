@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkOrigin } from '../../src/cli/origin-policy.js';
+import { checkOrigin } from '../../src/auth/origin-policy.js';
 import { UsageFailure } from '../../src/cli/read-errors.js';
 import { readCredentialFile, resolveDiagnoseSettings } from '../../src/cli/settings.js';
 import { detectStyle, formatAge, formatFleetResult } from '../../src/cli/format-workloads.js';

@@ -86,6 +86,10 @@ describe('read client against a real controller and fleet (in process)', () => {
     for (const url of [`${ctl.url}/tools`, 'ftp://127.0.0.1', 'http://user:pw@127.0.0.1:1', 'not a url']) {
       await rejectsWith(readNode({ url, token: p.tokens.reader }), ErrorCode.INVALID_INPUT, READ_FAILURES.url, [p.tokens.reader, 'pw']);
     }
+    // As in the CLI: the credential crosses a network in the clear only to a private address.
+    for (const url of ['http://controller.example:8100', 'http://8.8.8.8:8100', 'http://[2001:db8::1]:8100']) {
+      await rejectsWith(readFleet({ url, token: p.tokens.reader }), ErrorCode.INVALID_INPUT, READ_FAILURES.plainHttp, [p.tokens.reader, 'example']);
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { isIPv4 } from 'node:net';
-import { UsageFailure } from './read-errors.js';
+import { UsageFailure } from '../errors.js';
 
 /** A URL that passed the policy: only an origin, and one we may send a credential to. */
 export interface SafeOrigin {
