@@ -45,7 +45,7 @@ const READ_COMMANDS = new Set(['router workloads', 'fleet workloads', 'router di
 /** Long-running servers: a stop by signal once they are up is a clean exit. */
 const SERVER_EXIT_HELP = `
 Exit codes: 0 stopped cleanly (SIGTERM or Ctrl-C once it is up: requests in flight finish or are
-cut after a grace, and are recorded); 1 cannot start (a busy port, an unreachable NATS, a path it
+cut after a grace; a router records each of them); 1 cannot start (a busy port, an unreachable NATS, a path it
 cannot use) or could not stop in time; 2 invalid usage or configuration; 130 interrupted (Ctrl-C
 before it was up).`;
 
