@@ -37,21 +37,28 @@ export function refusedJson(text: string, parsed: unknown): 'duplicate' | 'proto
   return named > walked.members ? 'duplicate' : undefined;
 }
 
+/**
+ * Where the JSON string opened by the quote at `open` closes: the next quote not escaped by an
+ * odd run of backslashes, or -1. Found with indexOf, so long strings (prompts) cost a native
+ * scan, not a loop per character.
+ */
+export function closingQuote(text: string, open: number): number {
+  for (let i = text.indexOf('"', open + 1); i >= 0; i = text.indexOf('"', i + 1)) {
+    let k = i - 1;
+    while (text.charCodeAt(k) === 0x5c /* \ */) k--;
+    if ((i - 1 - k) % 2 === 0) return i;
+  }
+  return -1;
+}
+
 /** Member names in JSON text: strings followed (after whitespace) by a colon. -1: not JSON text. */
 function countMemberNames(text: string): number {
   let count = 0;
   const n = text.length;
   let i = text.indexOf('"');
   while (i >= 0) {
-    // The closing quote: the next quote not escaped by an odd run of backslashes. Found with
-    // indexOf, so long strings (prompts) cost a native scan, not a loop per character.
-    for (;;) {
-      i = text.indexOf('"', i + 1);
-      if (i < 0) return -1;
-      let k = i - 1;
-      while (text.charCodeAt(k) === 0x5c /* \ */) k--;
-      if ((i - 1 - k) % 2 === 0) break;
-    }
+    i = closingQuote(text, i);
+    if (i < 0) return -1;
     // Outside strings a colon follows only a member name.
     let j = i + 1;
     let c = text.charCodeAt(j);

@@ -1,3 +1,5 @@
+import { closingQuote } from './json-duplicates.js';
+
 /**
  * Integers in the contract's JSON inputs are written as plain integers (`100`), never `1e2`
  * or `100.0`: JSON.parse reads all three as the number 100, so the filter checks alone would
@@ -19,8 +21,7 @@ const MARK_JSON = `{${JSON.stringify(MARK_KEY)}:true}`;
 
 /**
  * Where `text` (JSON that JSON.parse accepts) writes a number with a fraction or an exponent:
- * [start, end) offsets, in order. Strings are skipped with indexOf (prompts and long ids cost
- * a native scan, not a loop per character).
+ * [start, end) offsets, in order. Strings are skipped (closingQuote).
  */
 function fractionalNumbers(text: string): Array<[number, number]> {
   const out: Array<[number, number]> = [];
@@ -36,16 +37,9 @@ function fractionalNumbers(text: string): Array<[number, number]> {
       if (m[1] !== undefined || m[2] !== undefined) out.push([i + m.index, i + m.index + m[0].length]);
     }
     if (quote < 0) break;
-    // The closing quote: the next one not escaped by an odd run of backslashes.
-    let j = quote;
-    for (;;) {
-      j = text.indexOf('"', j + 1);
-      if (j < 0) return out;
-      let k = j - 1;
-      while (text.charCodeAt(k) === 0x5c /* \ */) k--;
-      if ((j - 1 - k) % 2 === 0) break;
-    }
-    i = j + 1;
+    const close = closingQuote(text, quote);
+    if (close < 0) break;
+    i = close + 1;
   }
   return out;
 }
