@@ -22,7 +22,6 @@ let gen = 0;
 let connected = false;
 /** The pill's text while the controller accepts the credential. */
 let signedIn = null;
-let timer = null;
 
 function setSession(text, kind) {
   const el = $('session-status');
@@ -307,9 +306,9 @@ export function init() {
   $('filters').addEventListener('input', filtersTyped);
   const tick = () => {
     poll();
-    timer = setTimeout(tick, pollInterval());
+    setTimeout(tick, pollInterval());
   };
-  timer = setTimeout(tick, pollInterval());
+  setTimeout(tick, pollInterval());
   setInterval(() => {
     tickAges();
     checkOverdue();

@@ -51,7 +51,7 @@ export function formatRecipeStatus(s: RecipeStatus): string {
 
 async function recipeStatus(name: string, o: StatusOptions): Promise<RecipeStatus> {
   if (!isRecipeName(name)) throw new RecipeFailure('name', EXIT.usage);
-  let dir;
+  let dir: ReturnType<typeof loadRecipeDir>;
   try {
     dir = loadRecipeDir(resolve(o.recipesDir ?? resolve(serviceHome(), 'recipes')));
   } catch (err) {

@@ -322,7 +322,7 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
   // response has begun, a 400 would be read as part of it; then the connection just closes.
   const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && (!current || !current.headersSent)) {
+  if (socket.writable && (!current?.headersSent)) {
     // A request already authenticated on an inference route (its body never finished
     // arriving, say) keeps the identifier every such answer carries.
     const id = current?.getHeader('x-svc-request-id');

@@ -27,7 +27,8 @@ export interface McpTool<A = FilterArgsT> {
 
 export interface McpRoutesOptions {
   readonly policy: AuthorizationPolicy;
-  // Each tool reads its own argument type.
+  // Each tool reads its own argument type: the map holds tools of different argument types.
+  // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous map of tools, each typed at its definition
   readonly tools: Readonly<Record<string, McpTool<any>>>;
   /** `host:port` values a request's Host header may carry (DNS-rebinding guard). */
   /** Host values served (undefined: any, when not on loopback). */

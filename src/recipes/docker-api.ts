@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici';
-import { RuntimeUnreachableError, type RuntimeFailure } from '../errors.js';
+import { RuntimeUnreachableError, } from '../errors.js';
 
 /** Largest Engine API response body read (bytes); a larger one counts as malformed. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
@@ -87,7 +87,7 @@ export class DockerEngineClient {
       if (opts.signal?.aborted) return err as Error;
       return new RuntimeUnreachableError(isTimeout(err) || deadline.aborted ? 'timeout' : 'connect', { cause: err });
     };
-    let res;
+    let res: Awaited<ReturnType<typeof request>>;
     try {
       res = await request(`http://docker${path}`, {
         dispatcher: this.agent,

@@ -1,4 +1,4 @@
-import { DockerEngineClient, RuntimeUnreachableError } from './docker-api.js';
+import { type DockerEngineClient, RuntimeUnreachableError } from './docker-api.js';
 
 /** Labels a managed container carries (set by `recipe apply`; read here). */
 export const RECIPE_LABEL = 'svc.recipe';

@@ -89,7 +89,7 @@ export function recipeRevision(r: Recipe, digest: string): string {
 }
 
 function configTime(path: string, what: string): number {
-  let st;
+  let st: ReturnType<typeof statSync>;
   try {
     st = statSync(path);
   } catch {

@@ -45,7 +45,7 @@ export function scanSharedMemory(dir: string, recipe: string, use: ShmUse, uid: 
   let foreign = false;
   for (const n of names.sort()) {
     if (!n.startsWith(prefix) || !SUFFIX_RE.test(n.slice(prefix.length))) continue;
-    let st;
+    let st: ReturnType<typeof lstatSync>;
     try {
       st = lstatSync(join(dir, n));
     } catch {

@@ -78,7 +78,7 @@ function fieldRange(body: Buffer, contentType: string, name: string): { start: n
 function boundaryOf(contentType: string): string | undefined {
   if (/;\s*boundary\s*\*/i.test(contentType)) return undefined;
   // What follows the value is looked at, not consumed: the next parameter's `;` starts it.
-  const found = [...contentType.matchAll(/;\s*boundary\s*=\s*(?:"([^"]*)"|([^\s;"]*))\s*(?=(;|$|[^]))/gi)];
+  const found = [...contentType.matchAll(/;\s*boundary\s*=\s*(?:"([^"]*)"|([^\s;"]*))\s*(?=(;|$|[\s\S]))/gi)];
   if (found.length !== 1) return undefined;
   const [, quoted, token, after] = found[0]!;
   if (after !== ';' && after !== '') return undefined;

@@ -93,7 +93,7 @@ function inferenceRoute(req: IncomingMessage): RouteName | undefined {
   let path = q < 0 ? url : url!.slice(0, q);
   // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
   // routes already treat it: unreserved characters are decoded before the match.
-  if (path !== undefined && path.includes('%')) path = decodeUnreserved(path);
+  if (path?.includes('%')) path = decodeUnreserved(path);
   return path ? INFERENCE.get(path) : undefined;
 }
 

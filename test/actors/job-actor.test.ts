@@ -45,7 +45,7 @@ describe('job actor', () => {
     const raw = new Database(path);
     raw.prepare('update jobs set created_at = ?, updated_at = ? where id = ?').run(1e20, 1e20, 'bench_2123456789abcdef01234567');
     raw.close();
-    const { batches, actor, end } = running(path);
+    const { batches, end } = running(path);
     try {
       const b = await eventually(() => batches.find((x) => x.full), 5_000);
       assert.equal(b.status, 'partial');

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { composeHistoryDiagnosis, composeRequestDiagnosis } from '../../src/schema/diagnosis-search.js';
 import { formatFleetDiagnosis } from '../../src/cli/fleet-diagnose-command.js';
-import { gid, rec } from '../support/terminal-records.js';
+import { rec } from '../support/terminal-records.js';
 import { sendJson, startFake, type FakeServer } from './fake-servers.js';
 import { looksLikeStackTrace, runCliBatch } from './run-cli.js';
 

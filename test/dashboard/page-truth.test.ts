@@ -50,7 +50,7 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
   };
 
   it('a credential the controller refuses turns the pill from connected to refused, and back once it is taken', async () => {
-    const d = await connectWorkloads();
+    await connectWorkloads();
     await b.page.locator('#session-status', { hasText: 'the controller refused the credential (HTTP 401)' }).waitFor({ timeout: 5_000 });
     assert.match(await b.page.locator('#session-status').getAttribute('class') ?? '', /pill-bad/);
     assert.match(await b.page.locator('#node-status').innerText(), /did not accept the credential \(HTTP 401\)/);

@@ -267,7 +267,7 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
     const wrong = collect(cli(['run', '--alias', 'no-such-alias', '--requests', '3', '--concurrency', '1', '--yes']));
     await wrong.exited;
     assert.equal(wrong.out.code, 1);
-    assert.match(wrong.out.stdout, /: failed\n  finished +3 of 3 requests .*, 0 succeeded\n/);
+    assert.match(wrong.out.stdout, /: failed\n {2}finished +3 of 3 requests .*, 0 succeeded\n/);
     assert.match(wrong.out.stdout, /no request succeeded: check that the router serves this alias/);
   });
 

@@ -276,7 +276,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(res.status, 200);
     const text = await res.text();
     assert.equal((text.match(/B/g) ?? []).length, 600 * 1024);
-    assert.match(text, /"content":"B{614400}"\}[^]*\r\n\r\ndata: [^]*"finish_reason":"stop"[^]*\n\ndata: \[DONE\]\n\n$/);
+    assert.match(text, /"content":"B{614400}"\}[\s\S]*\r\n\r\ndata: [\s\S]*"finish_reason":"stop"[\s\S]*\n\ndata: \[DONE\]\n\n$/);
     const r = await record(gidOf(res));
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['success', 200, 'stop']);
     assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [1, 'estimated']);
@@ -371,13 +371,13 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const r = await record(gidOf(res));
     assert.deepEqual([r.outcome, r.finish_reason, r.usage.completion_tokens, r.usage.completion_source], ['success', 'stop', 2, 'estimated']);
     const un = await chat('answer-raw=unterminated-done', { stream: true }, {}, 'recorded');
-    assert.match(await un.text(), /"content":"hi "[^]*data: \[DONE\]$/);
+    assert.match(await un.text(), /"content":"hi "[\s\S]*data: \[DONE\]$/);
     assert.deepEqual([(await record(gidOf(un))).outcome, (await record(gidOf(un))).usage.completion_tokens], ['success', 1]);
     // An unclosed last event that is not [DONE]: not relayed; the stream fails cleanly (the
     // error event on lines of its own), or with nothing relayed, the plain 502.
     const half = await chat('answer-raw=unterminated-content', { stream: true }, {}, 'recorded');
     const halfText = await half.text();
-    assert.match(halfText, /"content":"hi "\}[^]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
+    assert.match(halfText, /"content":"hi "\}[\s\S]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
     assert.doesNotMatch(halfText, /UPSTREAM-SECRET/);
     const halfRec = await record(gidOf(half));
     assert.equal(halfRec.outcome, 'error');
@@ -388,7 +388,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     // once, with the LF the client would otherwise never get (CRLF, as the engine framed it).
     const t0 = performance.now();
     const split = await chat('answer-raw=crlf-split-done', { stream: true }, {}, 'recorded');
-    assert.match(await split.text(), /"content":"hi "[^]*\r\n\r\ndata: \[DONE\]\r\n\r\n$/);
+    assert.match(await split.text(), /"content":"hi "[\s\S]*\r\n\r\ndata: \[DONE\]\r\n\r\n$/);
     assert.ok(performance.now() - t0 < 280, 'ended at the CR, not after the engine\'s pause');
     assert.equal((await record(gidOf(split))).outcome, 'success');
     // What an engine sends after [DONE] is neither read nor relayed.

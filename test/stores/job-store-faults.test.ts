@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { LOG_OPTIONS } from '../../src/logger.js';
 import { JobService } from '../../src/jobs/job-service.js';
-import { JobStore } from '../../src/stores/job-store.js';
+import type { JobStore } from '../../src/stores/job-store.js';
 import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
 import { eventually } from '../support/processes.js';
 

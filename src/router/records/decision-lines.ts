@@ -83,7 +83,7 @@ const LF = 0x0a;
  * (written literally, as JSON leaves these characters) costs a byte search of what it reads,
  * not a parse and a check of every line, on the thread that relays requests.
  */
-export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | void, o: ScanOptions = {}): { truncated: boolean } {
+export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | undefined, o: ScanOptions = {}): { truncated: boolean } {
   const steps = scanSteps(files, visit, o.budget ?? DEFAULT_READ_BUDGET, o.needle);
   for (;;) {
     const r = steps.next();
@@ -96,7 +96,7 @@ export function scanDecisionFiles(files: readonly string[], visit: (d: Decision)
  * 64 MiB of log (a session whose every line matches is parsed whole) never holds up the
  * requests the router relays meanwhile for more than one block's work.
  */
-export async function scanDecisionFilesAsync(files: readonly string[], visit: (d: Decision) => boolean | void, o: ScanOptions = {}): Promise<{ truncated: boolean }> {
+export async function scanDecisionFilesAsync(files: readonly string[], visit: (d: Decision) => boolean | undefined, o: ScanOptions = {}): Promise<{ truncated: boolean }> {
   const steps = scanSteps(files, visit, o.budget ?? DEFAULT_READ_BUDGET, o.needle);
   for (;;) {
     const r = steps.next();
@@ -106,7 +106,7 @@ export async function scanDecisionFilesAsync(files: readonly string[], visit: (d
 }
 
 /** The scan, pausing (yield) after each block read. */
-function* scanSteps(files: readonly string[], visit: (d: Decision) => boolean | void, budget: number, needle: string | undefined): Generator<void, { truncated: boolean }> {
+function* scanSteps(files: readonly string[], visit: (d: Decision) => boolean | undefined, budget: number, needle: string | undefined): Generator<void, { truncated: boolean }> {
   const pattern = needle === undefined || needle.length === 0 ? undefined : Buffer.from(needle, 'utf8');
   // Every file is opened before the first pause: a rotation while the scan is paused renames
   // them, but what is read is what they held (a name opened later could be a file read twice).
