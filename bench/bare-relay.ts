@@ -54,7 +54,9 @@ function relay(req: IncomingMessage, res: ServerResponse, body: Buffer | null): 
 const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
-  req.on('end', () => relay(req, res, chunks.length === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+  req.on('end', () =>
+    relay(req, res, chunks.length === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)),
+  );
   req.on('error', () => res.destroy());
 });
 

@@ -55,7 +55,9 @@ function snapshotOf(host: string, index: number, now: number): NodeSnapshot {
   OWNERS.forEach((owner, o) => {
     const n = Math.floor(perNode / OWNERS.length) + (o < perNode % OWNERS.length ? 1 : 0);
     // Distinct times across nodes, so the fleet's newest-first cut has something to decide.
-    const upserts = Array.from({ length: n }, (_, i) => rec(host, owner, `w${i}`, { at: now - 60_000 - i * 997 - index * 13 - o }));
+    const upserts = Array.from({ length: n }, (_, i) =>
+      rec(host, owner, `w${i}`, { at: now - 60_000 - i * 997 - index * 13 - o }),
+    );
     const data = enc.encode(JSON.stringify(batch(host, owner, { seq: 1, at: now, upserts })));
     foldNode(s, { type: 'message', subject: observationSubject(host, owner), data }, now);
   });
@@ -91,7 +93,9 @@ process.on('message', (m: HostCommand) => {
       const cpu = process.cpuUsage(cpuBase);
       const first = snaps.values().next().value as NodeSnapshot;
       const answerBytes = enc.encode(nodeResultJson(queryNode(first, resolveFilters({}), Date.now(), opts))).byteLength;
-      send({ stats: { answers, cpuMs: (cpu.user + cpu.system) / 1000, answerBytes, rssBytes: process.memoryUsage.rss() } });
+      send({
+        stats: { answers, cpuMs: (cpu.user + cpu.system) / 1000, answerBytes, rssBytes: process.memoryUsage.rss() },
+      });
       if (m.reset) {
         answers = 0;
         cpuBase = process.cpuUsage();
@@ -118,5 +122,6 @@ process.on('message', (m: HostCommand) => {
 process.on('disconnect', () => process.exit(0));
 
 const now = Date.now();
-for (let i = 0; i < hosts.length; i += CONNECT_BATCH) await Promise.all(hosts.slice(i, i + CONNECT_BATCH).map((h) => startNode(h, now)));
+for (let i = 0; i < hosts.length; i += CONNECT_BATCH)
+  await Promise.all(hosts.slice(i, i + CONNECT_BATCH).map((h) => startNode(h, now)));
 send({ ready: true });

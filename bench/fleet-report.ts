@@ -73,35 +73,65 @@ export function renderReport(r: Report): string {
   const t = targetsFor(r.nodes, r.records);
   const lines: string[] = [];
   const both = r.fleets.length > 1;
-  lines.push(`fleet_workloads (default query, over /tools/call of a real \`fleet serve\`) on ${r.nodes} nodes x ${r.records} records, one nats-server,`);
-  lines.push(`nodes in ${r.procs} child processes (one NATS connection each), node_timeout_ms ${r.timeoutMs}; targets of size ${t.label}; load average ${r.load.before.toFixed(2)} -> ${r.load.after.toFixed(2)}`);
+  lines.push(
+    `fleet_workloads (default query, over /tools/call of a real \`fleet serve\`) on ${r.nodes} nodes x ${r.records} records, one nats-server,`,
+  );
+  lines.push(
+    `nodes in ${r.procs} child processes (one NATS connection each), node_timeout_ms ${r.timeoutMs}; targets of size ${t.label}; load average ${r.load.before.toFixed(2)} -> ${r.load.after.toFixed(2)}`,
+  );
   lines.push(`${new Date().toISOString().slice(0, 16)}Z, ${r.machine}`);
-  if (both) lines.push(`${r.fleets.map((x) => x.name).join(' and ')} side by side: the same nodes, reads alternating between them (order swapped each round)`);
+  if (both)
+    lines.push(
+      `${r.fleets.map((x) => x.name).join(' and ')} side by side: the same nodes, reads alternating between them (order swapped each round)`,
+    );
   lines.push('');
   lines.push('| case | reads | p50 ms | p99 ms | max ms | target | result | last read |');
   lines.push('|---|---|---|---|---|---|---|---|');
   const row = (name: string, m: Latency, target: string, ok: boolean | undefined): void => {
-    lines.push(`| ${name} | ${m.n} | ${f1(m.p50)} | ${f1(m.p99)} | ${f1(m.max)} | ${target} | ${verdict(ok)} | ${m.last} |`);
+    lines.push(
+      `| ${name} | ${m.n} | ${f1(m.p50)} | ${f1(m.p99)} | ${f1(m.max)} | ${target} | ${verdict(ok)} | ${m.last} |`,
+    );
   };
   const p99Target = t.p99Ms === undefined ? '-' : `p99 <= ${t.p99Ms} ms`;
   for (const x of r.fleets) {
     const who = both ? ` (${x.name})` : '';
     row(`all alive${who}`, x.alive, p99Target, t.p99Ms === undefined ? undefined : x.alive.p99 <= t.p99Ms);
     // Closed nodes have no responders: NATS says so at once, so they must cost nothing.
-    if (x.closed) row(`${r.dead} closed (no responders)${who}`, x.closed, p99Target, t.p99Ms === undefined ? undefined : x.closed.p99 <= t.p99Ms);
+    if (x.closed)
+      row(
+        `${r.dead} closed (no responders)${who}`,
+        x.closed,
+        p99Target,
+        t.p99Ms === undefined ? undefined : x.closed.p99 <= t.p99Ms,
+      );
     // Frozen nodes cost the node timeout once when asked in parallel, `dead` times in series.
-    if (x.frozen) row(`${r.dead} frozen (never answer)${who}`, x.frozen, `max < 2 x timeout (${2 * r.timeoutMs} ms)`, x.frozen.max < 2 * r.timeoutMs);
-    lines.push(`| fleet RSS (peak, VmHWM)${who} | - | - | - | ${f1(x.rss.peakMiB)} MiB | ${t.rssMiB === undefined ? '-' : `<= ${t.rssMiB} MiB`} | ${verdict(t.rssMiB === undefined ? undefined : x.rss.peakMiB <= t.rssMiB)} | idle ${f1(x.rss.idleMiB)}, after the alive reads ${f1(x.rss.afterMiB)} MiB |`);
+    if (x.frozen)
+      row(
+        `${r.dead} frozen (never answer)${who}`,
+        x.frozen,
+        `max < 2 x timeout (${2 * r.timeoutMs} ms)`,
+        x.frozen.max < 2 * r.timeoutMs,
+      );
+    lines.push(
+      `| fleet RSS (peak, VmHWM)${who} | - | - | - | ${f1(x.rss.peakMiB)} MiB | ${t.rssMiB === undefined ? '-' : `<= ${t.rssMiB} MiB`} | ${verdict(t.rssMiB === undefined ? undefined : x.rss.peakMiB <= t.rssMiB)} | idle ${f1(x.rss.idleMiB)}, after the alive reads ${f1(x.rss.afterMiB)} MiB |`,
+    );
   }
   lines.push('');
   for (const x of r.fleets) {
     const who = both ? `${x.name}: ` : '';
-    if (x.frozen) lines.push(`${who}frozen p50 / node timeout = ${(x.frozen.p50 / r.timeoutMs).toFixed(2)} (1.0 = one timeout; asked in series it would be ${r.dead}.0)`);
-    lines.push(`${who}fleet CPU ${f1(x.cpuMsPerRead)} ms/read = ${(x.cpuMsPerRead / r.nodes).toFixed(3)} ms/node answer; RSS growth idle -> peak ${f1(x.rss.peakMiB - x.rss.idleMiB)} MiB = ${(((x.rss.peakMiB - x.rss.idleMiB) * 1024) / r.nodes).toFixed(1)} KiB per node`);
+    if (x.frozen)
+      lines.push(
+        `${who}frozen p50 / node timeout = ${(x.frozen.p50 / r.timeoutMs).toFixed(2)} (1.0 = one timeout; asked in series it would be ${r.dead}.0)`,
+      );
+    lines.push(
+      `${who}fleet CPU ${f1(x.cpuMsPerRead)} ms/read = ${(x.cpuMsPerRead / r.nodes).toFixed(3)} ms/node answer; RSS growth idle -> peak ${f1(x.rss.peakMiB - x.rss.idleMiB)} MiB = ${(((x.rss.peakMiB - x.rss.idleMiB) * 1024) / r.nodes).toFixed(1)} KiB per node`,
+    );
   }
   if (both) {
     const [a, b] = r.fleets as [FleetFigures, FleetFigures];
-    lines.push(`${a.name} / ${b.name}: alive p50 ${(a.alive.p50 / b.alive.p50).toFixed(2)}x, p99 ${(a.alive.p99 / b.alive.p99).toFixed(2)}x, fleet CPU/read ${(a.cpuMsPerRead / b.cpuMsPerRead).toFixed(2)}x, peak RSS ${(a.rss.peakMiB / b.rss.peakMiB).toFixed(2)}x`);
+    lines.push(
+      `${a.name} / ${b.name}: alive p50 ${(a.alive.p50 / b.alive.p50).toFixed(2)}x, p99 ${(a.alive.p99 / b.alive.p99).toFixed(2)}x, fleet CPU/read ${(a.cpuMsPerRead / b.cpuMsPerRead).toFixed(2)}x, peak RSS ${(a.rss.peakMiB / b.rss.peakMiB).toFixed(2)}x`,
+    );
   }
   const c = r.costs;
   lines.push(

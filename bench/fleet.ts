@@ -108,22 +108,42 @@ await runBench('fleet', async (tmp) => {
     const t0 = performance.now();
     for (const g of groups) hostsAll.push(new NodeHost(nats.url, g));
     await Promise.all(hostsAll.map((h) => h.next()));
-    process.stdout.write(`${NODES} nodes up in ${PROCS} processes after ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    process.stdout.write(
+      `${NODES} nodes up in ${PROCS} processes after ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+    );
 
     const policy = writeTestPolicy(tmp);
     const cfg = join(tmp, 'fleet.toml');
-    writeFileSync(cfg, [
-      '[fleet]', 'listen = "127.0.0.1:0"', `nats_url = "${nats.url}"`, 'authorization_policy = "policy.toml"', `node_timeout_ms = ${TIMEOUT_MS}`, '',
-      ...declared.flatMap((h) => ['[[nodes]]', `host_id = "${h}"`, '']),
-    ].join('\n'));
+    writeFileSync(
+      cfg,
+      [
+        '[fleet]',
+        'listen = "127.0.0.1:0"',
+        `nats_url = "${nats.url}"`,
+        'authorization_policy = "policy.toml"',
+        `node_timeout_ms = ${TIMEOUT_MS}`,
+        '',
+        ...declared.flatMap((h) => ['[[nodes]]', `host_id = "${h}"`, '']),
+      ].join('\n'),
+    );
     const profDir = join(tmp, 'prof');
     if (PROFILE) mkdirSync(profDir);
-    const builds = [{ name: 'this build', cli: CLI }, ...(BASELINE ? [{ name: 'baseline', cli: join(BASELINE, 'dist', 'cli', 'main.js') }] : [])];
+    const builds = [
+      { name: 'this build', cli: CLI },
+      ...(BASELINE ? [{ name: 'baseline', cli: join(BASELINE, 'dist', 'cli', 'main.js') }] : []),
+    ];
     const fleets: { name: string; proc: Proc; rssIdle: number }[] = [];
     for (const b of builds) {
       const proc = await spawnNode({
         name: `fleet (${b.name})`,
-        args: [...(PROFILE && b.cli === CLI ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), b.cli, 'fleet', 'serve', '--config', cfg],
+        args: [
+          ...(PROFILE && b.cli === CLI ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []),
+          b.cli,
+          'fleet',
+          'serve',
+          '--config',
+          cfg,
+        ],
         env: { ...process.env, ...policy.env },
         listenLine: true,
       });
@@ -155,14 +175,25 @@ await runBench('fleet', async (tmp) => {
       }
       // Read after the clock stops: the client's parse is not the fleet's time.
       return bodies.map((body, j) => {
-        const r = JSON.parse(body) as { status: string; nodes: { condition?: string }[]; truncation: { returned: number; omitted: number | null } };
+        const r = JSON.parse(body) as {
+          status: string;
+          nodes: { condition?: string }[];
+          truncation: { returned: number; omitted: number | null };
+        };
         const failed = new Map<string, number>();
-        for (const x of r.nodes) if (x.condition !== undefined) failed.set(x.condition, (failed.get(x.condition) ?? 0) + 1);
+        for (const x of r.nodes)
+          if (x.condition !== undefined) failed.set(x.condition, (failed.get(x.condition) ?? 0) + 1);
         const f = [...failed].map(([c, k]) => `${k} ${c}`).join(', ') || 'none failed';
-        return percentiles(times[j]!, `${r.status}, ${f}, ${r.truncation.returned} returned, omitted ${r.truncation.omitted}`);
+        return percentiles(
+          times[j]!,
+          `${r.status}, ${f}, ${r.truncation.returned} returned, omitted ${r.truncation.omitted}`,
+        );
       });
     };
-    const stats = async (reset: boolean): Promise<HostStats[]> => (await Promise.all(hostsAll.map((h) => h.ask({ cmd: 'stats', reset })))).map((e) => (e as { stats: HostStats }).stats);
+    const stats = async (reset: boolean): Promise<HostStats[]> =>
+      (await Promise.all(hostsAll.map((h) => h.ask({ cmd: 'stats', reset })))).map(
+        (e) => (e as { stats: HostStats }).stats,
+      );
 
     await measure(10); // warm-up: JIT, connections, the nodes' record texts
     await stats(true);
@@ -180,35 +211,52 @@ await runBench('fleet', async (tmp) => {
     let frozen: Latency[] | undefined;
     if (DEAD > 0) {
       const dead = Array.from({ length: DEAD }, (_, i) => declared[Math.floor((i * NODES) / DEAD)]!);
-      const byHost = (cmd: 'close' | 'freeze') => Promise.all(hostsAll.map((h, i) => h.ask({ cmd, hosts: dead.filter((d) => groups[i]!.includes(d)) })));
+      const byHost = (cmd: 'close' | 'freeze') =>
+        Promise.all(hostsAll.map((h, i) => h.ask({ cmd, hosts: dead.filter((d) => groups[i]!.includes(d)) })));
       await byHost('close');
       closed = await measure(Math.min(ITER, 50));
       await byHost('freeze');
       frozen = await measure(Math.min(ITER, 20));
     }
     const figures: FleetFigures[] = fleets.map((x, j) => ({
-      name: x.name, alive: alive[j]!, closed: closed?.[j], frozen: frozen?.[j],
+      name: x.name,
+      alive: alive[j]!,
+      closed: closed?.[j],
+      frozen: frozen?.[j],
       rss: { idleMiB: x.rssIdle, afterMiB: rssAfter[j]!, peakMiB: rssMiB(x.proc.pid, 'VmHWM') },
       cpuMsPerRead: (cpu1[j]! - cpu0[j]!) / alive[j]!.n,
     }));
     for (const x of fleets) await stop(x.proc);
 
     const reads = alive[0]!.n * fleets.length;
-    process.stdout.write('\n' + renderReport({
-      nodes: NODES, records: RECORDS, procs: PROCS, timeoutMs: TIMEOUT_MS, dead: DEAD, fleets: figures,
-      costs: {
-        answerBytes: hs[0]!.answerBytes,
-        nodeCpuMsPerAnswer: hs.reduce((a, s) => a + s.cpuMs, 0) / Math.max(1, answers),
-        natsCpuMsPerRead: (nc1 - nc0) / reads,
-        natsRssMiB: natsRss,
-        parentCpuMsPerRead: (pc1 - pc0) / reads,
-      },
-      load: { before: load0, after: loadavg()[0]! },
-      machine: `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), node ${process.version}`,
-    }) + '\n');
+    process.stdout.write(
+      '\n' +
+        renderReport({
+          nodes: NODES,
+          records: RECORDS,
+          procs: PROCS,
+          timeoutMs: TIMEOUT_MS,
+          dead: DEAD,
+          fleets: figures,
+          costs: {
+            answerBytes: hs[0]!.answerBytes,
+            nodeCpuMsPerAnswer: hs.reduce((a, s) => a + s.cpuMs, 0) / Math.max(1, answers),
+            natsCpuMsPerRead: (nc1 - nc0) / reads,
+            natsRssMiB: natsRss,
+            parentCpuMsPerRead: (pc1 - pc0) / reads,
+          },
+          load: { before: load0, after: loadavg()[0]! },
+          machine: `${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), node ${process.version}`,
+        }) +
+        '\n',
+    );
     if (PROFILE) {
       const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
-      process.stdout.write(file ? `\nfleet process profile (this build; whole run, warm-up and dead-node phases included):\n${summarizeCpuProfile(join(profDir, file), root, 20)}\n` : '\nno fleet profile written\n');
+      process.stdout.write(
+        file
+          ? `\nfleet process profile (this build; whole run, warm-up and dead-node phases included):\n${summarizeCpuProfile(join(profDir, file), root, 20)}\n`
+          : '\nno fleet profile written\n',
+      );
     }
   } finally {
     for (const h of hostsAll) h.kill();

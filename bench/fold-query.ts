@@ -65,10 +65,18 @@ function live(owner: Owner, native: string, at: number, completed: number): Work
   const ts = formatTimestamp(at);
   const state = owner === 'router' ? 'streaming' : 'running';
   const r: WorkloadRecord = {
-    schema: SCHEMA_ID, id: recordId(HOST, owner, KIND_OF_OWNER[owner], native), host: HOST, owner, kind: KIND_OF_OWNER[owner],
-    state, phase: state, source_authority: AUTHORITY_OF_OWNER[owner],
+    schema: SCHEMA_ID,
+    id: recordId(HOST, owner, KIND_OF_OWNER[owner], native),
+    host: HOST,
+    owner,
+    kind: KIND_OF_OWNER[owner],
+    state,
+    phase: state,
+    source_authority: AUTHORITY_OF_OWNER[owner],
     observation_quality: recipeLike(owner) ? 'observed-running' : 'recorded',
-    created_at: formatTimestamp(at - 60_000), updated_at: ts, source_timestamp: ts,
+    created_at: formatTimestamp(at - 60_000),
+    updated_at: ts,
+    source_timestamp: ts,
   };
   if (!recipeLike(owner)) r.progress = { completed, total: 1_000, unit: owner === 'router' ? 'requests' : 'steps' };
   return r;
@@ -84,8 +92,16 @@ function finished(owner: Owner, native: string, at: number, updatedAt = at): Wor
 
 function batchOf(owner: Owner, seq: number, at: number, full: boolean, upserts: WorkloadRecord[]): ObservationBatch {
   return {
-    schema: SCHEMA_ID, host: HOST, owner, seq, source_timestamp: formatTimestamp(at), status: 'complete', full,
-    upserts, removals: [], omitted: 0,
+    schema: SCHEMA_ID,
+    host: HOST,
+    owner,
+    seq,
+    source_timestamp: formatTimestamp(at),
+    status: 'complete',
+    full,
+    upserts,
+    removals: [],
+    omitted: 0,
   };
 }
 
@@ -96,14 +112,19 @@ function batchOf(owner: Owner, seq: number, at: number, full: boolean, upserts: 
  * times slower than production.
  */
 function message(b: ObservationBatch): Extract<FoldEvent, { type: 'message' }> {
-  return { type: 'message', subject: observationSubject(HOST, b.owner), data: new TextEncoder().encode(JSON.stringify(b)) };
+  return {
+    type: 'message',
+    subject: observationSubject(HOST, b.owner),
+    data: new TextEncoder().encode(JSON.stringify(b)),
+  };
 }
 
 /** Folds `events` and refuses to go on if any was dropped: a dropped batch flatters every figure. */
 function foldAll(snap: NodeSnapshot, events: readonly FoldEvent[]): NodeSnapshot {
   for (const ev of events) snap = foldNode(snap, ev, T0);
   const d = snap.dropped;
-  if (d.malformed + d.oversized + d.wrong_host + d.out_of_order + d.clock_ahead !== 0) throw new Error(`fold dropped batches: ${JSON.stringify(d)}`);
+  if (d.malformed + d.oversized + d.wrong_host + d.out_of_order + d.clock_ahead !== 0)
+    throw new Error(`fold dropped batches: ${JSON.stringify(d)}`);
   return snap;
 }
 
@@ -123,9 +144,21 @@ interface FoldWorkload {
 function foldWorkload(): FoldWorkload {
   const rnd = prng(1);
   const perOwner = WINDOW / OWNERS.length;
-  const natives = new Map<Owner, string[]>(OWNERS.map((o) => [o, Array.from({ length: Math.ceil(perOwner) }, (_, i) => `job-${i}`)]));
+  const natives = new Map<Owner, string[]>(
+    OWNERS.map((o) => [o, Array.from({ length: Math.ceil(perOwner) }, (_, i) => `job-${i}`)]),
+  );
   const done = new Set<string>();
-  const initial = OWNERS.map((o) => message(batchOf(o, 1, T0, true, natives.get(o)!.map((n) => live(o, n, T0, 0)))));
+  const initial = OWNERS.map((o) =>
+    message(
+      batchOf(
+        o,
+        1,
+        T0,
+        true,
+        natives.get(o)!.map((n) => live(o, n, T0, 0)),
+      ),
+    ),
+  );
   const windowSize = [...natives.values()].reduce((n, ns) => n + ns.length, 0);
   const seq = new Map<Owner, number>(OWNERS.map((o) => [o, 1]));
   const messages: FoldEvent[] = [];
@@ -203,7 +236,8 @@ function querySnapshot(): NodeSnapshot {
   const terminalOwners = OWNERS.filter((o) => !recipeLike(o));
   for (const owner of OWNERS) {
     const liveRecords: WorkloadRecord[] = [];
-    for (let i = 0; i < LIVE_PER_SOURCE; i++) liveRecords.push(live(owner, `live-${i}`, T0 - Math.floor(rnd() * 20_000), Math.floor(rnd() * 1_000)));
+    for (let i = 0; i < LIVE_PER_SOURCE; i++)
+      liveRecords.push(live(owner, `live-${i}`, T0 - Math.floor(rnd() * 20_000), Math.floor(rnd() * 1_000)));
     events.push(message(batchOf(owner, 1, T0, true, liveRecords)));
     if (!terminalOwners.includes(owner)) continue;
     const terminal: WorkloadRecord[] = [];
@@ -212,12 +246,15 @@ function querySnapshot(): NodeSnapshot {
       terminal.push(finished(owner, `done-${i}`, updated - 5_000, updated));
     }
     for (let i = 0; i * TERMINAL_CHUNK < terminal.length; i++) {
-      events.push(message(batchOf(owner, i + 2, T0, false, terminal.slice(i * TERMINAL_CHUNK, (i + 1) * TERMINAL_CHUNK))));
+      events.push(
+        message(batchOf(owner, i + 2, T0, false, terminal.slice(i * TERMINAL_CHUNK, (i + 1) * TERMINAL_CHUNK))),
+      );
     }
   }
   const snap = foldAll(createNodeSnapshot(HOST), events);
   const held = Object.values(snap.sources).reduce((n, m) => n + m.records.size, 0);
-  if (held !== OWNERS.length * LIVE_PER_SOURCE + TERMINAL_WINDOW) throw new Error(`query snapshot holds ${held} records`);
+  if (held !== OWNERS.length * LIVE_PER_SOURCE + TERMINAL_WINDOW)
+    throw new Error(`query snapshot holds ${held} records`);
   return snap;
 }
 
@@ -237,11 +274,17 @@ function timeQuery(snap: NodeSnapshot, args: FilterArgs, serialize: Serialize): 
   const opts = { staleAfterMs: DEFAULT_STALE_AFTER_MS, owners: CONTROLLER_OWNERS };
   // A degraded snapshot would time a cheaper query than the one the target is about.
   const first = queryNode(snap, f, T0, opts);
-  if (first.sources.some((s) => s.status === 'unavailable')) throw new Error('query snapshot has an unavailable source');
+  if (first.sources.some((s) => s.status === 'unavailable'))
+    throw new Error('query snapshot has an unavailable source');
   let sink = 0; // keeps the work observable so that nothing is optimised away
   const once = (): void => {
     const r = queryNode(snap, f, T0, opts);
-    sink += serialize === 'stringify' ? JSON.stringify(r).length : serialize === 'served' ? nodeResultJson(r).length : r.truncation.returned;
+    sink +=
+      serialize === 'stringify'
+        ? JSON.stringify(r).length
+        : serialize === 'served'
+          ? nodeResultJson(r).length
+          : r.truncation.returned;
   };
   for (let i = 0; i < QUERY_WARMUP; i++) once();
   const samples = new Float64Array(QUERY_ITERS);
@@ -256,7 +299,12 @@ function timeQuery(snap: NodeSnapshot, args: FilterArgs, serialize: Serialize): 
   if (sink < 0) console.log(sink);
   samples.sort();
   cpu.sort();
-  return { p50: pct(samples, 0.5), p99: pct(samples, 0.99), cpuP99: pct(cpu, 0.99), returned: first.truncation.returned };
+  return {
+    p50: pct(samples, 0.5),
+    p99: pct(samples, 0.99),
+    cpuP99: pct(cpu, 0.99),
+    returned: first.truncation.returned,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,7 +333,9 @@ function main(): void {
   const started = process.hrtime.bigint();
   const cores = availableParallelism();
   const loadBefore = loadavg()[0]!;
-  console.log(`fold + query benchmark: node ${process.version}, ${process.platform}/${process.arch}, one JS thread; ${cores} cores, load average ${loadBefore.toFixed(2)}`);
+  console.log(
+    `fold + query benchmark: node ${process.version}, ${process.platform}/${process.arch}, one JS thread; ${cores} cores, load average ${loadBefore.toFixed(2)}`,
+  );
 
   const w = foldWorkload();
   const avgBytes = w.bytes / w.messages.length;
@@ -314,7 +364,17 @@ function main(): void {
   lines.push(row(['measure', 'wall p50 / rate', 'wall p99', 'cpu p99 / rate', 'target', 'result'], widths));
   lines.push('-'.repeat(widths.reduce((a, b) => a + b + 2, -2)));
   const foldRow = (name: string, r: Rate): string =>
-    row([name, `${fmtInt(r.wall)}/s`, '', `${fmtInt(r.cpu)}/s`, `>= ${fmtInt(TARGET_UPSERTS_PER_S)}/s`, verdict(r.wall >= TARGET_UPSERTS_PER_S)], widths);
+    row(
+      [
+        name,
+        `${fmtInt(r.wall)}/s`,
+        '',
+        `${fmtInt(r.cpu)}/s`,
+        `>= ${fmtInt(TARGET_UPSERTS_PER_S)}/s`,
+        verdict(r.wall >= TARGET_UPSERTS_PER_S),
+      ],
+      widths,
+    );
   lines.push(foldRow('fold upserts: message events (decode+validate+fold)', viaMessage));
   lines.push(foldRow('fold upserts: pre-decoded batch events (fold only)', viaBatch));
   for (const serialize of ['none', 'served', 'stringify'] as const) {
@@ -323,17 +383,31 @@ function main(): void {
       const name = `queryNode${serialize === 'served' ? '+nodeResultJson' : serialize === 'stringify' ? '+JSON.stringify (reference)' : ''}: ${label} (${l.returned})`;
       // The reference row shows what the cached record texts save; the target is about what is served.
       const judged = serialize !== 'stringify';
-      lines.push(row([name, fmtMs(l.p50), fmtMs(l.p99), fmtMs(l.cpuP99), judged ? `p99 <= ${TARGET_P99_MS} ms` : '-', judged ? verdict(l.p99 <= TARGET_P99_MS) : ''], widths));
+      lines.push(
+        row(
+          [
+            name,
+            fmtMs(l.p50),
+            fmtMs(l.p99),
+            fmtMs(l.cpuP99),
+            judged ? `p99 <= ${TARGET_P99_MS} ms` : '-',
+            judged ? verdict(l.p99 <= TARGET_P99_MS) : '',
+          ],
+          widths,
+        ),
+      );
     }
   }
   console.log('');
   for (const l of lines) console.log(l);
   console.log('');
   const loadAfter = loadavg()[0]!;
-  console.log('(n) = records returned. PASS/MISS is judged on wall time; the cpu column is this process\'s CPU time,');
-  console.log('which stays close to the code\'s own cost when other processes share the cores.');
+  console.log("(n) = records returned. PASS/MISS is judged on wall time; the cpu column is this process's CPU time,");
+  console.log("which stays close to the code's own cost when other processes share the cores.");
   if (Math.max(loadBefore, loadAfter) > cores) {
-    console.log(`note: load average ${loadBefore.toFixed(2)} -> ${loadAfter.toFixed(2)} on ${cores} cores: wall figures include waiting for a core.`);
+    console.log(
+      `note: load average ${loadBefore.toFixed(2)} -> ${loadAfter.toFixed(2)} on ${cores} cores: wall figures include waiting for a core.`,
+    );
   }
   console.log(`total bench time ${(Number(process.hrtime.bigint() - started) / 1e9).toFixed(1)} s`);
 }

@@ -88,17 +88,36 @@ await runBench('router-ab', async (tmp) => {
   const o = parseArgs(process.argv.slice(2));
   const key = randomBytes(16).toString('hex');
   const sim = await startSim();
-  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }], max_tokens: 16 });
+  const body = JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }],
+    max_tokens: 16,
+  });
   const targets: Target[] = [];
   for (const [i, s] of o.specs.entries()) {
     let p: Proc;
-    if (s.kind === 'bare') p = await spawnNode({ name: 'bare relay', args: [join(here, 'bare-relay.js'), sim.url], listenLine: true });
+    if (s.kind === 'bare')
+      p = await spawnNode({ name: 'bare relay', args: [join(here, 'bare-relay.js'), sim.url], listenLine: true });
     else {
       const dir = join(tmp, `r${i}`);
       mkdirSync(dir);
-      p = await startRouter(sim.url, dir, key, { decisionLog: s.decisionLog, bufferSize: s.bufferSize, cli: s.cli }, s.nodeArgs);
+      p = await startRouter(
+        sim.url,
+        dir,
+        key,
+        { decisionLog: s.decisionLog, bufferSize: s.bufferSize, cli: s.cli },
+        s.nodeArgs,
+      );
     }
-    targets.push(makeTarget(s.kind === 'bare' ? 'bare' : 'router', s.label, p.url, s.kind === 'bare' ? {} : { authorization: `Bearer ${key}` }, p));
+    targets.push(
+      makeTarget(
+        s.kind === 'bare' ? 'bare' : 'router',
+        s.label,
+        p.url,
+        s.kind === 'bare' ? {} : { authorization: `Bearer ${key}` },
+        p,
+      ),
+    );
   }
   // Past the largest ring (default 10,000) so each router's ring of terminal records is full.
   const warm = Math.max(11_000, ...o.specs.map((s) => (s.bufferSize ?? 0) + 1_000));
@@ -110,12 +129,24 @@ await runBench('router-ab', async (tmp) => {
     res.forEach((x, k) => per[k]!.push(x.cpuPerReq));
     const failed = res.some((x) => x.non2xx > 0 || x.errors > 0);
     process.stdout.write(
-      `round ${r + 1}/${o.rounds}: ` + o.specs.map((s, k) => `${s.label} ${res[k]!.cpuPerReq.toFixed(4)} ms (${res[0]!.cpuPerReq > 0 ? (res[k]!.cpuPerReq / res[0]!.cpuPerReq).toFixed(3) : '-'}x)`).join('  ') + (failed ? '  [some requests failed]' : '') + '\n',
+      `round ${r + 1}/${o.rounds}: ` +
+        o.specs
+          .map(
+            (s, k) =>
+              `${s.label} ${res[k]!.cpuPerReq.toFixed(4)} ms (${res[0]!.cpuPerReq > 0 ? (res[k]!.cpuPerReq / res[0]!.cpuPerReq).toFixed(3) : '-'}x)`,
+          )
+          .join('  ') +
+        (failed ? '  [some requests failed]' : '') +
+        '\n',
     );
   }
-  process.stdout.write(`\nCPU ms per request, median of ${o.rounds} rounds of ${o.requests} requests at c=${o.connections} each, all targets loaded at once:\n`);
+  process.stdout.write(
+    `\nCPU ms per request, median of ${o.rounds} rounds of ${o.requests} requests at c=${o.connections} each, all targets loaded at once:\n`,
+  );
   for (const [k, s] of o.specs.entries()) {
     const ratio = median(per[k]!.map((v, r) => v / Math.max(per[0]![r]!, Number.MIN_VALUE)));
-    process.stdout.write(`  ${s.label.padEnd(40)} ${median(per[k]!).toFixed(4)} ms   ${ratio.toFixed(3)}x the first (median of per-round ratios)\n`);
+    process.stdout.write(
+      `  ${s.label.padEnd(40)} ${median(per[k]!).toFixed(4)} ms   ${ratio.toFixed(3)}x the first (median of per-round ratios)\n`,
+    );
   }
 });

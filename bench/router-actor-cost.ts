@@ -19,16 +19,41 @@ function request(registry: RouterRegistry): void {
   const gid = 'req_' + (++n).toString(16).padStart(32, '0');
   const now = Date.now();
   const a: ActiveRequest = {
-    gid, requestId: gid, model: 'sim-model', route: 'chat.completions', startedAt: now, phase: 'checking', phaseAt: now,
-    lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: 3, estimatedCompletionTokens: 0,
-    upstreamPromptTokens: null, upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined,
+    gid,
+    requestId: gid,
+    model: 'sim-model',
+    route: 'chat.completions',
+    startedAt: now,
+    phase: 'checking',
+    phaseAt: now,
+    lastUpstreamAt: null,
+    admissionWaitMs: null,
+    estimatedPromptTokens: 3,
+    estimatedCompletionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    sessionId: undefined,
+    workbenchRunId: undefined,
+    taskId: undefined,
+    queuedAt: null,
+    stop: undefined,
   };
   registry.begin(a);
   const ts = new Date(now).toISOString();
   const rec: TerminalRecord = {
-    request_id: gid, model: 'sim-model', route: 'chat.completions', outcome: 'success', status_code: 200,
-    started_at: ts, finished_at: ts, latency_ms: 0.8, readiness_check_ms: 0.01, admission_wait_ms: 0.02,
-    upstream_duration_ms: 0.5, time_to_first_content_ms: null, finish_reason: 'stop',
+    request_id: gid,
+    model: 'sim-model',
+    route: 'chat.completions',
+    outcome: 'success',
+    status_code: 200,
+    started_at: ts,
+    finished_at: ts,
+    latency_ms: 0.8,
+    readiness_check_ms: 0.01,
+    admission_wait_ms: 0.02,
+    upstream_duration_ms: 0.5,
+    time_to_first_content_ms: null,
+    finish_reason: 'stop',
     usage: { prompt_tokens: 2, completion_tokens: 16, prompt_source: 'upstream', completion_source: 'upstream' },
     output_limit: { requested: 16, effective: 16, clamped: false },
   };
@@ -44,7 +69,12 @@ async function measure(bufferSize: number, perStep: number, steps: number): Prom
   const registry = new RouterRegistry({ host: 'bench', bufferSize });
   const bus = new InProcessBus();
   const actor = new OwnerActor({
-    host: 'bench', owner: 'router', bus, staleAfterMs: 30_000, pollMs: 1000, minIntervalMs: 200,
+    host: 'bench',
+    owner: 'router',
+    bus,
+    staleAfterMs: 30_000,
+    pollMs: 1000,
+    minIntervalMs: 200,
     read: () => routerReading(registry, Date.now(), DEFAULT_WINDOW_CAP),
   });
   for (let i = 0; i < bufferSize; i++) request(registry);
@@ -76,6 +106,8 @@ async function measure(bufferSize: number, perStep: number, steps: number): Prom
   );
 }
 
-const out: string[] = [`router owner actor step cost, ${200} new terminal records between steps (1,000 req/s at one step per 200 ms), window cap ${DEFAULT_WINDOW_CAP}:`];
+const out: string[] = [
+  `router owner actor step cost, ${200} new terminal records between steps (1,000 req/s at one step per 200 ms), window cap ${DEFAULT_WINDOW_CAP}:`,
+];
 for (const size of [10, 1_000, 2_000, 10_000]) out.push(await measure(size, 200, 40));
 process.stdout.write(out.join('\n') + '\n');

@@ -22,10 +22,24 @@ export interface Target {
   readonly agent: Agent;
 }
 
-export function makeTarget(key: TargetKey, label: string, origin: string, headers: Record<string, string>, proc: Proc | undefined): Target {
+export function makeTarget(
+  key: TargetKey,
+  label: string,
+  origin: string,
+  headers: Record<string, string>,
+  proc: Proc | undefined,
+): Target {
   const port = Number(new URL(origin).port);
   if (!Number.isInteger(port) || port <= 0) throw new Error(`${label}: no port in ${origin}`);
-  return { key, label, origin, path: '/v1/chat/completions', headers, proc, agent: new Agent({ keepAlive: true, maxSockets: 1 }) };
+  return {
+    key,
+    label,
+    origin,
+    path: '/v1/chat/completions',
+    headers,
+    proc,
+    agent: new Agent({ keepAlive: true, maxSockets: 1 }),
+  };
 }
 
 // ---- autocannon (no bundled types; the few fields used here) -------------------------------
@@ -60,7 +74,14 @@ export interface ThroughputSample {
 }
 
 /** One autocannon round of `seconds` (or `amount` requests) at `connections` concurrent non-streaming requests. */
-export async function throughputRound(t: Target, sim: Proc, body: string, connections: number, seconds: number, amount?: number): Promise<ThroughputSample> {
+export async function throughputRound(
+  t: Target,
+  sim: Proc,
+  body: string,
+  connections: number,
+  seconds: number,
+  amount?: number,
+): Promise<ThroughputSample> {
   const c0 = t.proc ? cpuMs(t.proc.pid) : Number.NaN;
   const s0 = cpuMs(sim.pid);
   const r = await autocannon({
@@ -77,7 +98,11 @@ export async function throughputRound(t: Target, sim: Proc, body: string, connec
   const s1 = cpuMs(sim.pid);
   const ok = r['2xx'];
   const done = Math.max(1, ok + r.non2xx);
-  const codes = r.statusCodeStats ? Object.entries(r.statusCodeStats).map(([k, v]) => `${k}:${v.count}`).join(' ') : '';
+  const codes = r.statusCodeStats
+    ? Object.entries(r.statusCodeStats)
+        .map(([k, v]) => `${k}:${v.count}`)
+        .join(' ')
+    : '';
   return {
     rps: ok / (r.duration || seconds),
     ok,
@@ -163,7 +188,13 @@ export function emptySeq(): SeqSamples {
  * `n` sequential requests; a success is a 2xx whose body arrived (for streams: whose first
  * chunk is a `data:` line). Everything else counts as failed.
  */
-export async function sequential(t: Target, body: Buffer, n: number, into: SeqSamples, streaming: boolean): Promise<void> {
+export async function sequential(
+  t: Target,
+  body: Buffer,
+  n: number,
+  into: SeqSamples,
+  streaming: boolean,
+): Promise<void> {
   for (let i = 0; i < n; i++) {
     const r = await once(t, body);
     into.statuses.set(r.status, (into.statuses.get(r.status) ?? 0) + 1);

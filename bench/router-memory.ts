@@ -38,11 +38,18 @@ interface Options {
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { requests: 1_000_000, baseline: 10_000, connections: 64, bufferSize: undefined, settleMs: 10_000 };
+  const o: Options = {
+    requests: 1_000_000,
+    baseline: 10_000,
+    connections: 64,
+    bufferSize: undefined,
+    settleMs: 10_000,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = Number(argv[i + 1]);
-    if (!['--requests', '--baseline', '--connections', '--buffer-size', '--settle-ms'].includes(a ?? '')) throw new Error(`unknown argument ${a}`);
+    if (!['--requests', '--baseline', '--connections', '--buffer-size', '--settle-ms'].includes(a ?? ''))
+      throw new Error(`unknown argument ${a}`);
     if (!Number.isInteger(v) || v <= 0) throw new Error(`${a} needs a positive integer`);
     i++;
     if (a === '--requests') o.requests = v;
@@ -76,7 +83,11 @@ async function run(o: Options, tmp: string): Promise<void> {
   const router: Proc = await startRouter(sim.url, tmp, key, { decisionLog: true, bufferSize: o.bufferSize });
   log(`engine sim ${sim.url} (pid ${sim.pid}), router ${router.url} (pid ${router.pid})`);
   const target = makeTarget('router', 'router', router.url, { authorization: `Bearer ${key}` }, router);
-  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }], max_tokens: 16 });
+  const body = JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }],
+    max_tokens: 16,
+  });
   const t0 = performance.now();
   let sent = 0;
   let failed = 0;
@@ -98,7 +109,9 @@ async function run(o: Options, tmp: string): Promise<void> {
     await settle();
     const r = rss(router.pid);
     readings.push({ requests: sent, rss: r });
-    log(`after ${sent} requests (${((performance.now() - t0) / 1000).toFixed(0)} s): RSS ${mib(r)} MiB (+${mib(r - base)} MiB)`);
+    log(
+      `after ${sent} requests (${((performance.now() - t0) / 1000).toFixed(0)} s): RSS ${mib(r)} MiB (+${mib(r - base)} MiB)`,
+    );
     if (router.exited()) throw new Error('the router exited during the run');
   }
   const end = readings[readings.length - 1]!.rss;

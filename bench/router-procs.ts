@@ -160,10 +160,11 @@ export async function spawnNode(o: SpawnOptions): Promise<Proc> {
       clearTimeout(timer);
       resolve(url);
     };
-    if (o.listenLine) onUrl = (url) => {
-      onUrl = undefined;
-      done(url);
-    };
+    if (o.listenLine)
+      onUrl = (url) => {
+        onUrl = undefined;
+        done(url);
+      };
     else if (o.pollUrl) {
       const target = o.pollUrl;
       const poll = (): void => {
@@ -235,7 +236,9 @@ export function cpuMs(pid: number): number {
  */
 export async function runBench(name: string, body: (tmp: string) => Promise<void>): Promise<void> {
   installCleanup();
-  process.on('unhandledRejection', (err) => process.stderr.write(`unhandled rejection: ${(err as Error)?.message ?? String(err)}\n`));
+  process.on('unhandledRejection', (err) =>
+    process.stderr.write(`unhandled rejection: ${(err as Error)?.message ?? String(err)}\n`),
+  );
   let tmp: string | undefined;
   try {
     tmp = mkdtempSync(join(tmpdir(), `svc-bench-${name.replace(/[^a-z0-9]+/gi, '-')}-`));
@@ -250,4 +253,3 @@ export async function runBench(name: string, body: (tmp: string) => Promise<void
   }
   setTimeout(() => process.exit(0), 1_000).unref();
 }
-

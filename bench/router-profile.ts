@@ -105,10 +105,13 @@ export function summarizeCpuProfile(path: string, root: string, top = 25): strin
       `busy ${(busyUs / 1000).toFixed(0)} ms (main thread, wall: includes waiting for a core)`,
   );
   lines.push(`  top ${top} functions by self time (% of busy):`);
-  for (const [k, us] of [...fnSelf].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`    ${msS(us)} ${pct(us)}  ${k}`);
+  for (const [k, us] of [...fnSelf].sort((a, b) => b[1] - a[1]).slice(0, top))
+    lines.push(`    ${msS(us)} ${pct(us)}  ${k}`);
   lines.push('  self time by file / package:');
-  for (const [k, us] of [...areaSelf].sort((a, b) => b[1] - a[1]).slice(0, 20)) lines.push(`    ${msS(us)} ${pct(us)}  ${k}`);
-  lines.push('  inclusive time of this project\'s functions:');
-  for (const [k, us] of [...incl].sort((a, b) => b[1] - a[1]).slice(0, 20)) lines.push(`    ${msS(us)} ${pct(us)}  ${k}`);
+  for (const [k, us] of [...areaSelf].sort((a, b) => b[1] - a[1]).slice(0, 20))
+    lines.push(`    ${msS(us)} ${pct(us)}  ${k}`);
+  lines.push("  inclusive time of this project's functions:");
+  for (const [k, us] of [...incl].sort((a, b) => b[1] - a[1]).slice(0, 20))
+    lines.push(`    ${msS(us)} ${pct(us)}  ${k}`);
   return lines.join('\n');
 }

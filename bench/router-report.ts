@@ -68,7 +68,10 @@ const verdict = (ok: boolean | undefined): string => (ok === undefined ? 'n/a ' 
 
 function statuses(s: SeqSamples | undefined): string {
   if (!s) return '';
-  return [...s.statuses.entries()].sort((a, b) => a[0] - b[0]).map(([k, v]) => `${k === 0 ? 'err' : k}x${v}`).join(' ');
+  return [...s.statuses.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([k, v]) => `${k === 0 ? 'err' : k}x${v}`)
+    .join(' ');
 }
 
 /** Renders the whole report (table + raw numbers) as text. */
@@ -80,7 +83,8 @@ export function renderReport(c: Collected): string {
   const b = get('bare');
   const r = get('router');
   const p = get('portkey');
-  const col = (fn: (x: Figures, k: TargetKey) => string): string[] => ORDER.map((k) => (F.has(k) ? fn(F.get(k)!, k) : 'absent'));
+  const col = (fn: (x: Figures, k: TargetKey) => string): string[] =>
+    ORDER.map((k) => (F.has(k) ? fn(F.get(k)!, k) : 'absent'));
 
   const rows: { name: string; cells: string[]; goal: string; result: string }[] = [];
   const add = (name: string, cells: string[], goal = '', result = ''): void => {
@@ -99,17 +103,29 @@ export function renderReport(c: Collected): string {
     `router >= ${GOALS.throughputVsBare}x bare`,
     `${verdict(Number.isFinite(rVsBare) ? rVsBare >= GOALS.throughputVsBare : undefined)} ${f(rVsBare)}x bare`,
   );
-  add('  ratio to direct', col((x) => (d ? f(x.rps / d.rps) + 'x' : 'n/a')));
-  add('  ratio to bare relay', col((x) => (b ? f(x.rps / b.rps) + 'x' : 'n/a')));
+  add(
+    '  ratio to direct',
+    col((x) => (d ? f(x.rps / d.rps) + 'x' : 'n/a')),
+  );
+  add(
+    '  ratio to bare relay',
+    col((x) => (b ? f(x.rps / b.rps) + 'x' : 'n/a')),
+  );
   // (2) added latency at c=1
-  add('c=1 latency p50 (ms)', col((x) => f(x.latP50, 3) + (x.latFailed ? ` (${x.latFailed} failed)` : '')));
+  add(
+    'c=1 latency p50 (ms)',
+    col((x) => f(x.latP50, 3) + (x.latFailed ? ` (${x.latFailed} failed)` : '')),
+  );
   add(
     '  added p50 over direct (ms)',
     col((x, k) => (k === 'direct' ? '0' : signed(addedP50(x), 3))),
     `<= ${GOALS.addedP50Ms} ms`,
     r ? `${verdict(addedP50(r) <= GOALS.addedP50Ms)} ${signed(addedP50(r), 3)} ms` : 'n/a',
   );
-  add('c=1 latency p99 (ms)', col((x) => f(x.latP99, 3)));
+  add(
+    'c=1 latency p99 (ms)',
+    col((x) => f(x.latP99, 3)),
+  );
   add(
     '  added p99 over direct (ms)',
     col((x, k) => (k === 'direct' ? '0' : signed(addedP99(x), 3))),
@@ -117,7 +133,8 @@ export function renderReport(c: Collected): string {
     r ? `${verdict(addedP99(r) <= GOALS.addedP99Ms)} ${signed(addedP99(r), 3)} ms` : 'n/a',
   );
   // (3) first chunk
-  const fcCell = (x: Figures): string => (x.fcOk === 0 ? `FAIL (${x.fcFailed} failed)` : f(x.fcP50, 3) + (x.fcFailed ? ` (${x.fcFailed} failed)` : ''));
+  const fcCell = (x: Figures): string =>
+    x.fcOk === 0 ? `FAIL (${x.fcFailed} failed)` : f(x.fcP50, 3) + (x.fcFailed ? ` (${x.fcFailed} failed)` : '');
   add('first chunk p50, stream (ms)', col(fcCell));
   add(
     '  vs bare relay (ms)',
@@ -134,9 +151,24 @@ export function renderReport(c: Collected): string {
   );
   // ahead of Portkey, per figure
   if (r && p) {
-    add('ahead of Portkey: req/s', [], 'router > portkey', `${verdict(r.rps > p.rps)} ${f(r.rps, 0)} vs ${f(p.rps, 0)}`);
-    add('ahead of Portkey: added p50', [], 'router < portkey', `${verdict(addedP50(r) < addedP50(p))} ${signed(addedP50(r), 3)} vs ${signed(addedP50(p), 3)}`);
-    add('ahead of Portkey: added p99', [], 'router < portkey', `${verdict(addedP99(r) < addedP99(p))} ${signed(addedP99(r), 3)} vs ${signed(addedP99(p), 3)}`);
+    add(
+      'ahead of Portkey: req/s',
+      [],
+      'router > portkey',
+      `${verdict(r.rps > p.rps)} ${f(r.rps, 0)} vs ${f(p.rps, 0)}`,
+    );
+    add(
+      'ahead of Portkey: added p50',
+      [],
+      'router < portkey',
+      `${verdict(addedP50(r) < addedP50(p))} ${signed(addedP50(r), 3)} vs ${signed(addedP50(p), 3)}`,
+    );
+    add(
+      'ahead of Portkey: added p99',
+      [],
+      'router < portkey',
+      `${verdict(addedP99(r) < addedP99(p))} ${signed(addedP99(r), 3)} vs ${signed(addedP99(p), 3)}`,
+    );
     const pFcFailed = p.fcOk === 0;
     add(
       'ahead of Portkey: first chunk',
@@ -146,7 +178,12 @@ export function renderReport(c: Collected): string {
         ? `${verdict(r.fcOk > 0)} portkey streaming failed (${statuses(c.stream.get('portkey'))})`
         : `${verdict(r.fcOk > 0 && r.fcP50 < p.fcP50)} ${f(r.fcP50, 3)} vs ${f(p.fcP50, 3)}`,
     );
-    add('ahead of Portkey: CPU/request', [], 'router < portkey', `${verdict(r.cpu < p.cpu)} ${f(r.cpu, 3)} vs ${f(p.cpu, 3)}`);
+    add(
+      'ahead of Portkey: CPU/request',
+      [],
+      'router < portkey',
+      `${verdict(r.cpu < p.cpu)} ${f(r.cpu, 3)} vs ${f(p.cpu, 3)}`,
+    );
   } else add('ahead of Portkey', [], 'router < portkey', 'n/a  portkey not measured');
 
   const w0 = Math.max(...rows.map((x) => x.name.length)) + 2;
@@ -173,7 +210,9 @@ export function renderReport(c: Collected): string {
     const l = c.lat.get(k);
     const s = c.stream.get(k);
     lines.push(`  ${k}:`);
-    lines.push(`    req/s per round: ${t.map((y) => f(y.rps, 0)).join(', ')}  -> median ${f(x.rps, 0)}; status codes: ${t.map((y) => y.statusCodes || '-').join(' | ')}${x.tputFailed ? `; failed ${x.tputFailed}` : ''}`);
+    lines.push(
+      `    req/s per round: ${t.map((y) => f(y.rps, 0)).join(', ')}  -> median ${f(x.rps, 0)}; status codes: ${t.map((y) => y.statusCodes || '-').join(' | ')}${x.tputFailed ? `; failed ${x.tputFailed}` : ''}`,
+    );
     if (k !== 'direct') {
       const idle = c.idleCpuMsPerS?.get(k);
       lines.push(
@@ -182,7 +221,10 @@ export function renderReport(c: Collected): string {
       );
     }
     lines.push(`    engine sim CPU ms/req per round: ${t.map((y) => f(y.simCpuPerReq, 3)).join(', ')}`);
-    if (l) lines.push(`    c=1 non-stream: n=${l.ok} ok, ${l.failed} failed; p50 ${f(x.latP50, 3)} ms, p90 ${f(percentile(l.total, 0.9), 3)}, p99 ${f(x.latP99, 3)}, max ${f(percentile(l.total, 1), 3)} ms`);
+    if (l)
+      lines.push(
+        `    c=1 non-stream: n=${l.ok} ok, ${l.failed} failed; p50 ${f(x.latP50, 3)} ms, p90 ${f(percentile(l.total, 0.9), 3)}, p99 ${f(x.latP99, 3)}, max ${f(percentile(l.total, 1), 3)} ms`,
+      );
     if (s) {
       lines.push(
         `    stream: n=${s.ok} ok, ${s.failed} failed (${statuses(s)}); first chunk p50 ${f(x.fcP50, 3)} ms, p99 ${f(x.fcP99, 3)} ms; whole stream p50 ${f(percentile(s.total, 0.5), 3)} ms`,

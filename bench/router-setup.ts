@@ -18,7 +18,21 @@ const KEYS_ENV = 'SVC_BENCH_ROUTER_KEYS';
 export function startSim(): Promise<Proc> {
   return spawnNode({
     name: 'engine sim',
-    args: [CLI, 'engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '16', '--model', MODEL],
+    args: [
+      CLI,
+      'engine',
+      'sim',
+      '--listen',
+      '127.0.0.1:0',
+      '--ttft-ms',
+      '0',
+      '--token-delay-ms',
+      '0',
+      '--tokens',
+      '16',
+      '--model',
+      MODEL,
+    ],
     listenLine: true,
   });
 }
@@ -37,7 +51,13 @@ export interface RouterSetup {
  * default buffer size, admission out of the way (max_concurrency 256). `key` is its
  * data-plane key (given through the environment, as in production).
  */
-export function startRouter(simUrl: string, dir: string, key: string, o: RouterSetup, nodeArgs: string[] = []): Promise<Proc> {
+export function startRouter(
+  simUrl: string,
+  dir: string,
+  key: string,
+  o: RouterSetup,
+  nodeArgs: string[] = [],
+): Promise<Proc> {
   const toml = join(dir, 'router.toml');
   writeFileSync(
     toml,

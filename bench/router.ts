@@ -20,7 +20,16 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { emptySeq, makeTarget, sequential, throughputRound, type SeqSamples, type Target, type TargetKey, type ThroughputSample } from './router-load.js';
+import {
+  emptySeq,
+  makeTarget,
+  sequential,
+  throughputRound,
+  type SeqSamples,
+  type Target,
+  type TargetKey,
+  type ThroughputSample,
+} from './router-load.js';
 import { cpuMs, freePort, runBench, spawnNode, stop, type Proc } from './router-procs.js';
 import { summarizeCpuProfile } from './router-profile.js';
 import { CLI, MODEL, startRouter, startSim } from './router-setup.js';
@@ -32,7 +41,8 @@ const BARE = join(here, 'bare-relay.js');
 const GATEWAY_BIN = join(root, 'node_modules', '.bin', 'gateway');
 /** The router's default `[server] buffer_size`. */
 const DEFAULT_BUFFER_SIZE = 10_000;
-const ROUTER_WARMUP_REQUESTS = (o: { routerBufferSize: number | undefined }): number => (o.routerBufferSize ?? DEFAULT_BUFFER_SIZE) + 1_000;
+const ROUTER_WARMUP_REQUESTS = (o: { routerBufferSize: number | undefined }): number =>
+  (o.routerBufferSize ?? DEFAULT_BUFFER_SIZE) + 1_000;
 
 interface Options {
   rounds: number;
@@ -51,7 +61,18 @@ interface Options {
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { rounds: 5, seconds: 5, connections: 64, latencyN: 2000, streamN: 1000, portkey: true, profile: false, routerBufferSize: undefined, routerDecisionLog: true, profileBare: false };
+  const o: Options = {
+    rounds: 5,
+    seconds: 5,
+    connections: 64,
+    latencyN: 2000,
+    streamN: 1000,
+    portkey: true,
+    profile: false,
+    routerBufferSize: undefined,
+    routerDecisionLog: true,
+    profileBare: false,
+  };
   const num = (i: number): number => {
     const v = Number(argv[i + 1]);
     if (!Number.isFinite(v) || v <= 0) throw new Error(`${argv[i]} needs a positive number`);
@@ -69,8 +90,7 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--profile-bare') {
       o.profile = true;
       o.profileBare = true;
-    }
-    else if (a === '--router-buffer-size') o.routerBufferSize = Math.round(num(i++));
+    } else if (a === '--router-buffer-size') o.routerBufferSize = Math.round(num(i++));
     else if (a === '--router-no-decision-log') o.routerDecisionLog = false;
     else throw new Error(`unknown argument ${a}`);
   }
@@ -92,7 +112,13 @@ async function startPortkey(dir: string): Promise<Proc> {
   const port = await freePort();
   const script = realpathSync(GATEWAY_BIN);
   // It binds all interfaces; all traffic we send it is loopback.
-  return spawnNode({ name: 'portkey gateway', args: [script, `--port=${port}`, '--headless'], cwd: dir, pollUrl: `http://127.0.0.1:${port}/`, readyTimeoutMs: 45_000 });
+  return spawnNode({
+    name: 'portkey gateway',
+    args: [script, `--port=${port}`, '--headless'],
+    cwd: dir,
+    pollUrl: `http://127.0.0.1:${port}/`,
+    readyTimeoutMs: 45_000,
+  });
 }
 
 function bodies(): { plain: string; stream: string } {
@@ -123,7 +149,10 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
   // If one fails, the others may still reject later (killed while starting): never unhandled.
   for (const p of starting) p.catch(() => undefined);
   const [bare, router, portkey] = await Promise.all(starting);
-  log(`bare relay ${bare.url} (pid ${bare.pid}), router ${router.url} (pid ${router.pid})` + (portkey ? `, portkey ${portkey.url} (pid ${portkey.pid})` : ''));
+  log(
+    `bare relay ${bare.url} (pid ${bare.pid}), router ${router.url} (pid ${router.pid})` +
+      (portkey ? `, portkey ${portkey.url} (pid ${portkey.pid})` : ''),
+  );
 
   const targets: Target[] = [
     makeTarget('direct', 'direct', sim.url, {}, undefined),
@@ -136,7 +165,11 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
         'portkey',
         'portkey',
         portkey.url,
-        { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${sim.url}/v1`, authorization: 'Bearer sk-anything' },
+        {
+          'x-portkey-provider': 'openai',
+          'x-portkey-custom-host': `${sim.url}/v1`,
+          authorization: 'Bearer sk-anything',
+        },
         portkey,
       ),
     );
@@ -149,12 +182,21 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
   // requests to fill its in-memory ring of terminal records (buffer_size, 10,000 by
   // default), so it is measured in the steady state of a router that has been up a while.
   for (const t of targets) {
-    const w = await throughputRound(t, sim, plain, o.connections, 2, t.key === 'router' ? ROUTER_WARMUP_REQUESTS(o) : undefined);
+    const w = await throughputRound(
+      t,
+      sim,
+      plain,
+      o.connections,
+      2,
+      t.key === 'router' ? ROUTER_WARMUP_REQUESTS(o) : undefined,
+    );
     const seq = emptySeq();
     await sequential(t, plainBuf, 200, seq, false);
     const st = emptySeq();
     await sequential(t, streamBuf, 100, st, true);
-    log(`warm-up ${t.key}: ${w.rps.toFixed(0)} req/s (${w.statusCodes}), c=1 ${seq.ok}/${seq.ok + seq.failed} ok, stream ${st.ok}/${st.ok + st.failed} ok`);
+    log(
+      `warm-up ${t.key}: ${w.rps.toFixed(0)} req/s (${w.statusCodes}), c=1 ${seq.ok}/${seq.ok + seq.failed} ok, stream ${st.ok}/${st.ok + st.failed} ok`,
+    );
   }
 
   const tput = new Map<TargetKey, ThroughputSample[]>(targets.map((t) => [t.key, []]));
@@ -179,7 +221,8 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
       [streamPerRound, streamBuf, str, true],
     ] as const) {
       for (let done = 0; done < n; done += BLOCK) {
-        for (const t of rotate(order, done / BLOCK)) await sequential(t, body, Math.min(BLOCK, n - done), into.get(t.key)!, streaming);
+        for (const t of rotate(order, done / BLOCK))
+          await sequential(t, body, Math.min(BLOCK, n - done), into.get(t.key)!, streaming);
       }
     }
     log(`round ${r + 1}/${o.rounds} (${((performance.now() - t0) / 1000).toFixed(0)} s): ${line.join(', ')}`);
@@ -188,7 +231,11 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
   for (const t of targets) t.agent.destroy();
   // CPU each relay burns with no traffic at all (its timers and background work).
   const idle = new Map<TargetKey, number>();
-  const idleProcs: [TargetKey, Proc][] = [['bare', bare], ['router', router], ...(portkey ? [['portkey', portkey] as [TargetKey, Proc]] : [])];
+  const idleProcs: [TargetKey, Proc][] = [
+    ['bare', bare],
+    ['router', router],
+    ...(portkey ? [['portkey', portkey] as [TargetKey, Proc]] : []),
+  ];
   const before = idleProcs.map(([, p]) => cpuMs(p.pid));
   const i0 = performance.now();
   await sleep(IDLE_MS);
@@ -220,8 +267,12 @@ async function profileRun(o: Options, tmp: string): Promise<void> {
   const sim = await startSim();
   const prof = ['--cpu-prof', `--cpu-prof-dir=${profDir}`];
   const bare = o.profileBare;
-  const proc = bare ? await startBare(sim.url, prof) : await startRouter(sim.url, tmp, key, { decisionLog: o.routerDecisionLog, bufferSize: o.routerBufferSize }, prof);
-  const t = bare ? makeTarget('bare', 'bare relay', proc.url, {}, proc) : makeTarget('router', 'router', proc.url, { authorization: `Bearer ${key}` }, proc);
+  const proc = bare
+    ? await startBare(sim.url, prof)
+    : await startRouter(sim.url, tmp, key, { decisionLog: o.routerDecisionLog, bufferSize: o.routerBufferSize }, prof);
+  const t = bare
+    ? makeTarget('bare', 'bare relay', proc.url, {}, proc)
+    : makeTarget('router', 'router', proc.url, { authorization: `Bearer ${key}` }, proc);
   const { plain } = bodies();
   const w = await throughputRound(t, sim, plain, o.connections, 2, ROUTER_WARMUP_REQUESTS(o));
   const s = await throughputRound(t, sim, plain, o.connections, o.seconds);

@@ -35,15 +35,30 @@ interface ErrorSpec {
 /** The one registry: code -> HTTP status, problem type slug, fixed title, CLI exit code. */
 export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
   SVC_ERR_INVALID_INPUT: { status: 400, slug: 'invalid-input', title: 'Invalid input', exitCode: 2 },
-  SVC_ERR_UNAUTHENTICATED: { status: 401, slug: 'unauthenticated', title: 'Missing or unknown credential', exitCode: 4 },
+  SVC_ERR_UNAUTHENTICATED: {
+    status: 401,
+    slug: 'unauthenticated',
+    title: 'Missing or unknown credential',
+    exitCode: 4,
+  },
   SVC_ERR_FORBIDDEN: { status: 403, slug: 'forbidden', title: 'Credential lacks the required grant', exitCode: 4 },
   SVC_ERR_ORIGIN_REFUSED: { status: 403, slug: 'forbidden', title: 'Host or Origin not allowed', exitCode: 4 },
   SVC_ERR_NOT_FOUND: { status: 404, slug: 'not-found', title: 'Not found', exitCode: 4 },
   SVC_ERR_METHOD_NOT_ALLOWED: { status: 405, slug: 'method-not-allowed', title: 'Method not allowed', exitCode: 4 },
   SVC_ERR_BODY_TOO_LARGE: { status: 413, slug: 'body-too-large', title: 'Request body too large', exitCode: 4 },
-  SVC_ERR_UNSUPPORTED_MEDIA_TYPE: { status: 415, slug: 'unsupported-media-type', title: 'Unsupported media type', exitCode: 4 },
+  SVC_ERR_UNSUPPORTED_MEDIA_TYPE: {
+    status: 415,
+    slug: 'unsupported-media-type',
+    title: 'Unsupported media type',
+    exitCode: 4,
+  },
   SVC_ERR_ADMISSION_REFUSED: { status: 429, slug: 'admission-refused', title: 'Admission refused', exitCode: 4 },
-  SVC_ERR_CONTEXT_LENGTH: { status: 400, slug: 'context-length-exceeded', title: "Request exceeds the model's context length", exitCode: 4 },
+  SVC_ERR_CONTEXT_LENGTH: {
+    status: 400,
+    slug: 'context-length-exceeded',
+    title: "Request exceeds the model's context length",
+    exitCode: 4,
+  },
   SVC_ERR_UNAVAILABLE: { status: 503, slug: 'unavailable', title: 'Service unavailable', exitCode: 4 },
   SVC_ERR_UPSTREAM_FAILED: { status: 502, slug: 'upstream-failed', title: 'Upstream failed', exitCode: 4 },
   SVC_ERR_UPSTREAM_TIMEOUT: { status: 504, slug: 'upstream-timeout', title: 'Upstream timed out', exitCode: 4 },
@@ -150,7 +165,18 @@ export function problemFor(code: ErrorCode): { type: string; title: string; stat
 }
 
 /** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */
-const PATH_ERROR_CODES: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'EISDIR', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'EEXIST', 'ENOTREG']);
+const PATH_ERROR_CODES: ReadonlySet<string> = new Set([
+  'EACCES',
+  'EPERM',
+  'ENOENT',
+  'ENOTDIR',
+  'EISDIR',
+  'EROFS',
+  'ELOOP',
+  'ENAMETOOLONG',
+  'EEXIST',
+  'ENOTREG',
+]);
 
 /**
  * The error for a file a configured path names that cannot be written: ConfigError with
@@ -159,7 +185,8 @@ const PATH_ERROR_CODES: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOEN
  */
 export function pathFailure(err: unknown, configMessage: string): SvcError {
   const code = (err as { code?: unknown })?.code;
-  if (typeof code === 'string' && !PATH_ERROR_CODES.has(code)) return new SvcError(ErrorCode.UNAVAILABLE, `${configMessage.replace(/^[a-z]+ configuration: /, '')} now (${code})`);
+  if (typeof code === 'string' && !PATH_ERROR_CODES.has(code))
+    return new SvcError(ErrorCode.UNAVAILABLE, `${configMessage.replace(/^[a-z]+ configuration: /, '')} now (${code})`);
   return new ConfigError(configMessage);
 }
 
@@ -191,7 +218,10 @@ export type RuntimeFailure = 'connect' | 'timeout' | 'status' | 'malformed';
  * and never printed.
  */
 export class RuntimeUnreachableError extends Error {
-  constructor(readonly failure: RuntimeFailure, options?: { cause?: unknown }) {
+  constructor(
+    readonly failure: RuntimeFailure,
+    options?: { cause?: unknown },
+  ) {
     super('container runtime is not reachable or answered malformed data', options);
     this.name = 'RuntimeUnreachableError';
   }
@@ -298,7 +328,10 @@ export const RECIPE_ERRORS = {
 
 /** Thrown when: `recipe status` fails; the message is the fixed RECIPE_ERRORS text, printed with `exitCode`. */
 export class RecipeFailure extends Error {
-  constructor(readonly key: keyof typeof RECIPE_ERRORS, readonly exitCode: number) {
+  constructor(
+    readonly key: keyof typeof RECIPE_ERRORS,
+    readonly exitCode: number,
+  ) {
     super(RECIPE_ERRORS[key]);
   }
 }

@@ -10,7 +10,8 @@ const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 export function logLevel(env: NodeJS.ProcessEnv): string {
   const v = (env['SVC_LOG_LEVEL'] ?? '').trim().toLowerCase();
   if (v === '') return 'info';
-  if (!LEVELS.includes(v)) throw new ConfigError(`environment variable SVC_LOG_LEVEL must be one of ${LEVELS.join(', ')}`);
+  if (!LEVELS.includes(v))
+    throw new ConfigError(`environment variable SVC_LOG_LEVEL must be one of ${LEVELS.join(', ')}`);
   return v;
 }
 
@@ -31,7 +32,9 @@ export function serializeErr(err: unknown): { name?: unknown; code?: unknown } {
  * serializer, which writes the message and stack. Log `{ err }` with a message of its own:
  * without one (or with an error as the first argument) pino makes the error's message the line's.
  */
-export const LOG_OPTIONS: Readonly<Pick<LoggerOptions, 'serializers'>> = Object.freeze({ serializers: Object.freeze({ err: serializeErr }) });
+export const LOG_OPTIONS: Readonly<Pick<LoggerOptions, 'serializers'>> = Object.freeze({
+  serializers: Object.freeze({ err: serializeErr }),
+});
 
 /**
  * The one root logger of a process (JSON lines on stdout). Components take
@@ -44,7 +47,10 @@ export function createLogger(name: string, level = logLevel(process.env)): Logge
     name,
     level,
     base: { pid: process.pid },
-    redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.authorization', 'authorization'], censor: '[redacted]' },
+    redact: {
+      paths: ['req.headers.authorization', 'headers.authorization', '*.authorization', 'authorization'],
+      censor: '[redacted]',
+    },
   });
 }
 

@@ -95,8 +95,16 @@ for (const tab of TABS) {
   $(`tab-${tab}`).addEventListener('click', () => selectTab(tab));
   $(`tab-${tab}`).addEventListener('keydown', (ev) => {
     const i = TABS.indexOf(tab);
-    const next = ev.key === 'ArrowRight' ? TABS[(i + 1) % TABS.length] : ev.key === 'ArrowLeft' ? TABS[(i + TABS.length - 1) % TABS.length]
-      : ev.key === 'Home' ? TABS[0] : ev.key === 'End' ? TABS[TABS.length - 1] : undefined;
+    const next =
+      ev.key === 'ArrowRight'
+        ? TABS[(i + 1) % TABS.length]
+        : ev.key === 'ArrowLeft'
+          ? TABS[(i + TABS.length - 1) % TABS.length]
+          : ev.key === 'Home'
+            ? TABS[0]
+            : ev.key === 'End'
+              ? TABS[TABS.length - 1]
+              : undefined;
     if (next === undefined) return;
     ev.preventDefault();
     selectTab(next);

@@ -18,7 +18,12 @@ const REASON_WORDS = {
   malformed: 'its owner sent malformed data',
 };
 const KIND_OF_OWNER = {
-  router: 'router-request', controller: 'controller-operation', benchmark: 'benchmark-job', media: 'media-job', recipe: 'recipe-serve', manifest: 'recipe-serve',
+  router: 'router-request',
+  controller: 'controller-operation',
+  benchmark: 'benchmark-job',
+  media: 'media-job',
+  recipe: 'recipe-serve',
+  manifest: 'recipe-serve',
 };
 const FAILURE_WORDS = {
   unreachable: 'the controller could not be reached',
@@ -94,7 +99,7 @@ export function clearInventory() {
   $('records').hidden = true;
   $('records').tBodies[0].replaceChildren();
   $('records-empty').hidden = true;
-  $('node-status').replaceChildren(document.createTextNode('Connect to read this node\'s workloads.'));
+  $('node-status').replaceChildren(document.createTextNode("Connect to read this node's workloads."));
   $('node-status').className = 'status-line';
 }
 
@@ -109,8 +114,19 @@ export function renderNode(frame, filters) {
   const n = frame.result;
   const line = $('node-status');
   line.className = `status-line status-${n.status}`;
-  const parts = [el('strong', `Node ${n.expected_host}: `), badge(n.status, `st-${n.status}`), document.createTextNode(` ${STATUS_WORDS[n.status] ?? ''}`)];
-  if (frame.failure) parts.push(el('div', `Why: ${FAILURE_WORDS[frame.failure] ?? 'the controller could not be read'}${n.condition ? ` (condition ${n.condition})` : ''}.`, 'why'));
+  const parts = [
+    el('strong', `Node ${n.expected_host}: `),
+    badge(n.status, `st-${n.status}`),
+    document.createTextNode(` ${STATUS_WORDS[n.status] ?? ''}`),
+  ];
+  if (frame.failure)
+    parts.push(
+      el(
+        'div',
+        `Why: ${FAILURE_WORDS[frame.failure] ?? 'the controller could not be read'}${n.condition ? ` (condition ${n.condition})` : ''}.`,
+        'why',
+      ),
+    );
   else if (n.condition) parts.push(el('div', `Condition: ${n.condition}.`, 'why'));
   const meta = el('div', '', 'meta');
   meta.append(
@@ -136,14 +152,24 @@ function renderSources(sources, filters) {
   const rows = sources.map((s) => {
     // A source the owner/kind filter leaves out still reports its status, but cannot change
     // the answer to the question asked: say so, or "complete" next to red rows looks wrong.
-    const outside = (filters.owner && filters.owner !== s.owner) || (filters.kind && filters.kind !== KIND_OF_OWNER[s.owner]);
+    const outside =
+      (filters.owner && filters.owner !== s.owner) || (filters.kind && filters.kind !== KIND_OF_OWNER[s.owner]);
     const tr = el('tr', undefined, `src-${s.status}${outside ? ' outside' : ''}`);
     tr.dataset.owner = s.owner;
     const status = el('td');
     status.append(badge(s.status, `st-${s.status}`));
-    const why = s.reason ? REASON_WORDS[s.reason] ?? s.reason : s.status === 'partial' ? 'a bound or a lost message' : '';
-    tr.append(el('td', s.owner), status, el('td', outside ? `${why}${why ? ' · ' : ''}outside the filter: does not affect this answer` : why),
-      el('td', String(s.truncation.returned)), el('td', omitted(s.truncation), s.truncation.omitted === null ? 'unknown' : ''));
+    const why = s.reason
+      ? (REASON_WORDS[s.reason] ?? s.reason)
+      : s.status === 'partial'
+        ? 'a bound or a lost message'
+        : '';
+    tr.append(
+      el('td', s.owner),
+      status,
+      el('td', outside ? `${why}${why ? ' · ' : ''}outside the filter: does not affect this answer` : why),
+      el('td', String(s.truncation.returned)),
+      el('td', omitted(s.truncation), s.truncation.omitted === null ? 'unknown' : ''),
+    );
     return tr;
   });
   table.tBodies[0].replaceChildren(...rows);
@@ -155,11 +181,12 @@ function renderRecords(n, failure) {
   records.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : a.id < b.id ? -1 : 1));
   const empty = $('records-empty');
   if (records.length === 0) {
-    empty.textContent = failure || n.status === 'unavailable'
-      ? 'No records: the node could not be read. This is not an empty inventory.'
-      : n.status === 'partial'
-        ? 'No records survived, but the answer is partial: this is not proof that nothing is running.'
-        : 'No records match these filters (complete answer).';
+    empty.textContent =
+      failure || n.status === 'unavailable'
+        ? 'No records: the node could not be read. This is not an empty inventory.'
+        : n.status === 'partial'
+          ? 'No records survived, but the answer is partial: this is not proof that nothing is running.'
+          : 'No records match these filters (complete answer).';
     empty.className = `empty status-${failure ? 'unavailable' : n.status}`;
     empty.hidden = false;
   } else {
@@ -179,8 +206,17 @@ function renderRecords(n, failure) {
     updated.append(ageSpan('', r.updated_at));
     const id = el('td', r.id.slice(0, 11), 'mono');
     id.title = r.id;
-    tr.append(el('td', r.owner), el('td', r.kind), el('td', r.state, `state-${r.state}`), el('td', r.phase), el('td', r.outcome ?? '—'),
-      el('td', progress), quality, updated, id);
+    tr.append(
+      el('td', r.owner),
+      el('td', r.kind),
+      el('td', r.state, `state-${r.state}`),
+      el('td', r.phase),
+      el('td', r.outcome ?? '—'),
+      el('td', progress),
+      quality,
+      updated,
+      id,
+    );
     return tr;
   });
   $('records').tBodies[0].replaceChildren(...rows);

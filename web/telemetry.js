@@ -36,7 +36,10 @@ function statusLine(gpu) {
     default: {
       const skipped = gpu.skipped_lines > 0 ? ` · ${gpu.skipped_lines} unreadable line(s) skipped` : '';
       if (gpu.cards.length === 0) return [`nvidia-smi reported no readable GPU card${when}${skipped}`, 'partial'];
-      return [`${gpu.cards.length} GPU card(s) sampled by nvidia-smi every ${Math.round(gpu.interval_ms / 1000)} s${when}${skipped}`, 'complete'];
+      return [
+        `${gpu.cards.length} GPU card(s) sampled by nvidia-smi every ${Math.round(gpu.interval_ms / 1000)} s${when}${skipped}`,
+        'complete',
+      ];
     }
   }
 }
@@ -53,7 +56,8 @@ function renderAggregate(gpu) {
     document.createTextNode(`${gib(a.used_mib)} / ${gib(a.total_mib)} GiB used across ${a.cards_counted} card(s) `),
     el('span', '(display sum of per-card memory, not one unified capacity)', 'note'),
   );
-  if (a.cards_unreported > 0) p.append(el('span', ` · ${a.cards_unreported} card(s) did not report memory and are not included`, 'warn'));
+  if (a.cards_unreported > 0)
+    p.append(el('span', ` · ${a.cards_unreported} card(s) did not report memory and are not included`, 'warn'));
   p.hidden = false;
 }
 
@@ -71,13 +75,26 @@ function cardFor(series) {
   $('gpu-cards').append(root);
   // uPlot loads with `defer`; a missing library only loses the chart, not the figures.
   const plot = window.uPlot
-    ? new window.uPlot({
-      width: 380, height: 150,
-      scales: { x: { time: true }, mem: { range: (_u, _min, max) => [0, Math.max(1, max)] }, pct: { range: [0, 100] } },
-      series: [{}, { label: 'memory used (GiB)', scale: 'mem', stroke: '#1f5fa8', width: 2 }, { label: 'utilization (%)', scale: 'pct', stroke: '#b3541e', width: 2 }],
-      axes: [{}, { scale: 'mem', label: 'GiB' }, { scale: 'pct', side: 1, label: '%', grid: { show: false } }],
-      legend: { show: true, live: false },
-    }, [[], [], []], plotBox)
+    ? new window.uPlot(
+        {
+          width: 380,
+          height: 150,
+          scales: {
+            x: { time: true },
+            mem: { range: (_u, _min, max) => [0, Math.max(1, max)] },
+            pct: { range: [0, 100] },
+          },
+          series: [
+            {},
+            { label: 'memory used (GiB)', scale: 'mem', stroke: '#1f5fa8', width: 2 },
+            { label: 'utilization (%)', scale: 'pct', stroke: '#b3541e', width: 2 },
+          ],
+          axes: [{}, { scale: 'mem', label: 'GiB' }, { scale: 'pct', side: 1, label: '%', grid: { show: false } }],
+          legend: { show: true, live: false },
+        },
+        [[], [], []],
+        plotBox,
+      )
     : null;
   c = { root, title, figures, note, plot };
   charts.set(series.uuid, c);
@@ -128,12 +145,21 @@ function renderRouter(router) {
     table.hidden = true;
     return;
   }
-  say(status, 'Router figures from its metrics (current in-memory buffer; eviction and restart reduce them). "—" means not measured.');
+  say(
+    status,
+    'Router figures from its metrics (current in-memory buffer; eviction and restart reduce them). "—" means not measured.',
+  );
   status.className = 'status-line';
   const rows = router.models.map((m) => {
     const tr = el('tr');
-    tr.append(el('td', m.model), el('td', m.requests_total === null ? '—' : String(m.requests_total)), el('td', m.active === null ? '—' : String(m.active)),
-      el('td', m.buffered === null ? '—' : String(m.buffered)), el('td', `${ms(m.ttfc_p50_ms)} / ${ms(m.ttfc_p95_ms)}`), el('td', `${ms(m.latency_p50_ms)} / ${ms(m.latency_p95_ms)}`));
+    tr.append(
+      el('td', m.model),
+      el('td', m.requests_total === null ? '—' : String(m.requests_total)),
+      el('td', m.active === null ? '—' : String(m.active)),
+      el('td', m.buffered === null ? '—' : String(m.buffered)),
+      el('td', `${ms(m.ttfc_p50_ms)} / ${ms(m.ttfc_p95_ms)}`),
+      el('td', `${ms(m.latency_p50_ms)} / ${ms(m.latency_p95_ms)}`),
+    );
     return tr;
   });
   table.tBodies[0].replaceChildren(...rows);
@@ -164,7 +190,10 @@ function clearCurrent(why) {
     say($('router-status'), 'router figures are not current');
     $('router-status').className = 'status-line status-unavailable';
   } else if (routerWired === null) {
-    say($('router-status'), why.includes('locked') ? 'router figures: locked with the telemetry' : 'router figures: none received');
+    say(
+      $('router-status'),
+      why.includes('locked') ? 'router figures: locked with the telemetry' : 'router figures: none received',
+    );
     $('router-status').className = 'status-line';
   }
 }

@@ -11,7 +11,19 @@ import { clearInventory, renderNode, showMessage, tickAges } from './render.js';
 const $ = (id) => document.getElementById(id);
 const OWNERS = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
 const KINDS = ['router-request', 'controller-operation', 'benchmark-job', 'media-job', 'recipe-serve'];
-const STATES = ['checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running', 'terminal', 'configured', 'absent', 'unavailable', 'unsupported'];
+const STATES = [
+  'checking',
+  'admitted',
+  'dispatched',
+  'streaming',
+  'queued',
+  'running',
+  'terminal',
+  'configured',
+  'absent',
+  'unavailable',
+  'unsupported',
+];
 const HOST_RE = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 const INT_RE = /^(?:0|[1-9][0-9]{0,8})$/;
 
@@ -57,14 +69,20 @@ function checkOverdue() {
   if (Date.now() - awaitingSince <= OVERDUE_MS) return;
   overdue = true;
   clearInventory();
-  showMessage(`No answer from the dashboard server since ${new Date(awaitingSince).toLocaleTimeString()}: nothing shown is current. This is not an empty inventory.`, 'unavailable');
+  showMessage(
+    `No answer from the dashboard server since ${new Date(awaitingSince).toLocaleTimeString()}: nothing shown is current. This is not an empty inventory.`,
+    'unavailable',
+  );
   setSession('waiting for the dashboard server…', 'pending');
 }
 
 /** A workloads frame this page cannot read: nothing is left on screen as current. */
 export function onBadFrame() {
   clearInventory();
-  showMessage('The dashboard server sent an answer this page cannot read: nothing is shown. This is not an empty inventory.', 'unavailable');
+  showMessage(
+    'The dashboard server sent an answer this page cannot read: nothing is shown. This is not an empty inventory.',
+    'unavailable',
+  );
 }
 
 /** The present filters only, as the shared `arguments` object; null when one is invalid. */
@@ -86,15 +104,30 @@ function readFilters() {
     if (v !== '') f[name] = v;
   }
   const host = $('f-host').value.trim();
-  if (check('f-host', host === '' || HOST_RE.test(host), 'host: a letter, then up to 63 letters, digits, _ or -') && host !== '') f.host = host;
+  if (
+    check('f-host', host === '' || HOST_RE.test(host), 'host: a letter, then up to 63 letters, digits, _ or -') &&
+    host !== ''
+  )
+    f.host = host;
   if ($('f-active-only').checked) f.active_only = true;
-  for (const [id, key, max, label] of [['f-recent-seconds', 'recent_seconds', 86400, 'recent seconds'], ['f-limit', 'limit', 1000, 'limit']]) {
+  for (const [id, key, max, label] of [
+    ['f-recent-seconds', 'recent_seconds', 86400, 'recent seconds'],
+    ['f-limit', 'limit', 1000, 'limit'],
+  ]) {
     const input = $(id);
     const v = input.value.trim();
     // A number input holding text it cannot parse (`5e`, `-`) reports its value as '': that is
     // not "no filter", it is a filter that cannot be read.
     const unreadable = input.validity?.badInput === true;
-    if (check(id, !unreadable && (v === '' || (INT_RE.test(v) && Number(v) >= 1 && Number(v) <= max)), `${label}: a whole number from 1 to ${max}`) && v !== '') f[key] = Number(v);
+    if (
+      check(
+        id,
+        !unreadable && (v === '' || (INT_RE.test(v) && Number(v) >= 1 && Number(v) <= max)),
+        `${label}: a whole number from 1 to ${max}`,
+      ) &&
+      v !== ''
+    )
+      f[key] = Number(v);
   }
   return invalidWhy === null ? f : null;
 }
@@ -108,7 +141,8 @@ function connect(ev) {
   if (value === '') return setSession('type a credential first', 'idle');
   // Never sent when no server could take it (its message would be over the socket's bound,
   // and the page would reconnect in a loop saying the server is unreachable).
-  if (!CREDENTIAL_RE.test(value)) return setSession('not a credential: 1-4096 printable ASCII characters without spaces', 'idle');
+  if (!CREDENTIAL_RE.test(value))
+    return setSession('not a credential: 1-4096 printable ASCII characters without spaces', 'idle');
   credential = value;
   gen += 1;
   clearInventory();
@@ -212,7 +246,10 @@ function poll() {
 
 export function onFrame(frame) {
   // An answer to the read awaited (or a denial without a generation) ends the wait.
-  if ((frame.type === 'workloads' || frame.type === 'workloads-denied') && (typeof frame.gen !== 'number' || frame.gen === awaitingGen)) {
+  if (
+    (frame.type === 'workloads' || frame.type === 'workloads-denied') &&
+    (typeof frame.gen !== 'number' || frame.gen === awaitingGen)
+  ) {
     awaitingSince = null;
     overdue = false;
   }
@@ -223,7 +260,10 @@ export function onFrame(frame) {
       connected = true;
       // The local policy took the credential; "connected" waits for the controller's answer.
       signedIn = `connected as ${frame.client} · node ${frame.expected_node}`;
-      setSession(`signed in as ${frame.client} · waiting for the controller of node ${frame.expected_node}…`, 'pending');
+      setSession(
+        `signed in as ${frame.client} · waiting for the controller of node ${frame.expected_node}…`,
+        'pending',
+      );
       break;
     case 'workloads':
       if (credential === null) break;
@@ -232,7 +272,10 @@ export function onFrame(frame) {
       // refusal there is not "connected". A later read it accepts restores the pill.
       if (frame.failure === 'controller-unauthenticated' || frame.failure === 'controller-forbidden') {
         refusedAt = Date.now();
-        setSession(`the controller refused the credential (HTTP ${frame.failure === 'controller-forbidden' ? 403 : 401})`, 'bad');
+        setSession(
+          `the controller refused the credential (HTTP ${frame.failure === 'controller-forbidden' ? 403 : 401})`,
+          'bad',
+        );
       } else if (frame.failure) {
         // Not read at all (unreachable, wrong identity, not a controller…): not "connected".
         refusedAt = null;
@@ -250,7 +293,10 @@ export function onFrame(frame) {
       forget();
       clearInventory();
       if (frame.code === 'disabled') {
-        showMessage('Workload reads are disabled on this dashboard (fixed denial, HTTP 503). Telemetry keeps working.', 'unavailable');
+        showMessage(
+          'Workload reads are disabled on this dashboard (fixed denial, HTTP 503). Telemetry keeps working.',
+          'unavailable',
+        );
         setSession('workload reads disabled', 'bad');
       } else {
         showMessage(`Not read: ${frame.title} (HTTP ${frame.status}). The credential was forgotten.`, 'unavailable');
@@ -278,7 +324,10 @@ export function onLinkLost() {
   overdue = false;
   if (credential !== null) {
     clearInventory();
-    showMessage('The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.', 'unavailable');
+    showMessage(
+      'The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.',
+      'unavailable',
+    );
     setSession('waiting for the dashboard server…', 'pending');
   }
 }

@@ -12,16 +12,30 @@ import { OwnerActor } from './owner-actor.js';
  * the store through its own read-only handle and publishes the mapped window. A store that
  * cannot be read makes the source unavailable (inspection-error), never empty.
  */
-export function createJobActor(o: { host: string; owner: JobOwner; storePath: string; bus: Bus; staleAfterMs: number; logger?: Logger }): OwnerActor & { closeStore(): void } {
+export function createJobActor(o: {
+  host: string;
+  owner: JobOwner;
+  storePath: string;
+  bus: Bus;
+  staleAfterMs: number;
+  logger?: Logger;
+}): OwnerActor & { closeStore(): void } {
   let store: JobStore | undefined;
   let opened: { dev: number; ino: number } | undefined;
   const actor = new OwnerActor({
-    host: o.host, owner: o.owner, bus: o.bus, staleAfterMs: o.staleAfterMs, pollMs: 1000, minIntervalMs: 100, ...(o.logger ? { logger: o.logger } : {}),
+    host: o.host,
+    owner: o.owner,
+    bus: o.bus,
+    staleAfterMs: o.staleAfterMs,
+    pollMs: 1000,
+    minIntervalMs: 100,
+    ...(o.logger ? { logger: o.logger } : {}),
     read: () => {
       // The store file removed or replaced under the controller (its state_dir deleted): what
       // the open handle still sees is gone from disk, so the source is unavailable, not current.
       const now = statSync(o.storePath);
-      if (opened !== undefined && (now.ino !== opened.ino || now.dev !== opened.dev)) throw new Error('job store replaced');
+      if (opened !== undefined && (now.ino !== opened.ino || now.dev !== opened.dev))
+        throw new Error('job store replaced');
       if (store === undefined) {
         store = JobStore.openReadOnly(o.storePath);
         opened = { dev: now.dev, ino: now.ino };

@@ -1,4 +1,12 @@
-import { AUTHORITY_OF_OWNER, KIND_OF_OWNER, OUTCOMES, type Outcome, type Phase, type ProgressUnit, type State } from '../schema/enums.js';
+import {
+  AUTHORITY_OF_OWNER,
+  KIND_OF_OWNER,
+  OUTCOMES,
+  type Outcome,
+  type Phase,
+  type ProgressUnit,
+  type State,
+} from '../schema/enums.js';
 import { MAX_COUNT, formatTimestamp } from '../schema/primitives.js';
 import { recordId } from '../schema/record-id.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
@@ -20,8 +28,20 @@ export const NATIVE = {
   interrupted: 'interrupted',
 } as const;
 
-export const NATIVE_TERMINAL: readonly string[] = [NATIVE.succeeded, NATIVE.failed, NATIVE.cancelled, NATIVE.expired, NATIVE.interrupted];
-export const NATIVE_ACTIVE: readonly string[] = [NATIVE.queued, NATIVE.awaitingApproval, NATIVE.preparing, NATIVE.submitting, NATIVE.running];
+export const NATIVE_TERMINAL: readonly string[] = [
+  NATIVE.succeeded,
+  NATIVE.failed,
+  NATIVE.cancelled,
+  NATIVE.expired,
+  NATIVE.interrupted,
+];
+export const NATIVE_ACTIVE: readonly string[] = [
+  NATIVE.queued,
+  NATIVE.awaitingApproval,
+  NATIVE.preparing,
+  NATIVE.submitting,
+  NATIVE.running,
+];
 
 const TABLE: Readonly<Record<string, { state: State; phase: Phase; outcome?: Outcome }>> = {
   queued: { state: 'queued', phase: 'queued' },
@@ -49,7 +69,11 @@ export function mapJob(owner: JobOwner, host: string, row: JobRow): WorkloadReco
   const m = TABLE[row.native_state];
   const kind = KIND_OF_OWNER[owner];
   const base = {
-    schema: SCHEMA_ID, id: recordId(host, owner, kind, row.id), host, owner, kind,
+    schema: SCHEMA_ID,
+    id: recordId(host, owner, kind, row.id),
+    host,
+    owner,
+    kind,
   } as const;
   const times = {
     created_at: formatTimestamp(row.created_at),
@@ -57,13 +81,26 @@ export function mapJob(owner: JobOwner, host: string, row: JobRow): WorkloadReco
   };
   if (!m) {
     return {
-      ...base, state: 'unsupported', phase: 'unsupported', outcome: 'unknown', source_authority: AUTHORITY_OF_OWNER[owner],
-      observation_quality: 'recorded', ...times, source_timestamp: times.updated_at,
+      ...base,
+      state: 'unsupported',
+      phase: 'unsupported',
+      outcome: 'unknown',
+      source_authority: AUTHORITY_OF_OWNER[owner],
+      observation_quality: 'recorded',
+      ...times,
+      source_timestamp: times.updated_at,
     };
   }
   const rec: WorkloadRecord = {
-    ...base, state: m.state, phase: m.phase, source_authority: AUTHORITY_OF_OWNER[owner], observation_quality: 'recorded', ...times,
-    source_timestamp: formatTimestamp(m.state === 'terminal' ? Math.max(row.updated_at, row.created_at) : Math.max(row.heartbeat_at, row.created_at)),
+    ...base,
+    state: m.state,
+    phase: m.phase,
+    source_authority: AUTHORITY_OF_OWNER[owner],
+    observation_quality: 'recorded',
+    ...times,
+    source_timestamp: formatTimestamp(
+      m.state === 'terminal' ? Math.max(row.updated_at, row.created_at) : Math.max(row.heartbeat_at, row.created_at),
+    ),
   };
   if (m.outcome) {
     // A failure may say what kind of failure it was, from the fixed outcome vocabulary only.
@@ -74,7 +111,8 @@ export function mapJob(owner: JobOwner, host: string, row: JobRow): WorkloadReco
   // value outside that (a row edited by hand, a runaway counter) leaves progress unknown, not
   // the record malformed.
   if (isCount(row.progress_completed)) {
-    const total = isCount(row.progress_total) && row.progress_total >= row.progress_completed ? row.progress_total : null;
+    const total =
+      isCount(row.progress_total) && row.progress_total >= row.progress_completed ? row.progress_total : null;
     rec.progress = { completed: row.progress_completed, total, unit: UNIT[owner] };
   }
   return canonicalOrder(rec);
@@ -85,9 +123,36 @@ function isCount(v: number | null): v is number {
 }
 
 function canonicalOrder(r: WorkloadRecord): WorkloadRecord {
-  const { schema, id, host, owner, kind, state, phase, outcome, progress, source_authority, observation_quality, created_at, updated_at, source_timestamp } = r;
+  const {
+    schema,
+    id,
+    host,
+    owner,
+    kind,
+    state,
+    phase,
+    outcome,
+    progress,
+    source_authority,
+    observation_quality,
+    created_at,
+    updated_at,
+    source_timestamp,
+  } = r;
   return {
-    schema, id, host, owner, kind, state, phase, ...(outcome ? { outcome } : {}), ...(progress ? { progress } : {}),
-    source_authority, observation_quality, created_at, updated_at, source_timestamp,
+    schema,
+    id,
+    host,
+    owner,
+    kind,
+    state,
+    phase,
+    ...(outcome ? { outcome } : {}),
+    ...(progress ? { progress } : {}),
+    source_authority,
+    observation_quality,
+    created_at,
+    updated_at,
+    source_timestamp,
   };
 }

@@ -1,5 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { Subject, asyncScheduler, auditTime, concat, concatMap, from, interval, map, merge, of, throttleTime, type SchedulerLike, type Subscription } from 'rxjs';
+import {
+  Subject,
+  asyncScheduler,
+  auditTime,
+  concat,
+  concatMap,
+  from,
+  interval,
+  map,
+  merge,
+  of,
+  throttleTime,
+  type SchedulerLike,
+  type Subscription,
+} from 'rxjs';
 import type { Logger } from 'pino';
 import type { Owner } from '../schema/enums.js';
 import { MAX_SNAPSHOT_PARTS, type ObservationBatch } from '../schema/envelopes.js';
@@ -99,7 +113,11 @@ export class OwnerActor {
   start(): void {
     if (this.sub) return;
     const pollMs = this.opts.pollMs ?? 1000;
-    const resync$ = resilientSubscription(() => this.opts.bus.subscribe(resyncSubject(this.opts.host)), this.opts.logger, 'resync').pipe(
+    const resync$ = resilientSubscription(
+      () => this.opts.bus.subscribe(resyncSubject(this.opts.host)),
+      this.opts.logger,
+      'resync',
+    ).pipe(
       throttleTime(RESYNC_MIN_INTERVAL_MS, this.opts.scheduler ?? asyncScheduler, { leading: true, trailing: true }),
       map(() => true),
     );
@@ -190,8 +208,13 @@ export class OwnerActor {
     const full = wantFull || this.forceFull || (remote && this.owedRemoteFull) || now - this.lastFullAt >= stale / 2;
     const window = boundWindow(reading, now, this.opts.cap ?? DEFAULT_WINDOW_CAP);
     const base = {
-      schema: SCHEMA_ID, host: this.opts.host, owner: this.opts.owner, source_timestamp: formatTimestamp(now),
-      status: reading.status, ...(reading.reason ? { reason: reading.reason } : {}), omitted: window.omitted,
+      schema: SCHEMA_ID,
+      host: this.opts.host,
+      owner: this.opts.owner,
+      source_timestamp: formatTimestamp(now),
+      status: reading.status,
+      ...(reading.reason ? { reason: reading.reason } : {}),
+      omitted: window.omitted,
     } as const;
     const next = new Map<string, WorkloadRecord>();
     for (const r of window.records) next.set(r.id, r);
@@ -241,7 +264,11 @@ export class OwnerActor {
    * Publishes the whole window, split into `snapshot` parts when it exceeds the max payload
    * (only the encoded form has a size: with nobody on the bus, the local fold gets it whole).
    */
-  private publishFull(base: Omit<ObservationBatch, 'seq' | 'full' | 'upserts' | 'removals'>, records: WorkloadRecord[], remote: boolean): void {
+  private publishFull(
+    base: Omit<ObservationBatch, 'seq' | 'full' | 'upserts' | 'removals'>,
+    records: WorkloadRecord[],
+    remote: boolean,
+  ): void {
     const subject = observationSubject(this.opts.host, this.opts.owner);
     if (!remote) {
       this.opts.local?.({ ...base, seq: ++this.seq, full: true, upserts: records, removals: [] });
@@ -259,7 +286,11 @@ export class OwnerActor {
       for (let p = 0; p < parts; p++) {
         const chunk = records.slice(p * size, (p + 1) * size);
         const batch: ObservationBatch = {
-          ...base, seq: this.seq + p + 1, full: true, upserts: chunk, removals: [],
+          ...base,
+          seq: this.seq + p + 1,
+          full: true,
+          upserts: chunk,
+          removals: [],
           ...(parts > 1 ? { snapshot: { id, part: p + 1, parts } } : {}),
         };
         const bytes = encoder.encode(JSON.stringify(batch));

@@ -26,7 +26,9 @@ function byRecipe(containers: readonly ManagedContainer[]): Map<string, Containe
 }
 
 /** Lists managed containers; undefined when the runtime cannot be inspected (any failure). */
-async function inspect(inspector: ContainerInspector): Promise<{ containers: ManagedContainer[]; over: boolean } | undefined> {
+async function inspect(
+  inspector: ContainerInspector,
+): Promise<{ containers: ManagedContainer[]; over: boolean } | undefined> {
   try {
     return await inspector.managedContainers();
   } catch {
@@ -38,7 +40,10 @@ async function inspect(inspector: ContainerInspector): Promise<{ containers: Man
  * Loads an owner's directory and inspects the runtime; undefined when either cannot be read
  * (the whole source is then unavailable, never empty).
  */
-async function observe<D>(load: () => D, inspector: ContainerInspector): Promise<{ dir: D; claims: Map<string, ContainerSighting[]>; over: boolean } | undefined> {
+async function observe<D>(
+  load: () => D,
+  inspector: ContainerInspector,
+): Promise<{ dir: D; claims: Map<string, ContainerSighting[]>; over: boolean } | undefined> {
   let dir: D;
   try {
     dir = load();
@@ -64,14 +69,31 @@ function reading(records: WorkloadRecord[], problems: number, over: boolean): Ow
  * records; an unreadable directory or runtime makes the whole source `unavailable`
  * (`inspection-error`), never empty and never `absent`.
  */
-export async function readRecipeOwner(host: string, recipesDir: string, inspector: ContainerInspector, now: () => number = Date.now): Promise<OwnerReading> {
+export async function readRecipeOwner(
+  host: string,
+  recipesDir: string,
+  inspector: ContainerInspector,
+  now: () => number = Date.now,
+): Promise<OwnerReading> {
   const o = await observe(() => loadRecipeDir(recipesDir), inspector);
   if (!o) return UNAVAILABLE;
   const { dir, claims } = o;
   const at = now();
   const records: WorkloadRecord[] = [];
   for (const [name, r] of dir.entries) {
-    records.push(mapRecipeServe(host, { owner: 'recipe', nativeId: name, intent: 'configured', configAt: r.configAt, containers: claims.get(name) ?? [] }, at));
+    records.push(
+      mapRecipeServe(
+        host,
+        {
+          owner: 'recipe',
+          nativeId: name,
+          intent: 'configured',
+          configAt: r.configAt,
+          containers: claims.get(name) ?? [],
+        },
+        at,
+      ),
+    );
   }
   for (const [name, containers] of claims) {
     // A name whose configuration is ambiguous is already counted as a problem (partial).
@@ -86,16 +108,36 @@ export async function readRecipeOwner(host: string, recipesDir: string, inspecto
  * manifest entry (`<manifest>/<recipe>`): `recipes` entries are configured intent, `absent`
  * entries absent intent; containers are matched by their `svc.recipe` label.
  */
-export async function readManifestOwner(host: string, manifestsDir: string, inspector: ContainerInspector, now: () => number = Date.now): Promise<OwnerReading> {
+export async function readManifestOwner(
+  host: string,
+  manifestsDir: string,
+  inspector: ContainerInspector,
+  now: () => number = Date.now,
+): Promise<OwnerReading> {
   const o = await observe(() => loadManifestDir(manifestsDir), inspector);
   if (!o) return UNAVAILABLE;
   const { dir, claims } = o;
   const at = now();
   const records: WorkloadRecord[] = [];
   for (const [mname, m] of dir.entries) {
-    const entries = [...m.manifest.recipes.map((r) => [r, 'configured'] as const), ...m.manifest.absent.map((r) => [r, 'absent'] as const)];
+    const entries = [
+      ...m.manifest.recipes.map((r) => [r, 'configured'] as const),
+      ...m.manifest.absent.map((r) => [r, 'absent'] as const),
+    ];
     for (const [recipe, intent] of entries) {
-      records.push(mapRecipeServe(host, { owner: 'manifest', nativeId: `${mname}/${recipe}`, intent, configAt: m.configAt, containers: claims.get(recipe) ?? [] }, at));
+      records.push(
+        mapRecipeServe(
+          host,
+          {
+            owner: 'manifest',
+            nativeId: `${mname}/${recipe}`,
+            intent,
+            configAt: m.configAt,
+            containers: claims.get(recipe) ?? [],
+          },
+          at,
+        ),
+      );
     }
   }
   return reading(records, dir.problems, o.over);
@@ -132,7 +174,9 @@ export class UpdateTimes {
       // `created_at` never moves later (a capped or look-dated creation stays the first seen).
       const createdMs = prev === undefined ? mappedCreated : Math.min(prev.createdMs, mappedCreated, updatedMs);
       this.last.set(r.id, { createdMs, updatedMs, what });
-      return updatedMs === mapped && createdMs === mappedCreated ? r : { ...r, created_at: formatTimestamp(createdMs), updated_at: formatTimestamp(updatedMs) };
+      return updatedMs === mapped && createdMs === mappedCreated
+        ? r
+        : { ...r, created_at: formatTimestamp(createdMs), updated_at: formatTimestamp(updatedMs) };
     });
     for (const id of this.last.keys()) if (!seen.has(id)) this.last.delete(id);
     return { ...reading, records };
@@ -148,21 +192,47 @@ export interface RecipeActors {
  * `manifests_dir` is set, both inspecting the runtime at `container_socket`. Without them the
  * owners publish nothing and their sources stay unavailable (`no-observation`).
  */
-export function startRecipeActors(cfg: NodeConfig, bus: Bus, logger?: Logger, opts: { pollMs?: number; timeoutMs?: number } = {}): RecipeActors {
+export function startRecipeActors(
+  cfg: NodeConfig,
+  bus: Bus,
+  logger?: Logger,
+  opts: { pollMs?: number; timeoutMs?: number } = {},
+): RecipeActors {
   if (!cfg.recipesDir && !cfg.manifestsDir) return { stop: async () => {} };
-  const api = new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET, opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {});
+  const api = new DockerEngineClient(
+    cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET,
+    opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {},
+  );
   const inspector = new ContainerInspector(api);
-  const common = { host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, pollMs: opts.pollMs ?? 1000, ...(logger ? { logger } : {}) };
+  const common = {
+    host: cfg.hostId,
+    bus,
+    staleAfterMs: cfg.staleAfterMs,
+    pollMs: opts.pollMs ?? 1000,
+    ...(logger ? { logger } : {}),
+  };
   const actors: OwnerActor[] = [];
   const recipesDir = cfg.recipesDir;
   const manifestsDir = cfg.manifestsDir;
   if (recipesDir) {
     const times = new UpdateTimes();
-    actors.push(new OwnerActor({ ...common, owner: 'recipe', read: async () => times.apply(await readRecipeOwner(cfg.hostId, recipesDir, inspector)) }));
+    actors.push(
+      new OwnerActor({
+        ...common,
+        owner: 'recipe',
+        read: async () => times.apply(await readRecipeOwner(cfg.hostId, recipesDir, inspector)),
+      }),
+    );
   }
   if (manifestsDir) {
     const times = new UpdateTimes();
-    actors.push(new OwnerActor({ ...common, owner: 'manifest', read: async () => times.apply(await readManifestOwner(cfg.hostId, manifestsDir, inspector)) }));
+    actors.push(
+      new OwnerActor({
+        ...common,
+        owner: 'manifest',
+        read: async () => times.apply(await readManifestOwner(cfg.hostId, manifestsDir, inspector)),
+      }),
+    );
   }
   for (const a of actors) a.start();
   return {

@@ -16,7 +16,15 @@ import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
  */
 
 /** Docker Engine container states this mapping knows. */
-export const KNOWN_CONTAINER_STATES = ['running', 'created', 'restarting', 'paused', 'exited', 'removing', 'dead'] as const;
+export const KNOWN_CONTAINER_STATES = [
+  'running',
+  'created',
+  'restarting',
+  'paused',
+  'exited',
+  'removing',
+  'dead',
+] as const;
 const KNOWN: ReadonlySet<string> = new Set(KNOWN_CONTAINER_STATES);
 
 export type RecipeIntent = 'configured' | 'absent';
@@ -58,7 +66,10 @@ export type ServeState = 'configured' | 'absent' | 'running' | 'unsupported';
 export type UnsupportedWhy = 'ambiguous' | 'unknown-state';
 
 /** Pure: the canonical serve state from intent and the containers claiming the recipe. */
-export function serveState(intent: RecipeIntent, containers: readonly ContainerSighting[]): { state: ServeState; why?: UnsupportedWhy } {
+export function serveState(
+  intent: RecipeIntent,
+  containers: readonly ContainerSighting[],
+): { state: ServeState; why?: UnsupportedWhy } {
   if (containers.length > 1) return { state: 'unsupported', why: 'ambiguous' };
   const c = containers[0];
   if (c && !KNOWN.has(c.status)) return { state: 'unsupported', why: 'unknown-state' };
@@ -94,11 +105,17 @@ function finite(ts: readonly (number | undefined)[]): number[] {
  */
 export function mapRecipeServe(host: string, input: RecipeServeInput, now: number): WorkloadRecord {
   const { state } = serveState(input.intent, input.containers);
-  const quality = recipeQuality({ ...input.evidence, configured: input.intent === 'configured', containerRunning: state === 'running' });
+  const quality = recipeQuality({
+    ...input.evidence,
+    configured: input.intent === 'configured',
+    containerRunning: state === 'running',
+  });
   // No evidence is newer than the look that found it: a file mtime or container time from a
   // clock ahead (a `touch -d tomorrow`, another host's runtime) is capped at `now`. A future
   // `updated_at` would be refused by every fold, and would pin the record once it was kept.
-  const times = finite([input.configAt, ...input.containers.flatMap((c) => [c.createdAt, c.changedAt])]).map((t) => Math.min(t, now));
+  const times = finite([input.configAt, ...input.containers.flatMap((c) => [c.createdAt, c.changedAt])]).map((t) =>
+    Math.min(t, now),
+  );
   const created = times.length ? Math.min(...times) : now;
   const updated = times.length ? Math.max(...times) : now;
   const rec: WorkloadRecord = {

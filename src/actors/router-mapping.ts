@@ -36,22 +36,52 @@ export function mapActiveRequest(host: string, a: ActiveView, now: number): Work
   const updated = formatTimestamp(Math.max(a.phaseAt, a.startedAt));
   if (!(REQUEST_PHASES as readonly string[]).includes(a.phase)) {
     return {
-      schema: SCHEMA_ID, id, host, owner: 'router', kind: 'router-request', state: 'unsupported', phase: 'unsupported', outcome: 'unknown',
-      source_authority: 'router-memory', observation_quality: 'recorded', created_at: created, updated_at: updated, source_timestamp: formatTimestamp(now),
+      schema: SCHEMA_ID,
+      id,
+      host,
+      owner: 'router',
+      kind: 'router-request',
+      state: 'unsupported',
+      phase: 'unsupported',
+      outcome: 'unknown',
+      source_authority: 'router-memory',
+      observation_quality: 'recorded',
+      created_at: created,
+      updated_at: updated,
+      source_timestamp: formatTimestamp(now),
     };
   }
   return {
-    schema: SCHEMA_ID, id, host, owner: 'router', kind: 'router-request', state: a.phase as State, phase: a.phase as Phase,
-    source_authority: 'router-memory', observation_quality: 'recorded', created_at: created, updated_at: updated, source_timestamp: formatTimestamp(now),
+    schema: SCHEMA_ID,
+    id,
+    host,
+    owner: 'router',
+    kind: 'router-request',
+    state: a.phase as State,
+    phase: a.phase as Phase,
+    source_authority: 'router-memory',
+    observation_quality: 'recorded',
+    created_at: created,
+    updated_at: updated,
+    source_timestamp: formatTimestamp(now),
   };
 }
 
 /** Pure: a terminal decision -> its canonical record; the record's own times are kept. */
 export function mapTerminalRequest(host: string, gid: string, r: TerminalRecord): WorkloadRecord {
   return {
-    schema: SCHEMA_ID, id: recordId(host, 'router', 'router-request', gid), host, owner: 'router', kind: 'router-request',
-    state: 'terminal', phase: TERMINAL_PHASE[r.outcome] ?? 'failed', outcome: r.outcome,
-    source_authority: 'router-memory', observation_quality: 'recorded',
-    created_at: r.started_at, updated_at: r.finished_at, source_timestamp: r.finished_at,
+    schema: SCHEMA_ID,
+    id: recordId(host, 'router', 'router-request', gid),
+    host,
+    owner: 'router',
+    kind: 'router-request',
+    state: 'terminal',
+    phase: TERMINAL_PHASE[r.outcome] ?? 'failed',
+    outcome: r.outcome,
+    source_authority: 'router-memory',
+    observation_quality: 'recorded',
+    created_at: r.started_at,
+    updated_at: r.finished_at,
+    source_timestamp: r.finished_at,
   };
 }

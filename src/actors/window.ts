@@ -36,7 +36,10 @@ export interface Window {
  */
 export function boundWindow(reading: OwnerReading, now: number, cap = DEFAULT_WINDOW_CAP): Window {
   if (reading.bounded && reading.records.length <= cap) {
-    return { records: reading.records as WorkloadRecord[], omitted: reading.countUnknown ? null : (reading.omittedBefore ?? 0) };
+    return {
+      records: reading.records as WorkloadRecord[],
+      omitted: reading.countUnknown ? null : (reading.omittedBefore ?? 0),
+    };
   }
   const inWindow: { r: WorkloadRecord; t: number }[] = [];
   for (const r of reading.records) {

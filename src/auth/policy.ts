@@ -9,7 +9,13 @@ import { HOST_ID_PATTERN, literalUnion } from '../schema/primitives.js';
 import { envVar } from '../config/env-var.js';
 
 /** Every grant this project knows; an unknown one is a start-up error. */
-export const GRANTS = ['workloads:read', 'requests:read', 'node-admin:lifecycle', 'node-admin:bootstrap', 'media:submit'] as const;
+export const GRANTS = [
+  'workloads:read',
+  'requests:read',
+  'node-admin:lifecycle',
+  'node-admin:bootstrap',
+  'media:submit',
+] as const;
 export type Grant = (typeof GRANTS)[number];
 
 export const MAX_CLIENTS = 256;
@@ -146,11 +152,17 @@ export function bearerToken(header: string | string[] | undefined): string | und
 function resolveCredential(c: PolicyFile['clients'][number], env: NodeJS.ProcessEnv, baseDir: string): string {
   const hasEnv = c.credential_env !== undefined;
   const hasFile = c.credential_file !== undefined;
-  if (hasEnv === hasFile) throw new ConfigError(`authorization policy: client "${c.id}" needs exactly one of credential_env or credential_file`);
+  if (hasEnv === hasFile)
+    throw new ConfigError(
+      `authorization policy: client "${c.id}" needs exactly one of credential_env or credential_file`,
+    );
   let token: string | undefined;
   if (hasEnv) {
     token = envVar(env, c.credential_env!);
-    if (!token?.trim()) throw new ConfigError(`authorization policy: client "${c.id}": environment variable ${c.credential_env} ${token === undefined ? 'is not set' : 'is empty'}`);
+    if (!token?.trim())
+      throw new ConfigError(
+        `authorization policy: client "${c.id}": environment variable ${c.credential_env} ${token === undefined ? 'is not set' : 'is empty'}`,
+      );
   } else {
     const file = resolve(baseDir, c.credential_file!);
     try {
@@ -158,14 +170,21 @@ function resolveCredential(c: PolicyFile['clients'][number], env: NodeJS.Process
     } catch (err) {
       // What is wrong with the file is named (the client is, too; the path is in its policy).
       const code = (err as { code?: unknown })?.code;
-      const why = code === 'ENOTREG' || code === 'EISDIR' ? 'is not a regular file' : code === 'ENOENT' ? 'does not exist' : 'is not readable';
+      const why =
+        code === 'ENOTREG' || code === 'EISDIR'
+          ? 'is not a regular file'
+          : code === 'ENOENT'
+            ? 'does not exist'
+            : 'is not readable';
       throw new ConfigError(`authorization policy: client "${c.id}": credential_file ${why}`);
     }
     if (!token) throw new ConfigError(`authorization policy: client "${c.id}": credential file is empty`);
   }
   token = token.trim();
   if (token.length > MAX_TOKEN_LENGTH || !/^[\x21-\x7e]+$/.test(token)) {
-    throw new ConfigError(`authorization policy: client "${c.id}": credential must be 1-4096 printable ASCII characters`);
+    throw new ConfigError(
+      `authorization policy: client "${c.id}": credential must be 1-4096 printable ASCII characters`,
+    );
   }
   return token;
 }

@@ -1,5 +1,12 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { appliedId, confirmOptions, lifecycleAction, lifecycleOptions, type LifecycleFlags, whileInterruptible } from './lifecycle-client.js';
+import {
+  appliedId,
+  confirmOptions,
+  lifecycleAction,
+  lifecycleOptions,
+  type LifecycleFlags,
+  whileInterruptible,
+} from './lifecycle-client.js';
 import { EXIT } from './run-server.js';
 
 interface BenchFlags extends LifecycleFlags {
@@ -30,7 +37,8 @@ function bar(done: number, total: number): string {
 }
 
 function jobId(v: string): string {
-  if (!/^bench_[0-9a-f]{24}$/.test(v)) throw new InvalidArgumentError('expected a benchmark job id (bench_ and 24 hex digits)');
+  if (!/^bench_[0-9a-f]{24}$/.test(v))
+    throw new InvalidArgumentError('expected a benchmark job id (bench_ and 24 hex digits)');
   return v;
 }
 
@@ -53,7 +61,13 @@ export function registerBenchCommand(program: Command): void {
     .option('--max-tokens <n>', 'max_tokens of each request (1-131072)', int(1, 131_072), 64);
   confirmOptions(run).action(async (f: BenchFlags) => {
     await lifecycleAction(f, async (client) => {
-      const params = { alias: f.alias, requests: f.requests, concurrency: f.concurrency, prompt_tokens: f.promptTokens, max_tokens: f.maxTokens };
+      const params = {
+        alias: f.alias,
+        requests: f.requests,
+        concurrency: f.concurrency,
+        prompt_tokens: f.promptTokens,
+        max_tokens: f.maxTokens,
+      };
       const applied = await client.planAndApply('benchmark.start', params, 'bench run');
       if (!applied) return;
       const jobId = appliedId(applied, 'job_id', /^bench_[0-9a-f]{24}$/);
@@ -64,7 +78,10 @@ export function registerBenchCommand(program: Command): void {
         if (tty) process.stderr.write(`\r${bar(p.completed ?? 0, p.total ?? f.requests)}`);
       });
       // Ctrl-C stops following, not the job: say so, and how to stop it.
-      const status = await whileInterruptible(following, `${tty ? '\n' : ''}interrupted: ${jobId} keeps running on the controller; stop it with svc-serving bench cancel --job ${jobId} (same --controller-url and --auth-env)\n`);
+      const status = await whileInterruptible(
+        following,
+        `${tty ? '\n' : ''}interrupted: ${jobId} keeps running on the controller; stop it with svc-serving bench cancel --job ${jobId} (same --controller-url and --auth-env)\n`,
+      );
       if (tty) process.stderr.write('\n');
       if (f.json) process.stdout.write(JSON.stringify(status) + '\n');
       else printSummary(jobId, status);
@@ -78,13 +95,20 @@ export function registerBenchCommand(program: Command): void {
   lifecycleOptions(cancel).requiredOption('--job <id>', 'the job to cancel (bench_ and 24 hex digits)', jobId);
   confirmOptions(cancel).action(async (f: LifecycleFlags & { job: string }) => {
     await lifecycleAction(f, async (client) => {
-      const applied = await client.planAndApply('benchmark.cancel', { job_id: f.job }, 'bench cancel', UNKNOWN_JOB, UNKNOWN_JOB);
+      const applied = await client.planAndApply(
+        'benchmark.cancel',
+        { job_id: f.job },
+        'bench cancel',
+        UNKNOWN_JOB,
+        UNKNOWN_JOB,
+      );
       if (!applied) return;
       // The job's own end, as its status reports it (a job that had already ended keeps its state).
       const status = await client.follow(f.job);
       if (f.json) process.stdout.write(JSON.stringify(status) + '\n');
       else {
-        if (status['state'] !== 'cancelled') process.stdout.write(`benchmark ${f.job} had already ended: nothing to cancel\n`);
+        if (status['state'] !== 'cancelled')
+          process.stdout.write(`benchmark ${f.job} had already ended: nothing to cancel\n`);
         printSummary(f.job, status);
       }
     });
@@ -98,11 +122,17 @@ function printSummary(jobId: string, status: Record<string, unknown>): void {
     const p = (status['progress'] ?? {}) as { completed?: unknown; total?: unknown };
     const done = typeof p.completed === 'number' ? String(p.completed) : 'an unknown number of';
     const total = typeof p.total === 'number' ? ` of ${p.total}` : '';
-    process.stdout.write(`benchmark ${jobId}: ${String(status['state'])}\n  progress         ${done}${total} requests ended before it stopped; no summary was recorded\n`);
+    process.stdout.write(
+      `benchmark ${jobId}: ${String(status['state'])}\n  progress         ${done}${total} requests ended before it stopped; no summary was recorded\n`,
+    );
     return;
   }
   const s = status['summary'] as {
-    requests?: number; completed?: number; duration_ms?: number; throughput_rps?: number; outcomes?: Record<string, number>;
+    requests?: number;
+    completed?: number;
+    duration_ms?: number;
+    throughput_rps?: number;
+    outcomes?: Record<string, number>;
     time_to_first_content_ms?: { p50: number | null; p90: number | null; p99: number | null };
   };
   const t = s.time_to_first_content_ms;
@@ -113,10 +143,16 @@ function printSummary(jobId: string, status: Record<string, unknown>): void {
     // Finished counts every request that ended, errors included; the rate is of those.
     `  finished         ${finished}${s.requests !== undefined ? ` of ${s.requests}` : ''} requests in ${((s.duration_ms ?? 0) / 1000).toFixed(1)} s (${s.throughput_rps ?? 0} req/s), ${succeeded} succeeded`,
     `  first content    p50 ${t?.p50 ?? '-'} ms, p90 ${t?.p90 ?? '-'} ms, p99 ${t?.p99 ?? '-'} ms`,
-    `  outcomes         ${Object.entries(s.outcomes ?? {}).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
+    `  outcomes         ${
+      Object.entries(s.outcomes ?? {})
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
+    }`,
   ];
   if (finished > 0 && succeeded === 0 && status['state'] !== 'cancelled') {
-    lines.push('  note             no request succeeded: check that the router serves this alias and the node\'s router key');
+    lines.push(
+      "  note             no request succeeded: check that the router serves this alias and the node's router key",
+    );
   }
   process.stdout.write(lines.join('\n') + '\n');
 }

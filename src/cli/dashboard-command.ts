@@ -37,17 +37,32 @@ export function registerDashboardCommand(program: Command): void {
     .description('serve the dashboard: GPU telemetry, and workload reads when all three --workload-* options are valid')
     .option('--host <host>', 'address to listen on (without --auth-env, loopback only)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks a free one)', port, 8200)
-    .option('--auth-env <ENV_NAME>', 'environment variable holding the telemetry credential (required off loopback)', once())
-    .option('--workload-controller-url <url>', 'node controller origin for workload reads (http only to loopback/private IPs)', once())
+    .option(
+      '--auth-env <ENV_NAME>',
+      'environment variable holding the telemetry credential (required off loopback)',
+      once(),
+    )
+    .option(
+      '--workload-controller-url <url>',
+      'node controller origin for workload reads (http only to loopback/private IPs)',
+      once(),
+    )
     .option('--workload-expected-node <host_id>', 'host ID the controller must answer for', once())
-    .option('--workload-authorization-policy <path>', 'policy file checked before a credential is forwarded (needs workloads:read)', once())
+    .option(
+      '--workload-authorization-policy <path>',
+      'policy file checked before a credential is forwarded (needs workloads:read)',
+      once(),
+    )
     .action(async (flags: DashboardFlags) => {
       await runServer('dashboard', async (logger) => {
         if (flags.host.length === 0 || flags.host.length > 255) throw new ConfigError('--host is not an address');
         return (await import('../dashboard/dashboard.js')).startDashboard(
           {
-            host: flags.host, port: flags.port, authEnv: flags.authEnv,
-            workloadControllerUrl: flags.workloadControllerUrl, workloadExpectedNode: flags.workloadExpectedNode,
+            host: flags.host,
+            port: flags.port,
+            authEnv: flags.authEnv,
+            workloadControllerUrl: flags.workloadControllerUrl,
+            workloadExpectedNode: flags.workloadExpectedNode,
             workloadAuthorizationPolicy: flags.workloadAuthorizationPolicy,
           },
           { logger },

@@ -1,7 +1,15 @@
 import type { Command } from 'commander';
 import {
-  DIAGNOSIS_SCHEMA_ID, NOT_FOUND_INTERPRETATION, checkActiveBody, checkRouterStatus, diagnoseHistory, diagnoseLookup,
-  type ActiveRequest, type DiagnosisEnvelope, type RouterStatus, type SessionEntry,
+  DIAGNOSIS_SCHEMA_ID,
+  NOT_FOUND_INTERPRETATION,
+  checkActiveBody,
+  checkRouterStatus,
+  diagnoseHistory,
+  diagnoseLookup,
+  type ActiveRequest,
+  type DiagnosisEnvelope,
+  type RouterStatus,
+  type SessionEntry,
 } from '../schema/diagnosis.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
 import { formatActive, formatRequest, formatSession } from './format-diagnosis.js';
@@ -20,11 +28,15 @@ interface RawDiagnoseOptions {
   timeout?: string;
 }
 
-type Target = { mode: 'request'; path: string; id: string } | { mode: 'active'; path: string } | { mode: 'session'; path: string; sessionId: string };
+type Target =
+  | { mode: 'request'; path: string; id: string }
+  | { mode: 'active'; path: string }
+  | { mode: 'session'; path: string; sessionId: string };
 
 /** Thrown when: not exactly one target, or its id is malformed (UsageFailure). */
 function target(id: string | undefined, o: RawDiagnoseOptions): Target {
-  if ([id !== undefined, o.active === true, o.sessionId !== undefined].filter(Boolean).length !== 1) throw new UsageFailure('target');
+  if ([id !== undefined, o.active === true, o.sessionId !== undefined].filter(Boolean).length !== 1)
+    throw new UsageFailure('target');
   if (id !== undefined) {
     if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new UsageFailure('requestId');
     // Dots are escaped too, so a legacy id like `..` cannot become a dot segment.
@@ -40,7 +52,13 @@ function target(id: string | undefined, o: RawDiagnoseOptions): Target {
 function currentRouter(o: ReadOutcome): RouterStatus | { unavailable: true } {
   if (o.kind === 'json' && o.status === 200 && checkRouterStatus.Check(o.body)) {
     const s = o.body;
-    return { host: s.host, package_version: s.package_version, routing_config_hash: s.routing_config_hash, started_at: s.started_at, models: [...s.models] };
+    return {
+      host: s.host,
+      package_version: s.package_version,
+      routing_config_hash: s.routing_config_hash,
+      started_at: s.started_at,
+      models: [...s.models],
+    };
   }
   return { unavailable: true };
 }
@@ -76,7 +94,11 @@ export function buildEnvelope(t: Target, lookup: ReadOutcome, status: ReadOutcom
   const d = diagnoseHistory('session_id', t.sessionId, lookup.body);
   if (typeof d === 'string') throw snapshotFailure(d === 'identity' ? 'lookupIdentity' : 'malformed');
   return {
-    ...base, request: null, requests: d.requests, truncation: d.truncation, current_router: current,
+    ...base,
+    request: null,
+    requests: d.requests,
+    truncation: d.truncation,
+    current_router: current,
     interpretation: d.requests.length === 0 ? [...NOT_FOUND_INTERPRETATION] : [],
   };
 }
@@ -91,7 +113,10 @@ function human(t: Target, e: DiagnosisEnvelope): string {
 async function diagnose(id: string | undefined, o: RawDiagnoseOptions, tracker: OptionTracker): Promise<void> {
   tracker.check();
   const t = target(id, o);
-  const s = resolveDiagnoseSettings({ routerUrl: o.routerUrl, authEnv: o.authEnv, timeout: o.timeout, config: o.config }, process.env);
+  const s = resolveDiagnoseSettings(
+    { routerUrl: o.routerUrl, authEnv: o.authEnv, timeout: o.timeout, config: o.config },
+    process.env,
+  );
   const reader = new SafeReader(s.origin, s.token, s.timeoutS);
   try {
     // Exactly two bounded metadata GETs, concurrently: the lookup and the current status.
@@ -108,14 +133,28 @@ export function registerDiagnoseCommand(router: Command): void {
   const t = new OptionTracker();
   router
     .command('diagnose')
-    .description('explain a router request from its recorded evidence (svc-router-diagnosis/v1); two metadata GETs, no model request')
+    .description(
+      'explain a router request from its recorded evidence (svc-router-diagnosis/v1); two metadata GETs, no model request',
+    )
     .argument('[request-id]', 'the request id (X-Svc-Request-Id, or a legacy caller id)')
     .option('--active', 'requests in flight: phase, elapsed, upstream silence, admission wait, token counts', t.flag())
-    .option('--session-id <id>', 'the session\'s retained requests, newest first', t.value())
+    .option('--session-id <id>', "the session's retained requests, newest first", t.value())
     .option('--json', 'print the svc-router-diagnosis/v1 envelope, nothing else', t.flag())
-    .option('--config <path>', 'settings file (default $SVC_SERVING_HOME/router-diagnostics.toml or ~/.svc-serving/)', t.value())
-    .option('--router-url <url>', 'router origin (default SVC_ROUTER_URL, then settings, then http://127.0.0.1:8000)', t.value())
-    .option('--auth-env <ENV_NAME>', 'environment variable holding the credential (default SVC_ROUTER_TOKEN)', t.value())
+    .option(
+      '--config <path>',
+      'settings file (default $SVC_SERVING_HOME/router-diagnostics.toml or ~/.svc-serving/)',
+      t.value(),
+    )
+    .option(
+      '--router-url <url>',
+      'router origin (default SVC_ROUTER_URL, then settings, then http://127.0.0.1:8000)',
+      t.value(),
+    )
+    .option(
+      '--auth-env <ENV_NAME>',
+      'environment variable holding the credential (default SVC_ROUTER_TOKEN)',
+      t.value(),
+    )
     .option('--timeout <seconds>', 'per socket read, not a total deadline (0 < s <= 30, default 5)', t.value())
     .action((id: string | undefined, o: RawDiagnoseOptions) => runReadAction(() => diagnose(id, o, t)));
 }

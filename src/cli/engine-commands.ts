@@ -16,7 +16,9 @@ export function registerEngineCommands(program: Command): void {
   const engine = program.command('engine').description('inference engine helpers');
   engine
     .command('sim')
-    .description('an OpenAI-compatible engine stand-in with controllable timing (per-request sim:key=value directives in the prompt)')
+    .description(
+      'an OpenAI-compatible engine stand-in with controllable timing (per-request sim:key=value directives in the prompt)',
+    )
     .addOption(
       new Option('--listen <host:port>', 'address to listen on (port 0 picks a free port)')
         .argParser(parseListenOption)
@@ -26,7 +28,12 @@ export function registerEngineCommands(program: Command): void {
     .option('--token-delay-ms <n>', 'milliseconds between tokens (0: all at once)', integer(0), 10)
     .option('--tokens <n>', 'tokens per completion', integer(0), 32)
     .option('--model <name>', 'the one served model name', modelName, 'sim-model')
-    .option('--max-model-len <n>', 'context length: prompt + max_tokens, and each embeddings input or rerank query+document, are checked against it', integer(1), 8192)
+    .option(
+      '--max-model-len <n>',
+      'context length: prompt + max_tokens, and each embeddings input or rerank query+document, are checked against it',
+      integer(1),
+      8192,
+    )
     .addHelpText('after', DIRECTIVES_HELP)
     .action(async (flags: SimFlags) => {
       await runServer('engine sim', async (logger) =>

@@ -7,7 +7,9 @@ export function registerFleetCommands(program: Command): Command {
   const fleet = program.command('fleet').description('the fleet controller and fleet-wide reads');
   fleet
     .command('serve')
-    .description('run the fleet controller ([fleet] listen, nats_url, authorization_policy, node_timeout_ms; [[nodes]] host_id, sleeping)')
+    .description(
+      'run the fleet controller ([fleet] listen, nats_url, authorization_policy, node_timeout_ms; [[nodes]] host_id, sleeping)',
+    )
     .requiredOption('--config <file>', 'fleet configuration (TOML)')
     .addHelpText(
       'after',
@@ -18,7 +20,9 @@ Configuration keys (docs/api.md, deploy/fleet.toml):
   [[nodes]]   host_id, sleeping`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('fleet', async (logger) => (await import('../fleet/fleet.js')).startFleet(loadFleetConfig(opts.config), { logger }));
+      await runServer('fleet', async (logger) =>
+        (await import('../fleet/fleet.js')).startFleet(loadFleetConfig(opts.config), { logger }),
+      );
     });
   return fleet;
 }

@@ -22,7 +22,7 @@ export function formatMs(ms: number | null): string {
 
 const NOT_FOUND_CAUSES = [
   '  1. it is still active (try: svc-serving router diagnose --active);',
-  '  2. it was evicted from the router\'s bounded buffer and no retained decision log holds it;',
+  "  2. it was evicted from the router's bounded buffer and no retained decision log holds it;",
   '  3. it is outside the retained history (rotated away, or the router restarted without a decision log);',
   '  4. this router does not serve request lookup (a documented command does not prove the installed router has it).',
 ];
@@ -50,17 +50,27 @@ const SHORT: Readonly<Record<InterpretationCode, string>> = {
 
 /** What each ending-related code means, in full sentences. */
 const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
-  length_finish: 'Finished because of length: the output reached a token ceiling. Examine the effective output limit and the model\'s reasoning budget; a length finish does not prove the visible answer was complete.',
-  tool_call_transition: 'Finished with tool calls: a protocol transition handing control to the caller\'s tools. It is not successful tool execution and says nothing about quality.',
-  context_rejected: 'Rejected with HTTP 400: the request did not fit the model\'s context length (prompt plus requested output).',
-  admission_rejected: 'Rejected with HTTP 429: admission refused; the alias\'s queue was full or the wait exceeded its queue timeout.',
-  upstream_rate_limited: 'Rejected with HTTP 429 by the engine, not by this router\'s admission: the engine was called (upstream time recorded) and refused it (its own queue or rate limit). Look at the engine\'s load, not at max_queue or queue_timeout_ms.',
-  upstream_not_ready: 'Rejected with HTTP 502 before anything was sent: the engine\'s readiness check failed (its health endpoint did not answer 2xx, or the connection failed). Look at the engine, not at this request.',
-  client_cancelled: 'The client went away before the answer finished; output seen before that is estimated from its fragments (the Usage line says whether any was seen).',
-  upstream_failed: 'The upstream failed: the engine answered with an error, could not be reached or broke off its stream (raw upstream errors are never recorded).',
-  router_ended: 'The router ended this request, not the engine: the router was stopping (503; cut before anything was sent; or a stream it cut, finish cancelled), or it was killed and recorded the request at its next start (status 0, no measurements: how it ended is not known; it may have finished just before the kill, before its own record was written).',
-  upstream_timeout: 'The upstream missed the router\'s deadline.',
-  latency_unmeasured: 'Total latency is not measured for embeddings and rerank requests (the stored 0 is a legacy placeholder, shown as not measured).',
+  length_finish:
+    "Finished because of length: the output reached a token ceiling. Examine the effective output limit and the model's reasoning budget; a length finish does not prove the visible answer was complete.",
+  tool_call_transition:
+    "Finished with tool calls: a protocol transition handing control to the caller's tools. It is not successful tool execution and says nothing about quality.",
+  context_rejected:
+    "Rejected with HTTP 400: the request did not fit the model's context length (prompt plus requested output).",
+  admission_rejected:
+    "Rejected with HTTP 429: admission refused; the alias's queue was full or the wait exceeded its queue timeout.",
+  upstream_rate_limited:
+    "Rejected with HTTP 429 by the engine, not by this router's admission: the engine was called (upstream time recorded) and refused it (its own queue or rate limit). Look at the engine's load, not at max_queue or queue_timeout_ms.",
+  upstream_not_ready:
+    "Rejected with HTTP 502 before anything was sent: the engine's readiness check failed (its health endpoint did not answer 2xx, or the connection failed). Look at the engine, not at this request.",
+  client_cancelled:
+    'The client went away before the answer finished; output seen before that is estimated from its fragments (the Usage line says whether any was seen).',
+  upstream_failed:
+    'The upstream failed: the engine answered with an error, could not be reached or broke off its stream (raw upstream errors are never recorded).',
+  router_ended:
+    'The router ended this request, not the engine: the router was stopping (503; cut before anything was sent; or a stream it cut, finish cancelled), or it was killed and recorded the request at its next start (status 0, no measurements: how it ended is not known; it may have finished just before the kill, before its own record was written).',
+  upstream_timeout: "The upstream missed the router's deadline.",
+  latency_unmeasured:
+    'Total latency is not measured for embeddings and rerank requests (the stored 0 is a legacy placeholder, shown as not measured).',
 };
 
 function timingLine(r: TerminalRecord, codes: readonly InterpretationCode[]): string {
@@ -90,7 +100,7 @@ function outputLimitLine(r: TerminalRecord): string {
   }
   const requested = o.requested === null ? 'none requested' : `requested ${o.requested}`;
   const effective = o.effective === null ? 'effective unknown' : `effective ${o.effective}`;
-  const clamp = o.clamped ? 'clamped by the router to the alias\'s ceiling' : 'not clamped by the router';
+  const clamp = o.clamped ? "clamped by the router to the alias's ceiling" : 'not clamped by the router';
   return `Output limit: ${requested}, ${effective}: ${clamp}. An upstream may impose further limits.`;
 }
 
@@ -98,34 +108,65 @@ function outputLimitLine(r: TerminalRecord): string {
  * `unavailableNote`: what to say when there is no current router status (default: the status
  * read failed; the fleet never reads it, and says so).
  */
-function currentRouterLines(r: TerminalRecord | null, current: RouterStatus | { unavailable: true }, unavailableNote?: string): string[] {
+function currentRouterLines(
+  r: TerminalRecord | null,
+  current: RouterStatus | { unavailable: true },
+  unavailableNote?: string,
+): string[] {
   const out: string[] = [];
   if (r) {
     const v = r.package_version ? safe(r.package_version) : 'not recorded';
-    const h = r.routing_config_hash ?? 'not recorded (an older record, or one recorded at a restart without its process\'s identity)';
+    const h =
+      r.routing_config_hash ??
+      "not recorded (an older record, or one recorded at a restart without its process's identity)";
     out.push(`Recorded at request time: router version ${v}, routing configuration hash ${h}.`);
   }
   if ('unavailable' in current) {
-    out.push(unavailableNote ?? 'Current router: unavailable (the status read failed); the diagnosis above stands on the request\'s own evidence.');
+    out.push(
+      unavailableNote ??
+        "Current router: unavailable (the status read failed); the diagnosis above stands on the request's own evidence.",
+    );
     return out;
   }
-  out.push(`Current router (a separate status read, now): host ${current.host}, version ${safe(current.package_version)}, routing configuration hash ${current.routing_config_hash}, started ${current.started_at}.`);
+  out.push(
+    `Current router (a separate status read, now): host ${current.host}, version ${safe(current.package_version)}, routing configuration hash ${current.routing_config_hash}, started ${current.started_at}.`,
+  );
   let note = 'It identifies the router answering now; it does not prove which configuration served an earlier request.';
-  if (r?.routing_config_hash) note += r.routing_config_hash === current.routing_config_hash ? ' The recorded hash equals the current one.' : ' The recorded hash differs from the current one: the routing configuration has changed since.';
+  if (r?.routing_config_hash)
+    note +=
+      r.routing_config_hash === current.routing_config_hash
+        ? ' The recorded hash equals the current one.'
+        : ' The recorded hash differs from the current one: the routing configuration has changed since.';
   out.push(note);
   return out;
 }
 
 /** The diagnosis of one request (or the four causes of not-found). */
-export function formatRequest(r: TerminalRecord | null, codes: readonly InterpretationCode[], current: RouterStatus | { unavailable: true }, unavailableNote?: string): string {
+export function formatRequest(
+  r: TerminalRecord | null,
+  codes: readonly InterpretationCode[],
+  current: RouterStatus | { unavailable: true },
+  unavailableNote?: string,
+): string {
   if (r === null) {
-    return [`No terminal record for this request id. A not-found can mean:`, ...NOT_FOUND_CAUSES, '', ...currentRouterLines(null, current, unavailableNote)].join('\n') + '\n';
+    return (
+      [
+        `No terminal record for this request id. A not-found can mean:`,
+        ...NOT_FOUND_CAUSES,
+        '',
+        ...currentRouterLines(null, current, unavailableNote),
+      ].join('\n') + '\n'
+    );
   }
   const lines = [
     `Request ${safe(r.request_id)}: ${r.route} on model ${safe(r.model)}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
     `Started ${r.started_at}, finished ${r.finished_at}`,
   ];
-  const lineage = [r.session_id && `session ${safe(r.session_id)}`, r.workbench_run_id && `workbench run ${safe(r.workbench_run_id)}`, r.task_id && `task ${safe(r.task_id)}`].filter(Boolean);
+  const lineage = [
+    r.session_id && `session ${safe(r.session_id)}`,
+    r.workbench_run_id && `workbench run ${safe(r.workbench_run_id)}`,
+    r.task_id && `task ${safe(r.task_id)}`,
+  ].filter(Boolean);
   if (lineage.length > 0) lines.push(`Lineage: ${lineage.join(', ')}`);
   lines.push(
     '',
@@ -140,9 +181,18 @@ export function formatRequest(r: TerminalRecord | null, codes: readonly Interpre
   );
   const endings = codes.map((c) => ENDING[c]).filter((x): x is string => x !== undefined);
   // Routes without upstream timing cannot tell the router's admission from the engine's 429.
-  const i = codes.includes('admission_rejected') && r.route !== 'chat.completions' && r.route !== 'completions' ? endings.indexOf(ENDING.admission_rejected!) : -1;
-  if (i >= 0) endings[i] = `${endings[i]} (This route records no upstream time, so an engine's own 429 reads the same.)`;
-  if (endings.length === 0) lines.push(r.outcome === 'success' ? `Ending: finished normally (${r.finish_reason ?? 'finish not recorded'}).` : `Ending: ${r.outcome} (HTTP ${r.status_code}).`);
+  const i =
+    codes.includes('admission_rejected') && r.route !== 'chat.completions' && r.route !== 'completions'
+      ? endings.indexOf(ENDING.admission_rejected!)
+      : -1;
+  if (i >= 0)
+    endings[i] = `${endings[i]} (This route records no upstream time, so an engine's own 429 reads the same.)`;
+  if (endings.length === 0)
+    lines.push(
+      r.outcome === 'success'
+        ? `Ending: finished normally (${r.finish_reason ?? 'finish not recorded'}).`
+        : `Ending: ${r.outcome} (HTTP ${r.status_code}).`,
+    );
   else lines.push(...endings.map((e) => `Ending: ${e}`));
   lines.push(
     `Usage: prompt ${usageSide(r.usage.prompt_tokens, r.usage.prompt_source)}; completion ${usageSide(r.usage.completion_tokens, r.usage.completion_source)}. Not a billing guarantee.`,
@@ -158,19 +208,53 @@ function omittedText(t: Truncation): string {
 }
 
 /** `--active`: phase, elapsed, upstream silence, admission wait; engine counts apart from estimates. */
-export function formatActive(requests: readonly ActiveRequest[], t: Truncation, current: RouterStatus | { unavailable: true }): string {
+export function formatActive(
+  requests: readonly ActiveRequest[],
+  t: Truncation,
+  current: RouterStatus | { unavailable: true },
+): string {
   const lines = [`Requests in flight on this router: ${requests.length} shown, ${omittedText(t)}.`];
   if (requests.length > 0) {
-    const head = ['REQUEST', 'MODEL', 'ROUTE', 'PHASE', 'ELAPSED', 'SINCE-UPSTREAM', 'ADMISSION-WAIT', 'PROMPT-ENGINE', 'PROMPT-EST', 'COMPLETION-ENGINE', 'COMPLETION-EST'];
+    const head = [
+      'REQUEST',
+      'MODEL',
+      'ROUTE',
+      'PHASE',
+      'ELAPSED',
+      'SINCE-UPSTREAM',
+      'ADMISSION-WAIT',
+      'PROMPT-ENGINE',
+      'PROMPT-EST',
+      'COMPLETION-ENGINE',
+      'COMPLETION-EST',
+    ];
     const n = (v: number | null): string => (v === null ? '-' : String(v));
     const d = (v: number | null): string => (v === null ? '-' : formatMs(v));
     const rows = requests.map((a) => [
-      safe(a.request_id), safe(a.model), a.route, a.phase, d(a.elapsed_ms), d(a.since_upstream_activity_ms), d(a.admission_wait_ms),
-      n(a.tokens.prompt_upstream), n(a.tokens.prompt_estimated), n(a.tokens.completion_upstream), n(a.tokens.completion_estimated),
+      safe(a.request_id),
+      safe(a.model),
+      a.route,
+      a.phase,
+      d(a.elapsed_ms),
+      d(a.since_upstream_activity_ms),
+      d(a.admission_wait_ms),
+      n(a.tokens.prompt_upstream),
+      n(a.tokens.prompt_estimated),
+      n(a.tokens.completion_upstream),
+      n(a.tokens.completion_estimated),
     ]);
     const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-    for (const r of [head, ...rows]) lines.push(r.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd());
-    lines.push('', 'ENGINE columns are counts the engine reported; EST columns are the router\'s local estimates. They are never added together. "-" means not yet observed or unknown, not zero.');
+    for (const r of [head, ...rows])
+      lines.push(
+        r
+          .map((v, i) => v.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd(),
+      );
+    lines.push(
+      '',
+      'ENGINE columns are counts the engine reported; EST columns are the router\'s local estimates. They are never added together. "-" means not yet observed or unknown, not zero.',
+    );
   }
   lines.push('', ...currentRouterLines(null, current));
   return lines.join('\n') + '\n';
@@ -181,10 +265,15 @@ export function formatActive(requests: readonly ActiveRequest[], t: Truncation, 
  * name their host (the fleet's) show it; `label` names a task or workbench run instead.
  */
 export function formatSession(
-  sessionId: string, entries: readonly (SessionEntry & { host?: string })[], t: Truncation, current: RouterStatus | { unavailable: true },
+  sessionId: string,
+  entries: readonly (SessionEntry & { host?: string })[],
+  t: Truncation,
+  current: RouterStatus | { unavailable: true },
   o: { label?: string; unavailableNote?: string; emptyText?: (what: string) => string[] } = {},
 ): string {
-  const lines = [`${o.label ?? 'Session'} ${safe(sessionId)}: ${entries.length} retained request${entries.length === 1 ? '' : 's'}, newest first; ${omittedText(t)}.`];
+  const lines = [
+    `${o.label ?? 'Session'} ${safe(sessionId)}: ${entries.length} retained request${entries.length === 1 ? '' : 's'}, newest first; ${omittedText(t)}.`,
+  ];
   if (entries.length === 0) {
     // Named as asked (a task or workbench run through fleet diagnose), never always "session".
     const what = (o.label ?? 'Session').toLowerCase();
@@ -198,7 +287,9 @@ export function formatSession(
   }
   for (const { request: r, interpretation, host } of entries) {
     const summary = interpretation.map((c) => SHORT[c]).join(', ') || 'nothing notable';
-    lines.push(`${r.finished_at}  ${host === undefined ? '' : `${host}  `}${safe(r.request_id)}  ${r.outcome} ${r.status_code}  finish ${r.finish_reason ?? '-'}  ${formatMs(r.latency_ms)}  ${summary}`);
+    lines.push(
+      `${r.finished_at}  ${host === undefined ? '' : `${host}  `}${safe(r.request_id)}  ${r.outcome} ${r.status_code}  finish ${r.finish_reason ?? '-'}  ${formatMs(r.latency_ms)}  ${summary}`,
+    );
   }
   lines.push('', ...currentRouterLines(null, current, o.unavailableNote));
   return lines.join('\n') + '\n';

@@ -15,7 +15,13 @@ export interface Style {
 }
 
 const RESET = '\u001b[0m';
-const PAINT = { green: '\u001b[32m', yellow: '\u001b[33m', red: '\u001b[31m', dim: '\u001b[2m', bold: '\u001b[1m' } as const;
+const PAINT = {
+  green: '\u001b[32m',
+  yellow: '\u001b[33m',
+  red: '\u001b[31m',
+  dim: '\u001b[2m',
+  bold: '\u001b[1m',
+} as const;
 type Paint = keyof typeof PAINT;
 
 function paint(s: Style, p: Paint | undefined, text: string): string {
@@ -91,12 +97,17 @@ export function formatTable(unsorted: readonly Row[], s: Style): string[] {
       })
       .join('  ')
       .trimEnd();
-  return [paint(s, 'bold', line(HEADERS, undefined)), ...body.map((c, i) => line(c, rows[i]!.record.observation_quality))];
+  return [
+    paint(s, 'bold', line(HEADERS, undefined)),
+    ...body.map((c, i) => line(c, rows[i]!.record.observation_quality)),
+  ];
 }
 
 function sourceLines(src: SourceResult, s: Style, indent: string): string[] {
   const reason = src.reason ? ` (${src.reason})` : '';
-  const out = [`${indent}source ${src.owner}: ${statusText(s, src.status, STATUS_WORDS[src.status])}${reason}; ${truncationText(src.truncation)}`];
+  const out = [
+    `${indent}source ${src.owner}: ${statusText(s, src.status, STATUS_WORDS[src.status])}${reason}; ${truncationText(src.truncation)}`,
+  ];
   const stale = src.records.filter((r) => r.observation_quality === 'stale').length;
   if (stale > 0) out.push(`${indent}  ${stale} record${stale === 1 ? '' : 's'} ${paint(s, 'yellow', STALE_WORDS)}`);
   return out;
@@ -104,8 +115,15 @@ function sourceLines(src: SourceResult, s: Style, indent: string): string[] {
 
 function nodeLines(n: NodeResult, s: Style, indent: string): string[] {
   const condition = n.condition ? ` (${n.condition})` : '';
-  const words = n.status === 'unavailable' ? (n.condition !== undefined || n.sources.length === 0 ? NODE_UNAVAILABLE : NODE_SOURCES_UNAVAILABLE) : STATUS_WORDS[n.status];
-  const out = [`${indent}node ${n.expected_host}: ${statusText(s, n.status, words)}${condition}; ${truncationText(n.truncation)}; collected ${n.collected_at}`];
+  const words =
+    n.status === 'unavailable'
+      ? n.condition !== undefined || n.sources.length === 0
+        ? NODE_UNAVAILABLE
+        : NODE_SOURCES_UNAVAILABLE
+      : STATUS_WORDS[n.status];
+  const out = [
+    `${indent}node ${n.expected_host}: ${statusText(s, n.status, words)}${condition}; ${truncationText(n.truncation)}; collected ${n.collected_at}`,
+  ];
   for (const src of n.sources) out.push(...sourceLines(src, s, `${indent}  `));
   return out;
 }
@@ -118,7 +136,9 @@ export function formatNodeResult(n: NodeResult, s: Style): string {
 
 /** The table and summary lines of a FleetResult: every declared node, then the fleet. */
 export function formatFleetResult(f: FleetResult, s: Style): string {
-  const rows = f.nodes.flatMap((n) => n.sources.flatMap((src) => src.records.map((record) => ({ record, collectedAt: n.collected_at }))));
+  const rows = f.nodes.flatMap((n) =>
+    n.sources.flatMap((src) => src.records.map((record) => ({ record, collectedAt: n.collected_at }))),
+  );
   const words = f.status === 'unavailable' ? FLEET_UNAVAILABLE : STATUS_WORDS[f.status];
   const lines = [...formatTable(rows, s), ''];
   for (const n of f.nodes) lines.push(...nodeLines(n, s, ''));

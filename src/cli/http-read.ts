@@ -21,7 +21,11 @@ export const MAX_FLEET_RESPONSE_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_TIMEOUT_S = 5;
 export const MAX_TIMEOUT_S = 30;
 
-const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /**
  * The one HTTP client of the read commands. Why each choice:
@@ -62,7 +66,12 @@ export class SafeReader {
 
   /** `POST path` with a JSON body. */
   post(path: string, body: unknown): Promise<ReadOutcome> {
-    return this.send({ path, method: 'POST', headers: { ...this.headers(), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return this.send({
+      path,
+      method: 'POST',
+      headers: { ...this.headers(), 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   }
 
   /** Drops every socket; the process can exit at once. */

@@ -29,8 +29,10 @@ const MAX_PLAN_CHARS = 300;
 /** Lifecycle failures in the lifecycle's own words (the read commands' ones speak of workload reads). */
 const LIFECYCLE = {
   forbidden: 'the credential lacks the node-admin:lifecycle grant (HTTP 403)',
-  notServed: 'the server at --controller-url does not serve lifecycle commands: check that it is a node controller (not a router or the fleet) of this version',
-  confirmationRefused: 'the controller refused the confirmation (HTTP 400): the plan expired (2 minutes), was already used, or the controller restarted since; nothing was started by it: run the command again',
+  notServed:
+    'the server at --controller-url does not serve lifecycle commands: check that it is a node controller (not a router or the fleet) of this version',
+  confirmationRefused:
+    'the controller refused the confirmation (HTTP 400): the plan expired (2 minutes), was already used, or the controller restarted since; nothing was started by it: run the command again',
 } as const;
 
 /** A plan line from the server as the terminal shows it: printable characters only (no escape sequences), bounded. */
@@ -89,7 +91,10 @@ export async function lifecycleAction(f: LifecycleFlags, run: (c: LifecycleClien
 
 /** The plan / confirm / apply / follow conversation with a node controller's lifecycle routes. */
 export class LifecycleClient {
-  constructor(private readonly reader: SafeReader, private readonly yes: boolean) {}
+  constructor(
+    private readonly reader: SafeReader,
+    private readonly yes: boolean,
+  ) {}
 
   /**
    * Plans `command`, shows the plan on stderr, asks on a TTY unless `--yes`, then applies.
@@ -97,17 +102,34 @@ export class LifecycleClient {
    * `usage` names the command for the "re-run with --yes" hint.
    */
   async planAndApply(
-    command: string, params: object, usage: string, planFailures: StatusFailures = {}, applyFailures: StatusFailures = {},
+    command: string,
+    params: object,
+    usage: string,
+    planFailures: StatusFailures = {},
+    applyFailures: StatusFailures = {},
   ): Promise<Record<string, unknown> | undefined> {
-    const plan = expectJson(await whileInterruptible(this.reader.post('/v1/lifecycle/plan', { command, params }), '\ninterrupted: nothing was started\n'), 201, planFailures);
-    const steps = Array.isArray(plan['plan']) ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string') : [];
+    const plan = expectJson(
+      await whileInterruptible(
+        this.reader.post('/v1/lifecycle/plan', { command, params }),
+        '\ninterrupted: nothing was started\n',
+      ),
+      201,
+      planFailures,
+    );
+    const steps = Array.isArray(plan['plan'])
+      ? (plan['plan'] as unknown[]).filter((x): x is string => typeof x === 'string')
+      : [];
     const shown = steps.slice(0, MAX_PLAN_LINES).map((s) => `  - ${printable(s)}`);
     if (steps.length > MAX_PLAN_LINES) shown.push(`  (${steps.length - MAX_PLAN_LINES} more lines not shown)`);
     // With --yes nothing is asked: the plan is shown as what is being applied.
-    process.stderr.write(`${this.yes ? 'Plan (applying it: --yes)' : 'Plan (confirm within 2 minutes)'}:\n${shown.join('\n')}\n`);
+    process.stderr.write(
+      `${this.yes ? 'Plan (applying it: --yes)' : 'Plan (confirm within 2 minutes)'}:\n${shown.join('\n')}\n`,
+    );
     if (!this.yes) {
       if (!process.stdin.isTTY) {
-        process.stderr.write(`svc-serving: error: confirmation required: re-run with --yes (see svc-serving ${usage} --help)\n`);
+        process.stderr.write(
+          `svc-serving: error: confirmation required: re-run with --yes (see svc-serving ${usage} --help)\n`,
+        );
         process.exitCode = EXIT.usage;
         return undefined;
       }
@@ -146,14 +168,20 @@ export class LifecycleClient {
     }
     const applying = this.reader.post('/v1/lifecycle/apply', { confirmation_token: plan['confirmation_token'] });
     return expectJson(
-      await whileInterruptible(applying, '\ninterrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)\n'),
+      await whileInterruptible(
+        applying,
+        '\ninterrupted while the controller was applying it: it may have started; its operation shows in node_workloads (owner controller)\n',
+      ),
       200,
       { 400: LIFECYCLE.confirmationRefused, ...applyFailures },
     );
   }
 
   /** Polls `GET /v1/lifecycle/status/{id}` until a terminal state; `onStatus` sees every answer. */
-  async follow(id: string, onStatus: (s: Record<string, unknown>) => void = () => {}): Promise<Record<string, unknown>> {
+  async follow(
+    id: string,
+    onStatus: (s: Record<string, unknown>) => void = () => {},
+  ): Promise<Record<string, unknown>> {
     for (;;) {
       const status = expectJson(await this.reader.get(`/v1/lifecycle/status/${id}`), 200);
       const state = status['state'];

@@ -35,9 +35,10 @@ try {
   const code = (err as { code?: unknown })?.code;
   // Node reports a module it could not open for want of descriptors as not found, too.
   const named = typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,40}$/.test(code) ? ` (${code})` : '';
-  const why = code === 'EMFILE' || code === 'ENFILE'
-    ? 'too many open files (raise the limit: ulimit -n)'
-    : `the program could not be loaded${named}: check the open-file limit (ulimit -n) and the installation`;
+  const why =
+    code === 'EMFILE' || code === 'ENFILE'
+      ? 'too many open files (raise the limit: ulimit -n)'
+      : `the program could not be loaded${named}: check the open-file limit (ulimit -n) and the installation`;
   process.stderr.write(`svc-serving: error: cannot start: ${why}\n`);
   process.exitCode = 1;
 }

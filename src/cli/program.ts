@@ -40,7 +40,13 @@ internal error (a bug); 2 invalid usage or configuration; 4 the other side refus
 answer, or its answer did not hold up; 130 interrupted (Ctrl-C).`;
 
 /** The read commands, by their path. */
-const READ_COMMANDS = new Set(['router workloads', 'fleet workloads', 'router diagnose', 'fleet diagnose', 'recipe status']);
+const READ_COMMANDS = new Set([
+  'router workloads',
+  'fleet workloads',
+  'router diagnose',
+  'fleet diagnose',
+  'recipe status',
+]);
 
 /** Long-running servers: a stop by signal once they are up is a clean exit. */
 const SERVER_EXIT_HELP = `
@@ -50,7 +56,14 @@ cannot use) or could not stop in time; 2 invalid usage or configuration; 130 int
 before it was up).`;
 
 /** The server commands (run until stopped), by their path. */
-const SERVER_COMMANDS = new Set(['up', 'router serve', 'controller serve', 'fleet serve', 'engine sim', 'dashboard serve']);
+const SERVER_COMMANDS = new Set([
+  'up',
+  'router serve',
+  'controller serve',
+  'fleet serve',
+  'engine sim',
+  'dashboard serve',
+]);
 
 /** Commands whose help already lists their exit codes. */
 const OWN_EXIT_HELP = new WeakSet<Command>();
@@ -58,7 +71,9 @@ const OWN_EXIT_HELP = new WeakSet<Command>();
 /** Builds the `svc-serving` program. */
 export function buildProgram(): Command {
   const program = new Command('svc-serving')
-    .description('Honest workload inventory (svc-workloads/v1) and router request diagnosis (svc-router-diagnosis/v1) for self-hosted LLM serving')
+    .description(
+      'Honest workload inventory (svc-workloads/v1) and router request diagnosis (svc-router-diagnosis/v1) for self-hosted LLM serving',
+    )
     .version(PACKAGE_VERSION)
     .showHelpAfterError(false)
     .exitOverride()
@@ -97,7 +112,11 @@ export function buildProgram(): Command {
       for (const o of c.options) refuseRepeats(c, o);
       // Every command's own help says what its exit status means (recipe apply|stop say it in their words).
       const path = c === cmd ? c.name() : `${cmd.name()} ${c.name()}`;
-      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c)) c.addHelpText('after', SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP : READ_COMMANDS.has(path) ? READ_EXIT_HELP : EXIT_HELP);
+      if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c))
+        c.addHelpText(
+          'after',
+          SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP : READ_COMMANDS.has(path) ? READ_EXIT_HELP : EXIT_HELP,
+        );
     }
   }
   return program;
@@ -114,9 +133,14 @@ function checkRequiredAfterUnknown(cmd: Command): void {
   for (const o of required) o.makeOptionMandatory(false);
   cmd.hook('preAction', (self) => {
     // Named as the command defines it (never anything the user typed).
-    const missing = required.filter((o) => self.getOptionValue(o.attributeName()) === undefined).map((o) => o.long ?? o.flags);
+    const missing = required
+      .filter((o) => self.getOptionValue(o.attributeName()) === undefined)
+      .map((o) => o.long ?? o.flags);
     if (missing.length > 0) {
-      self.error(`a required option is missing: ${missing.join(', ')}`, { code: 'commander.missingMandatoryOptionValue', exitCode: EXIT.usage });
+      self.error(`a required option is missing: ${missing.join(', ')}`, {
+        code: 'commander.missingMandatoryOptionValue',
+        exitCode: EXIT.usage,
+      });
     }
   });
 }
@@ -133,12 +157,18 @@ function refuseRepeats(c: Command, o: Option): void {
   const name = o.attributeName();
   o.argParser((value: string, previous: unknown) => {
     // Commander records where the current value came from (and resets that on a new parse).
-    if (c.getOptionValueSource(name) === 'cli') throw new CommanderError(EXIT.usage, 'svc.repeatedOption', 'an option was given more than once');
+    if (c.getOptionValueSource(name) === 'cli')
+      throw new CommanderError(EXIT.usage, 'svc.repeatedOption', 'an option was given more than once');
     try {
       return parse ? parse(value, previous) : o.required || o.optional ? value : !o.negate;
     } catch (err) {
       // The option by its name and the parser's own fixed words; commander's message would quote the value.
-      if (err instanceof InvalidArgumentError) throw new CommanderError(EXIT.usage, 'svc.invalidOptionValue', `invalid option value: ${o.long ?? o.flags} (${err.message})`);
+      if (err instanceof InvalidArgumentError)
+        throw new CommanderError(
+          EXIT.usage,
+          'svc.invalidOptionValue',
+          `invalid option value: ${o.long ?? o.flags} (${err.message})`,
+        );
       throw err;
     }
   });
@@ -166,7 +196,10 @@ export function helpHint(program: Command, args: readonly string[]): string {
 }
 
 /** Messages that name an option as the command defines it, shown as they are. */
-const OWN_MESSAGE_CODES: ReadonlySet<string> = new Set(['svc.invalidOptionValue', 'commander.missingMandatoryOptionValue']);
+const OWN_MESSAGE_CODES: ReadonlySet<string> = new Set([
+  'svc.invalidOptionValue',
+  'commander.missingMandatoryOptionValue',
+]);
 
 /** An option no command defines: what `help --x` becomes, so that it is refused as unknown. */
 const NOT_AN_OPTION = '--help-takes-command-names-only';
@@ -185,7 +218,8 @@ export function expandHelp(program: Command, args: readonly string[]): string[] 
       if (rest.some((r) => r.startsWith('-'))) {
         // `help` takes command names only: any other option there is invalid usage (a token
         // no command defines, refused as an unknown option), not help.
-        if (rest.some((r) => r.startsWith('-') && r !== '--help' && r !== '-h')) return [...args.slice(0, i), NOT_AN_OPTION];
+        if (rest.some((r) => r.startsWith('-') && r !== '--help' && r !== '-h'))
+          return [...args.slice(0, i), NOT_AN_OPTION];
         break;
       }
       // Each name must be a command of the one before it; the first that is not is left for
@@ -239,10 +273,15 @@ export async function main(rawArgv: string[]): Promise<void> {
         process.exitCode = EXIT.usage;
         return;
       }
-      const own = OWN_MESSAGE_CODES.has(err.code) && /^(invalid option value|a required option is missing): --[a-z0-9-]+/.test(err.message);
+      const own =
+        OWN_MESSAGE_CODES.has(err.code) &&
+        /^(invalid option value|a required option is missing): --[a-z0-9-]+/.test(err.message);
       let text = own ? err.message : (USAGE_MESSAGES[err.code] ?? 'invalid usage');
       // Commander names the option by its definition (`option '--port <port>' argument missing`).
-      const needs = err.code === 'commander.optionMissingArgument' ? /^error: option '(--[a-z0-9-]+)[^']*' argument missing$/.exec(err.message) : null;
+      const needs =
+        err.code === 'commander.optionMissingArgument'
+          ? /^error: option '(--[a-z0-9-]+)[^']*' argument missing$/.exec(err.message)
+          : null;
       if (needs) text = `${text}: ${needs[1]}`;
       process.stderr.write(`svc-serving: error: ${text} (${hint})\n`);
       process.exitCode = EXIT.usage;
@@ -252,4 +291,3 @@ export async function main(rawArgv: string[]): Promise<void> {
     process.exitCode = EXIT.failure;
   }
 }
-

@@ -16,17 +16,25 @@ export const SNAPSHOT = {
   unauthenticated: 'the server did not accept the credential (HTTP 401)',
   forbidden: 'the credential lacks the workloads:read grant or the needed access (HTTP 403)',
   forbiddenRequests: 'the credential lacks the requests:read grant (HTTP 403)',
-  routerNotServed: 'the server at --router-url does not serve workload reads (GET /v1/workloads): check that it is a router (a controller or the fleet answers POST /tools/call instead) of this version',
-  controllerNotServed: 'the server at --controller-url does not serve this route: check that it is a node controller (not a router or the fleet) of this version',
-  fleetNotServed: 'the server at --controller-url does not serve fleet reads (fleet_workloads): check that it is the fleet controller (a node controller answers node_workloads; a router answers neither) of this version',
-  lookupNotServed: 'the server at the router URL does not serve request lookups (GET /v1/requests): check that it is a router (not a controller or the fleet) of this version',
-  fleetDiagnosisNotServed: 'the server at --fleet-url does not serve request diagnosis (request_diagnosis, session_diagnosis): check that it is the fleet controller (not a router) of this version',
-  diagnosisNotServed: 'the server at the router URL serves neither request lookups nor router status: check that it is a router (not a controller or the fleet) of this version',
+  routerNotServed:
+    'the server at --router-url does not serve workload reads (GET /v1/workloads): check that it is a router (a controller or the fleet answers POST /tools/call instead) of this version',
+  controllerNotServed:
+    'the server at --controller-url does not serve this route: check that it is a node controller (not a router or the fleet) of this version',
+  fleetNotServed:
+    'the server at --controller-url does not serve fleet reads (fleet_workloads): check that it is the fleet controller (a node controller answers node_workloads; a router answers neither) of this version',
+  lookupNotServed:
+    'the server at the router URL does not serve request lookups (GET /v1/requests): check that it is a router (not a controller or the fleet) of this version',
+  fleetDiagnosisNotServed:
+    'the server at --fleet-url does not serve request diagnosis (request_diagnosis, session_diagnosis): check that it is the fleet controller (not a router) of this version',
+  diagnosisNotServed:
+    'the server at the router URL serves neither request lookups nor router status: check that it is a router (not a controller or the fleet) of this version',
   redirect: 'the server answered with a redirect; redirects are never followed',
   timeout: 'the server sent nothing within the read timeout',
-  fleetTimeout: 'the fleet sent nothing within the read timeout (it waits up to its node_timeout_ms for a node that does not answer: give --timeout more than that)',
+  fleetTimeout:
+    'the fleet sent nothing within the read timeout (it waits up to its node_timeout_ms for a node that does not answer: give --timeout more than that)',
   transport: 'could not connect to the server, or the connection failed',
-  oversized: 'the response exceeded the size limit (16 MiB for fleet reads, 1 MiB for node workload reads, 128 KiB for every other answer) and was discarded',
+  oversized:
+    'the response exceeded the size limit (16 MiB for fleet reads, 1 MiB for node workload reads, 128 KiB for every other answer) and was discarded',
   malformed: 'the response is not a valid envelope of the expected schema',
   routerIdentity: 'the router answered for a different node than --expected-node',
   fleetIdentity: 'the fleet result has no entry for --expected-node',

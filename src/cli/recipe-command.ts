@@ -26,27 +26,29 @@ const list = (xs: readonly string[]): string => (xs.length ? xs.join(', ') : 'no
 /** Human-readable status (the same facts as `--json`). */
 export function formatRecipeStatus(s: RecipeStatus): string {
   const row = (k: string, v: string | number): string => `  ${k.padEnd(18)} ${v}`;
-  return [
-    `recipe ${s.recipe}`,
-    row('state', `${s.state} (${s.observation_quality})`),
-    row('baseline equal', yes(s.baseline_equal)),
-    row('revision', s.revision),
-    row('image digest', s.image_digest ?? 'unknown'),
-    row('recipe digest', s.recipe_digest),
-    row('registry digest', s.registry_digest ?? 'unknown'),
-    row('context size', s.context_size),
-    'serve mode',
-    row('mode', s.serve_mode.mode),
-    row('unresolved', list(s.serve_mode.unresolved)),
-    row('gpu owner', s.serve_mode.gpu_owner ?? 'none'),
-    'router',
-    row('state', `${s.router.state} (no router is asked by this command)`),
-    'host shared memory',
-    row('available', yes(s.shared_memory.available)),
-    row('files', list(s.shared_memory.files)),
-    row('blocked reasons', list(s.shared_memory.blocked_reasons)),
-    row('reclaimable bytes', s.shared_memory.reclaimable_bytes),
-  ].join('\n') + '\n';
+  return (
+    [
+      `recipe ${s.recipe}`,
+      row('state', `${s.state} (${s.observation_quality})`),
+      row('baseline equal', yes(s.baseline_equal)),
+      row('revision', s.revision),
+      row('image digest', s.image_digest ?? 'unknown'),
+      row('recipe digest', s.recipe_digest),
+      row('registry digest', s.registry_digest ?? 'unknown'),
+      row('context size', s.context_size),
+      'serve mode',
+      row('mode', s.serve_mode.mode),
+      row('unresolved', list(s.serve_mode.unresolved)),
+      row('gpu owner', s.serve_mode.gpu_owner ?? 'none'),
+      'router',
+      row('state', `${s.router.state} (no router is asked by this command)`),
+      'host shared memory',
+      row('available', yes(s.shared_memory.available)),
+      row('files', list(s.shared_memory.files)),
+      row('blocked reasons', list(s.shared_memory.blocked_reasons)),
+      row('reclaimable bytes', s.shared_memory.reclaimable_bytes),
+    ].join('\n') + '\n'
+  );
 }
 
 async function recipeStatus(name: string, o: StatusOptions): Promise<RecipeStatus> {
@@ -74,14 +76,23 @@ async function recipeStatus(name: string, o: StatusOptions): Promise<RecipeStatu
 
 /** `svc-serving recipe status <name> [--json] [--recipes-dir DIR] [--container-socket PATH] [--shm-dir DIR]`. */
 export function registerRecipeCommand(program: Command): Command {
-  const recipe = program.command('recipe').description('recipes: configured serving containers (status reads the runtime; apply and stop go through the node controller)');
+  const recipe = program
+    .command('recipe')
+    .description(
+      'recipes: configured serving containers (status reads the runtime; apply and stop go through the node controller)',
+    );
   recipe
     .command('status')
-    .description('the recipe status observation: baseline equality, digests, serve mode, router and shared memory (reads only; starts, stops or changes nothing)')
+    .description(
+      'the recipe status observation: baseline equality, digests, serve mode, router and shared memory (reads only; starts, stops or changes nothing)',
+    )
     .argument('<name>', 'recipe name')
     .option('--json', 'print the status object as JSON')
     .option('--recipes-dir <dir>', 'directory of recipe TOML files (default: $SVC_SERVING_HOME/recipes)')
-    .option('--container-socket <path>', `Docker Engine API unix socket (default: ${DEFAULT_CONTAINER_SOCKET}; DOCKER_HOST is not read)`)
+    .option(
+      '--container-socket <path>',
+      `Docker Engine API unix socket (default: ${DEFAULT_CONTAINER_SOCKET}; DOCKER_HOST is not read)`,
+    )
     .option('--shm-dir <dir>', `host shared memory directory (default: ${DEFAULT_SHM_DIR})`)
     .action(async (name: string, o: StatusOptions) => {
       try {

@@ -4,10 +4,14 @@ import { runServer } from './run-server.js';
 
 /** `svc-serving router serve --config FILE` (the read commands join this group in the CLI issue). */
 export function registerRouterCommands(program: Command): Command {
-  const router = program.command('router').description('the OpenAI-compatible router: relay, decision records, request lookups');
+  const router = program
+    .command('router')
+    .description('the OpenAI-compatible router: relay, decision records, request lookups');
   router
     .command('serve')
-    .description('run the router ([server] host_id, listen, api_keys_env, authorization_policy, decision_log_path; [[models]])')
+    .description(
+      'run the router ([server] host_id, listen, api_keys_env, authorization_policy, decision_log_path; [[models]])',
+    )
     .requiredOption('--config <file>', 'router configuration (TOML)')
     .addHelpText(
       'after',
@@ -22,7 +26,9 @@ Configuration keys (docs/api.md, examples/router.toml):
               max_concurrency, max_queue, queue_timeout_ms, upstream_timeout_ms, readiness_path`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('router', async (logger) => (await import('../router/router.js')).startRouter(loadRouterConfig(opts.config), { logger }));
+      await runServer('router', async (logger) =>
+        (await import('../router/router.js')).startRouter(loadRouterConfig(opts.config), { logger }),
+      );
     });
   return router;
 }

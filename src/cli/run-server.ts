@@ -56,15 +56,30 @@ function describeStartError(err: unknown): { line: string; code: number } {
   const sysCode = (err as { code?: unknown })?.code;
   // Which address, when the error says (`up` listens on three): the operator's own setting.
   const where = listenAddress(err);
-  if (sysCode === 'EADDRINUSE') return { line: where ? `cannot listen: ${where} is in use` : 'cannot listen: the configured address is in use', code: EXIT.failure };
+  if (sysCode === 'EADDRINUSE')
+    return {
+      line: where ? `cannot listen: ${where} is in use` : 'cannot listen: the configured address is in use',
+      code: EXIT.failure,
+    };
   const syscall = (err as { syscall?: unknown })?.syscall;
   if (sysCode === 'EADDRNOTAVAIL' || (sysCode === 'EACCES' && (syscall === 'listen' || where !== undefined))) {
-    return { line: where ? `cannot listen on ${where}` : 'cannot listen on the configured address', code: EXIT.failure };
+    return {
+      line: where ? `cannot listen on ${where}` : 'cannot listen on the configured address',
+      code: EXIT.failure,
+    };
   }
   // A file or folder the process cannot use (permissions, a file where a folder belongs): named.
   const path = (err as { path?: unknown })?.path;
-  if (typeof sysCode === 'string' && typeof path === 'string' && path.length < 4096 && !/[\u0000-\u001f\u007f]/.test(path)) {
-    return { line: `cannot use ${path} (${sysCode === 'ENOTREG' ? 'not a regular file' : sysCode})`, code: EXIT.failure };
+  if (
+    typeof sysCode === 'string' &&
+    typeof path === 'string' &&
+    path.length < 4096 &&
+    !/[\u0000-\u001f\u007f]/.test(path)
+  ) {
+    return {
+      line: `cannot use ${path} (${sysCode === 'ENOTREG' ? 'not a regular file' : sysCode})`,
+      code: EXIT.failure,
+    };
   }
   if (err instanceof SvcError) return { line: `cannot start: ${err.message}`, code: EXIT.failure };
   return { line: 'cannot start (see the log)', code: EXIT.failure };
@@ -73,6 +88,7 @@ function describeStartError(err: unknown): { line: string; code: number } {
 /** `HOST:PORT` of a listen error (node sets `address` and `port`), or undefined. */
 function listenAddress(err: unknown): string | undefined {
   const { address, port } = (err ?? {}) as { address?: unknown; port?: unknown };
-  if (typeof address !== 'string' || !isIP(address) || typeof port !== 'number' || !Number.isInteger(port)) return undefined;
+  if (typeof address !== 'string' || !isIP(address) || typeof port !== 'number' || !Number.isInteger(port))
+    return undefined;
   return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
 }

@@ -4,10 +4,14 @@ import { runServer } from './run-server.js';
 
 /** `svc-serving controller serve --config FILE`. */
 export function registerControllerCommands(program: Command): void {
-  const controller = program.command('controller').description('the node controller: folds owner observations, serves node_workloads');
+  const controller = program
+    .command('controller')
+    .description('the node controller: folds owner observations, serves node_workloads');
   controller
     .command('serve')
-    .description('run the node controller ([node] host_id, listen, nats_url?, authorization_policy, stale_after_seconds, state_dir)')
+    .description(
+      'run the node controller ([node] host_id, listen, nats_url?, authorization_policy, stale_after_seconds, state_dir)',
+    )
     .requiredOption('--config <file>', 'node configuration (TOML)')
     .addHelpText(
       'after',
@@ -20,6 +24,8 @@ Configuration keys (docs/api.md, examples/node.toml):
               nats_url the bus is in-process; docs/nats.md)`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('controller', async (logger) => (await import('../controller/controller.js')).startController(loadNodeConfig(opts.config), { logger }));
+      await runServer('controller', async (logger) =>
+        (await import('../controller/controller.js')).startController(loadNodeConfig(opts.config), { logger }),
+      );
     });
 }

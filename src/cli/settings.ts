@@ -74,7 +74,8 @@ export function checkCredential(value: string | undefined): string {
  */
 export function parseTimeout(v: string | number): number {
   // Plain decimals as people write them: `5`, `0.5`, `.5`, `2.` (no sign, exponent or hex).
-  const n = typeof v === 'number' ? v : /^(?:[0-9]{1,3}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})$/.test(v) ? Number(v) : Number.NaN;
+  const n =
+    typeof v === 'number' ? v : /^(?:[0-9]{1,3}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})$/.test(v) ? Number(v) : Number.NaN;
   if (!Number.isFinite(n) || n <= 0 || n > MAX_TIMEOUT_S) throw new UsageFailure('timeout');
   return n;
 }
@@ -117,7 +118,7 @@ export function resolveDiagnoseSettings(opts: DiagnoseOptions, env: NodeJS.Proce
   const { file, dir } = loadSettingsFile(opts.config, env);
   const envUrl = nonEmpty(env['SVC_ROUTER_URL']);
   const origin = checkOrigin(opts.routerUrl ?? envUrl ?? file.router_url ?? DEFAULT_ROUTER_URL);
-  const timeoutS = opts.timeout !== undefined ? parseTimeout(opts.timeout) : file.timeout ?? DEFAULT_TIMEOUT_S;
+  const timeoutS = opts.timeout !== undefined ? parseTimeout(opts.timeout) : (file.timeout ?? DEFAULT_TIMEOUT_S);
   let name: string;
   if (opts.authEnv !== undefined) name = checkEnvName(opts.authEnv);
   else if (nonEmpty(envVar(env, DEFAULT_CREDENTIAL_ENV)) !== undefined) name = DEFAULT_CREDENTIAL_ENV;
@@ -146,7 +147,8 @@ function loadSettingsFile(explicit: string | undefined, env: NodeJS.ProcessEnv):
     text = readBounded(path);
   } catch (err) {
     // Only the default location may be missing; a declared file that is not there is a mistake.
-    if (explicit === undefined && (err as { code?: unknown }).code === 'ENOENT') return { file: {}, dir: dirname(path) };
+    if (explicit === undefined && (err as { code?: unknown }).code === 'ENOENT')
+      return { file: {}, dir: dirname(path) };
     throw new UsageFailure(explicit === undefined ? 'settingsInvalid' : 'settingsUnreadable');
   }
   let raw: Record<string, unknown>;

@@ -65,22 +65,39 @@ function addOptions(cmd: Command, urlFlag: string, urlHelp: string, t: OptionTra
   return cmd
     .option(`${urlFlag} <url>`, urlHelp, t.value())
     .option('--auth-env <ENV_NAME>', 'environment variable holding the credential (needs workloads:read)', t.value())
-    .option('--expected-node <host_id>', 'host ID the contacted server must answer for (authenticates it; --host only filters)', t.value())
+    .option(
+      '--expected-node <host_id>',
+      'host ID the contacted server must answer for (authenticates it; --host only filters)',
+      t.value(),
+    )
     .option('--owner <owner>', 'router, controller, benchmark, media, recipe or manifest', t.value())
-    .option('--kind <kind>', 'router-request, controller-operation, benchmark-job, media-job or recipe-serve', t.value())
+    .option(
+      '--kind <kind>',
+      'router-request, controller-operation, benchmark-job, media-job or recipe-serve',
+      t.value(),
+    )
     .option('--state <state>', 'one workload state (e.g. running, terminal, unavailable)', t.value())
     .option('--host <host_id>', 'only records of this host (filters records, selects nothing)', t.value())
     .option('--active-only', 'only active work, excluding stale active observations', t.flag())
     .option('--recent-seconds <n>', 'terminal work updated within n seconds (1-86400, default 3600)', t.value())
     .option('--limit <n>', 'at most n records (1-1000, default 200)', t.value())
-    .option('--json', 'print the envelope as JSON after the checks (a status no more hopeful than its sources), nothing else', t.flag());
+    .option(
+      '--json',
+      'print the envelope as JSON after the checks (a status no more hopeful than its sources), nothing else',
+      t.flag(),
+    );
 }
 
 /** Checks the connection options shared by both commands; returns origin and credential. */
-function connection(url: string | undefined, o: RawWorkloadOptions, maxBytes = MAX_WORKLOAD_RESPONSE_BYTES): { reader: SafeReader; expected: string } {
+function connection(
+  url: string | undefined,
+  o: RawWorkloadOptions,
+  maxBytes = MAX_WORKLOAD_RESPONSE_BYTES,
+): { reader: SafeReader; expected: string } {
   // Commander reports missing required options with the operand-free 'a required option is
   // missing'; they are declared optional only so that repeats can be detected first.
-  if (url === undefined || o.authEnv === undefined || o.expectedNode === undefined) throw new UsageFailure('missingConnection');
+  if (url === undefined || o.authEnv === undefined || o.expectedNode === undefined)
+    throw new UsageFailure('missingConnection');
   if (!isHostId(o.expectedNode)) throw new UsageFailure('expectedNode');
   const origin = checkOrigin(url);
   const token = checkCredential(envVar(process.env, checkEnvName(o.authEnv)));
@@ -139,12 +156,16 @@ async function fleetWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise<
 /** Registers `router workloads` and `fleet workloads`. */
 export function registerWorkloadsCommands(router: Command, fleet: Command): void {
   const rt = new OptionTracker();
-  const rc = router.command('workloads').description('read this router\'s workloads (svc-workloads/v1 NodeResult); observation only');
+  const rc = router
+    .command('workloads')
+    .description("read this router's workloads (svc-workloads/v1 NodeResult); observation only");
   addOptions(rc, '--router-url', 'router origin, e.g. http://127.0.0.1:8000 (HTTP only to loopback/private IPs)', rt);
   rc.action((o: RawWorkloadOptions) => runReadAction(() => routerWorkloads(o, rt)));
 
   const ft = new OptionTracker();
-  const fc = fleet.command('workloads').description('read the fleet\'s workloads (svc-workloads/v1 fleet result); observation only');
+  const fc = fleet
+    .command('workloads')
+    .description("read the fleet's workloads (svc-workloads/v1 fleet result); observation only");
   addOptions(fc, '--controller-url', 'fleet controller origin (HTTP only to loopback/private IPs)', ft);
   fc.action((o: RawWorkloadOptions) => runReadAction(() => fleetWorkloads(o, ft)));
 }

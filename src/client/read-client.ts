@@ -42,9 +42,19 @@ export const READ_FAILURES = {
 } as const;
 
 const fail = (code: ErrorCode, key: keyof typeof READ_FAILURES): SvcError => new SvcError(code, READ_FAILURES[key]);
-const refused = (c: string): SvcError => fail(ErrorCode.UPSTREAM_FAILED, c === 'wrong-identity' ? 'identity' : 'malformed');
-const STATUS_CODES: Readonly<Record<number, ErrorCode>> = { 401: ErrorCode.UNAUTHENTICATED, 403: ErrorCode.FORBIDDEN, 404: ErrorCode.NOT_FOUND, 405: ErrorCode.NOT_FOUND };
-const TIMEOUTS: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+const refused = (c: string): SvcError =>
+  fail(ErrorCode.UPSTREAM_FAILED, c === 'wrong-identity' ? 'identity' : 'malformed');
+const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
+  401: ErrorCode.UNAUTHENTICATED,
+  403: ErrorCode.FORBIDDEN,
+  404: ErrorCode.NOT_FOUND,
+  405: ErrorCode.NOT_FOUND,
+};
+const TIMEOUTS: ReadonlySet<string> = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /**
  * Reads one node's workloads (svc-workloads/v1 NodeResult), held to the checks the fleet holds
@@ -55,7 +65,9 @@ export async function readNode(o: NodeReadOptions): Promise<NodeResult> {
   const args = parseFilterArgs(o.filters ?? {});
   const f = resolveFilters(args);
   const router = o.via === 'router';
-  const data = router ? await send(o, 'GET', `/v1/workloads${query(args)}`, MAX_NODE_ANSWER_BYTES) : await send(o, 'POST', '/tools/call', MAX_NODE_ANSWER_BYTES, { name: 'node_workloads', arguments: args });
+  const data = router
+    ? await send(o, 'GET', `/v1/workloads${query(args)}`, MAX_NODE_ANSWER_BYTES)
+    : await send(o, 'POST', '/tools/call', MAX_NODE_ANSWER_BYTES, { name: 'node_workloads', arguments: args });
   const body = parse(data);
   if (!checkNodeResult.Check(body)) throw fail(ErrorCode.UPSTREAM_FAILED, 'malformed');
   const host = o.expectedNode ?? body.expected_host;
@@ -75,7 +87,9 @@ export async function readNode(o: NodeReadOptions): Promise<NodeResult> {
  */
 export async function readFleet(o: ReadOptions): Promise<FleetResult> {
   const args = parseFilterArgs(o.filters ?? {});
-  const body = parse(await send(o, 'POST', '/tools/call', MAX_FLEET_ANSWER_BYTES, { name: 'fleet_workloads', arguments: args }));
+  const body = parse(
+    await send(o, 'POST', '/tools/call', MAX_FLEET_ANSWER_BYTES, { name: 'fleet_workloads', arguments: args }),
+  );
   if (!checkFleetResult.Check(body)) throw fail(ErrorCode.UPSTREAM_FAILED, 'malformed');
   const held = holdFleetAnswer(body, resolveFilters(args));
   if (held !== undefined) throw refused(held);
@@ -105,19 +119,33 @@ function origin(raw: string): string {
  * One request on a pool bound to the one origin (the credential can go nowhere else; no proxy
  * variable or global dispatcher is consulted); undici's `request` follows no redirect.
  */
-async function send(o: ReadOptions, method: 'GET' | 'POST', path: string, maxBytes: number, json?: unknown): Promise<Uint8Array> {
+async function send(
+  o: ReadOptions,
+  method: 'GET' | 'POST',
+  path: string,
+  maxBytes: number,
+  json?: unknown,
+): Promise<Uint8Array> {
   const target = origin(o.url);
   if (!/^[\x21-\x7e]{1,4096}$/.test(o.token)) throw fail(ErrorCode.INVALID_INPUT, 'token');
   const ms = Math.max(1, Math.round(o.timeoutMs ?? DEFAULT_TIMEOUT_MS));
   const pool = new Pool(target, { connections: 1, connect: { timeout: ms }, headersTimeout: ms, bodyTimeout: ms });
-  const headers: Record<string, string> = { authorization: `Bearer ${o.token}`, accept: 'application/json', 'user-agent': `svc-serving/${PACKAGE_VERSION}` };
+  const headers: Record<string, string> = {
+    authorization: `Bearer ${o.token}`,
+    accept: 'application/json',
+    'user-agent': `svc-serving/${PACKAGE_VERSION}`,
+  };
   if (json !== undefined) headers['content-type'] = 'application/json';
   try {
     const res = await pool.request({ method, path, headers, body: json === undefined ? null : JSON.stringify(json) });
     // An error body is never read: its text could carry anything.
     if (res.statusCode !== 200) discard(res.body);
     if (res.statusCode >= 300 && res.statusCode <= 399) throw fail(ErrorCode.UPSTREAM_FAILED, 'redirect');
-    if (res.statusCode !== 200) throw fail(STATUS_CODES[res.statusCode] ?? ErrorCode.UPSTREAM_FAILED, res.statusCode < 300 ? 'malformed' : 'status');
+    if (res.statusCode !== 200)
+      throw fail(
+        STATUS_CODES[res.statusCode] ?? ErrorCode.UPSTREAM_FAILED,
+        res.statusCode < 300 ? 'malformed' : 'status',
+      );
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of res.body as AsyncIterable<Buffer>) {
@@ -132,7 +160,9 @@ async function send(o: ReadOptions, method: 'GET' | 'POST', path: string, maxByt
   } catch (err) {
     if (err instanceof SvcError) throw err;
     const code = (err as { code?: unknown } | null)?.code;
-    throw typeof code === 'string' && TIMEOUTS.has(code) ? fail(ErrorCode.UPSTREAM_TIMEOUT, 'timeout') : fail(ErrorCode.UNAVAILABLE, 'transport');
+    throw typeof code === 'string' && TIMEOUTS.has(code)
+      ? fail(ErrorCode.UPSTREAM_TIMEOUT, 'timeout')
+      : fail(ErrorCode.UNAVAILABLE, 'transport');
   } finally {
     await pool.destroy().catch(() => undefined);
   }

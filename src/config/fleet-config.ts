@@ -17,7 +17,10 @@ export const FleetConfigSchema = Type.Object(
       { additionalProperties: false },
     ),
     nodes: Type.Array(
-      Type.Object({ host_id: Type.String({ pattern: HOST_ID_PATTERN }), sleeping: Type.Boolean({ default: false }) }, { additionalProperties: false }),
+      Type.Object(
+        { host_id: Type.String({ pattern: HOST_ID_PATTERN }), sleeping: Type.Boolean({ default: false }) },
+        { additionalProperties: false },
+      ),
       { maxItems: 10_000, default: [] },
     ),
   },
@@ -37,7 +40,8 @@ export interface FleetConfig {
 export function loadFleetConfig(path: string): FleetConfig {
   const { value, dir } = loadTomlConfig(path, FleetConfigSchema, 'fleet');
   // A fleet of no nodes would answer "complete, nothing running": an idle fleet it cannot know.
-  if (value.nodes.length === 0) throw new ConfigError('fleet configuration: no [[nodes]] declared (a fleet needs at least one node)');
+  if (value.nodes.length === 0)
+    throw new ConfigError('fleet configuration: no [[nodes]] declared (a fleet needs at least one node)');
   const seen = new Set<string>();
   for (const n of value.nodes) {
     if (seen.has(n.host_id)) throw new ConfigError(`fleet configuration: node "${n.host_id}" is declared twice`);

@@ -9,7 +9,10 @@ import { readSmallFile } from './read-small-file.js';
 
 /** What a member must look like, for members whose grammar a reader cannot guess (never the value). */
 const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
-  ['nats_url', `nats://HOST[:PORT] or tls://HOST[:PORT], or up to ${MAX_NATS_SERVERS} of them separated by commas; no credentials, path or query (the password goes in nats_password_env)`],
+  [
+    'nats_url',
+    `nats://HOST[:PORT] or tls://HOST[:PORT], or up to ${MAX_NATS_SERVERS} of them separated by commas; no credentials, path or query (the password goes in nats_password_env)`,
+  ],
 ]);
 
 /**
@@ -17,7 +20,11 @@ const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
  * Thrown when: the file is unreadable, not TOML, or breaks the schema (ConfigError naming the
  * member path, never its value).
  */
-export function loadTomlConfig<T extends TSchema>(path: string, schema: T, what: string): { value: Static<T>; dir: string } {
+export function loadTomlConfig<T extends TSchema>(
+  path: string,
+  schema: T,
+  what: string,
+): { value: Static<T>; dir: string } {
   let text: string;
   try {
     text = readSmallFile(path);
@@ -33,16 +40,22 @@ export function loadTomlConfig<T extends TSchema>(path: string, schema: T, what:
     throw new ConfigError(`${what} configuration is not valid TOML`);
   }
   const float = floatForInteger(schema, raw, '');
-  if (float !== undefined) throw new ConfigError(`${what} configuration: invalid member ${float || '/'} (an integer is expected)`);
+  if (float !== undefined)
+    throw new ConfigError(`${what} configuration: invalid member ${float || '/'} (an integer is expected)`);
   // smol-toml returns prototype-less objects and TOML dates; a JSON round trip makes them plain
   // (integers as numbers again: one past 2^53 is past every bound the schemas set).
-  const plain = Value.Default(schema, JSON.parse(JSON.stringify(raw, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v))));
+  const plain = Value.Default(
+    schema,
+    JSON.parse(JSON.stringify(raw, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v))),
+  );
   const check = TypeCompiler.Compile(schema);
   if (!check.Check(plain)) {
     const first = [...check.Errors(plain)][0];
     // A Map: a member named `constructor` finds no hint (an object's prototype would answer).
     const hint = MEMBER_HINTS.get(first?.path.slice(first.path.lastIndexOf('/') + 1) ?? '');
-    throw new ConfigError(`${what} configuration: invalid member ${first?.path || '/'}${hint === undefined ? '' : ` (${hint})`}`);
+    throw new ConfigError(
+      `${what} configuration: invalid member ${first?.path || '/'}${hint === undefined ? '' : ` (${hint})`}`,
+    );
   }
   return { value: deepFreeze(plain as Static<T>), dir: dirname(resolve(path)) };
 }

@@ -31,7 +31,10 @@ function ensureSecret(path: string): string {
   if (!existsSync(path)) writeFileSync(path, randomBytes(24).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
   const secret = readRegularFile(path).trim();
   if (!/^[\x21-\x7e]{1,4096}$/.test(secret)) {
-    throw new SvcError(ErrorCode.UNAVAILABLE, `${path} holds no usable credential (1-4096 printable ASCII characters); remove it and a new one is made`);
+    throw new SvcError(
+      ErrorCode.UNAVAILABLE,
+      `${path} holds no usable credential (1-4096 printable ASCII characters); remove it and a new one is made`,
+    );
   }
   chmodSync(path, 0o600);
   return secret;

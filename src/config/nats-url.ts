@@ -30,7 +30,10 @@ const SERVERS_RE = new RegExp(NATS_SERVERS_PATTERN);
  * server, which is not what a mixed list reads as); ConfigError naming `what`, never the value.
  */
 export function parseNatsServers(value: string, what = 'nats_url'): string[] {
-  if (!SERVERS_RE.test(value)) throw new ConfigError(`${what} must be nats://HOST[:PORT] or tls://HOST[:PORT], or several of them separated by commas`);
+  if (!SERVERS_RE.test(value))
+    throw new ConfigError(
+      `${what} must be nats://HOST[:PORT] or tls://HOST[:PORT], or several of them separated by commas`,
+    );
   const servers = value.split(',').map((s) => s.trim());
   const seen = new Set<string>();
   for (const s of servers) {
@@ -39,6 +42,7 @@ export function parseNatsServers(value: string, what = 'nats_url'): string[] {
     seen.add(key);
   }
   const schemes = new Set(servers.map((s) => s.slice(0, s.indexOf(':')).toLowerCase()));
-  if (schemes.size > 1) throw new ConfigError(`${what} mixes tls:// and nats:// servers (write tls:// for all of them, or for none)`);
+  if (schemes.size > 1)
+    throw new ConfigError(`${what} mixes tls:// and nats:// servers (write tls:// for all of them, or for none)`);
   return servers;
 }

@@ -78,7 +78,9 @@ export function loadNodeConfig(path: string): NodeConfig {
   const n = value.node;
   // One without the other would start a node whose jobs can never run, silently.
   if ((n.router_url === undefined) !== (n.router_key_env === undefined)) {
-    throw new ConfigError('node configuration: router_url and router_key_env go together (benchmark and media jobs need both)');
+    throw new ConfigError(
+      'node configuration: router_url and router_key_env go together (benchmark and media jobs need both)',
+    );
   }
   return {
     hostId: n.host_id,
@@ -96,7 +98,12 @@ export function loadNodeConfig(path: string): NodeConfig {
 }
 
 /** The NATS part of a config section, or undefined when it runs on the in-process bus. Thrown when: nats_url names a server twice or mixes schemes (ConfigError). */
-export function natsConnection(s: { nats_url?: string; nats_user?: string; nats_password_env?: string; nats_token_env?: string }): NatsConnection | undefined {
+export function natsConnection(s: {
+  nats_url?: string;
+  nats_user?: string;
+  nats_password_env?: string;
+  nats_token_env?: string;
+}): NatsConnection | undefined {
   if (!s.nats_url) return undefined;
   return {
     url: s.nats_url,

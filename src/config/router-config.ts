@@ -111,9 +111,11 @@ export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterCo
     } catch {
       throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
     }
-    if (url.search || url.hash || url.username || url.password) throw new ConfigError(`router configuration: upstream of "${m.alias}" must be a plain origin and path`);
+    if (url.search || url.hash || url.username || url.password)
+      throw new ConfigError(`router configuration: upstream of "${m.alias}" must be a plain origin and path`);
     // A host that is really there (`http:///v1` parses with `v1` as its host) and a real port.
-    if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]/.test(m.upstream) || url.port === '0') throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
+    if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]/.test(m.upstream) || url.port === '0')
+      throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
     const prefix = url.pathname.replace(/\/+$/, '');
     return {
       alias: m.alias,
@@ -136,7 +138,11 @@ export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterCo
     apiKeysEnv: s.api_keys_env,
     policyPath: s.authorization_policy ? resolve(dir, s.authorization_policy) : undefined,
     decisionLog: s.decision_log_path
-      ? { path: resolve(dir, s.decision_log_path), maxBytes: s.decision_log_max_bytes, maxFiles: s.decision_log_max_files }
+      ? {
+          path: resolve(dir, s.decision_log_path),
+          maxBytes: s.decision_log_max_bytes,
+          maxFiles: s.decision_log_max_files,
+        }
       : undefined,
     bufferSize: s.buffer_size,
     readinessTtlMs: s.readiness_ttl_ms,

@@ -9,7 +9,9 @@ import { nodeResultJson } from '../schema/result-json.js';
 export interface ToolsCallOptions {
   readonly policy: AuthorizationPolicy;
   /** The workload tools this process serves; another known tool is a 404 (not served here). */
-  readonly tools: Partial<Record<WorkloadToolName, (args: FilterArgs) => NodeResult | FleetResult | Promise<NodeResult | FleetResult>>>;
+  readonly tools: Partial<
+    Record<WorkloadToolName, (args: FilterArgs) => NodeResult | FleetResult | Promise<NodeResult | FleetResult>>
+  >;
   /** The request diagnosis tools (`requests:read`), each reading its own raw arguments. */
   readonly requestTools?: Partial<Record<RequestToolName, (args: unknown) => Promise<object>>>;
 }
@@ -50,6 +52,8 @@ export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (app:
 };
 
 /** Resolves filter defaults for a node read. */
-export function nodeRead(query: (f: ReturnType<typeof resolveFilters>) => NodeResult): (args: FilterArgs) => NodeResult {
+export function nodeRead(
+  query: (f: ReturnType<typeof resolveFilters>) => NodeResult,
+): (args: FilterArgs) => NodeResult {
   return (args) => query(resolveFilters(args));
 }

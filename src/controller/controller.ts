@@ -53,13 +53,18 @@ export async function buildControllerApp(deps: {
   const app = createHttpApp({ logger: deps.logger });
   if (deps.jobs) await app.register(lifecycleRoutes, { policy: deps.policy, jobs: deps.jobs });
   const read = nodeRead((f) => deps.view.query(f));
-  await app.register(toolsCallRoutes, { policy: deps.policy, tools: { node_workloads: read }, ...(deps.requests ? { requestTools: requestToolsCall(deps.requests) } : {}) });
+  await app.register(toolsCallRoutes, {
+    policy: deps.policy,
+    tools: { node_workloads: read },
+    ...(deps.requests ? { requestTools: requestToolsCall(deps.requests) } : {}),
+  });
   await app.register(mcpRoutes, {
     policy: deps.policy,
     allowedHosts: deps.allowedHosts ?? (() => loopbackHosts(app)),
     tools: {
       node_workloads: {
-        description: 'Read-only workload inventory of this node (svc-workloads/v1 NodeResult, all six owner sources). Observation only: it starts, stops or changes nothing.',
+        description:
+          'Read-only workload inventory of this node (svc-workloads/v1 NodeResult, all six owner sources). Observation only: it starts, stops or changes nothing.',
         grant: 'workloads:read',
         outputSchema: NODE_RESULT_JSON_SCHEMA,
         run: read,
@@ -84,10 +89,19 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   if (cfg.router) {
     // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
     // list (key rotation), the first key is the one jobs send.
-    const key = (envVar(env, cfg.router.keyEnv) ?? '').split(',').map((k) => k.trim()).find((k) => k.length > 0);
-    if (!key) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${envVar(env, cfg.router.keyEnv) === undefined ? 'is not set' : 'holds no key'}`);
+    const key = (envVar(env, cfg.router.keyEnv) ?? '')
+      .split(',')
+      .map((k) => k.trim())
+      .find((k) => k.length > 0);
+    if (!key)
+      throw new ConfigError(
+        `node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${envVar(env, cfg.router.keyEnv) === undefined ? 'is not set' : 'holds no key'}`,
+      );
     // Sent as `Authorization: Bearer <key>`: one no header can carry would fail every job.
-    if (!isCredentialText(key)) throw new ConfigError(`node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`);
+    if (!isCredentialText(key))
+      throw new ConfigError(
+        `node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`,
+      );
     routerTarget = { url: cfg.router.url, key };
   }
   // One controller per state directory: a second one would mark the first one's running jobs
@@ -105,12 +119,23 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     throw err;
   }
   const ownsBus = deps.bus === undefined;
-  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: CONTROLLER_OWNERS, logger: log });
+  const view = new NodeView({
+    host: cfg.hostId,
+    bus,
+    staleAfterMs: cfg.staleAfterMs,
+    owners: CONTROLLER_OWNERS,
+    logger: log,
+  });
   view.start();
   // Recipe commands read env values from this environment at apply time, never earlier.
-  const recipes = cfg.recipesDir ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env) : undefined;
+  const recipes = cfg.recipesDir
+    ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env)
+    : undefined;
   try {
-    jobs = new JobService(cfg.stateDir, routerTarget, log, { ...(recipes ? { recipes } : {}), ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}) });
+    jobs = new JobService(cfg.stateDir, routerTarget, log, {
+      ...(recipes ? { recipes } : {}),
+      ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}),
+    });
   } catch (err) {
     unlock();
     view.stop();
@@ -118,7 +143,14 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     throw err;
   }
   const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
-    createJobActor({ host: cfg.hostId, owner, storePath: jobs.paths[owner], bus, staleAfterMs: cfg.staleAfterMs, logger: log }),
+    createJobActor({
+      host: cfg.hostId,
+      owner,
+      storePath: jobs.paths[owner],
+      bus,
+      staleAfterMs: cfg.staleAfterMs,
+      logger: log,
+    }),
   );
   const jobChanges = jobs.changes.subscribe((owner) => jobActors.find((a) => a.owner === owner)?.notify());
   for (const a of jobActors) a.start();

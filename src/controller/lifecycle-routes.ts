@@ -27,7 +27,13 @@ export const lifecycleRoutes: FastifyPluginAsync<LifecycleOptions> = async (app:
   app.post('/v1/lifecycle/plan', async (req, reply) => reply.code(201).send(o.jobs.plan(parseCommand(req.body))));
   app.post('/v1/lifecycle/apply', async (req, reply) => {
     const b = req.body as { confirmation_token?: unknown } | null;
-    if (!b || typeof b !== 'object' || Object.keys(b).length !== 1 || typeof b.confirmation_token !== 'string' || !TOKEN_RE.test(b.confirmation_token)) {
+    if (
+      !b ||
+      typeof b !== 'object' ||
+      Object.keys(b).length !== 1 ||
+      typeof b.confirmation_token !== 'string' ||
+      !TOKEN_RE.test(b.confirmation_token)
+    ) {
       throw new InvalidInputError();
     }
     return reply.send(o.jobs.apply(b.confirmation_token));

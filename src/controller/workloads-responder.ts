@@ -20,7 +20,12 @@ const MAX_REQUEST_BYTES = 16 * 1024;
  * and the node would read as unreachable: it is answered with fewer records instead (the
  * limit halved until it fits; what is left out is counted in `omitted`, status `partial`).
  */
-export function serveNodeWorkloads(bus: Bus, host: string, query: (f: Filters) => NodeResult, logger?: Logger): BusService {
+export function serveNodeWorkloads(
+  bus: Bus,
+  host: string,
+  query: (f: Filters) => NodeResult,
+  logger?: Logger,
+): BusService {
   return bus.serve(workloadsSubject(host), (data) => {
     try {
       if (data.byteLength > MAX_REQUEST_BYTES) throw new SvcError(ErrorCode.INVALID_INPUT);

@@ -22,16 +22,26 @@ export interface DashboardOptions {
 }
 
 /** Why workload reads are disabled. Logged as this code only: never a URL, path or value. */
-export type DisabledReason = 'not-configured' | 'incomplete' | 'invalid-controller-url' | 'invalid-expected-node' | 'invalid-policy' | 'collision';
+export type DisabledReason =
+  | 'not-configured'
+  | 'incomplete'
+  | 'invalid-controller-url'
+  | 'invalid-expected-node'
+  | 'invalid-policy'
+  | 'collision';
 
 export type WorkloadService =
-  | { readonly enabled: true; readonly origin: string; readonly expectedNode: string; readonly policy: AuthorizationPolicy }
+  | {
+      readonly enabled: true;
+      readonly origin: string;
+      readonly expectedNode: string;
+      readonly policy: AuthorizationPolicy;
+    }
   | { readonly enabled: false; readonly reason: DisabledReason };
 
 const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Printable ASCII without spaces, as for every bearer credential of this project. */
 export const TOKEN_RE = /^[\x21-\x7e]{1,4096}$/;
-
 
 /**
  * The telemetry gate. With `--auth-env`, the named variable must hold a credential (a typo
@@ -42,13 +52,18 @@ export const TOKEN_RE = /^[\x21-\x7e]{1,4096}$/;
  */
 export function telemetryGate(o: DashboardOptions, env: NodeJS.ProcessEnv): TelemetryGate {
   if (o.authEnv === undefined) {
-    if (!isLoopbackHost(o.host)) throw new ConfigError('--auth-env is required when the dashboard listens on a non-loopback address');
+    if (!isLoopbackHost(o.host))
+      throw new ConfigError('--auth-env is required when the dashboard listens on a non-loopback address');
     return new TelemetryGate(undefined);
   }
   if (!ENV_NAME_RE.test(o.authEnv)) throw new ConfigError('--auth-env must be an environment variable name');
   const token = envVar(env, o.authEnv)?.trim() ?? '';
-  if (token === '') throw new ConfigError(`--auth-env: environment variable ${o.authEnv} ${envVar(env, o.authEnv) === undefined ? 'is not set' : 'is empty'}`);
-  if (!TOKEN_RE.test(token)) throw new ConfigError(`--auth-env: environment variable ${o.authEnv} is not a valid credential`);
+  if (token === '')
+    throw new ConfigError(
+      `--auth-env: environment variable ${o.authEnv} ${envVar(env, o.authEnv) === undefined ? 'is not set' : 'is empty'}`,
+    );
+  if (!TOKEN_RE.test(token))
+    throw new ConfigError(`--auth-env: environment variable ${o.authEnv} is not a valid credential`);
   return new TelemetryGate(token);
 }
 
@@ -92,7 +107,9 @@ export class TelemetryGate {
  * still starts and telemetry keeps working. Never throws.
  */
 export function workloadService(o: DashboardOptions, env: NodeJS.ProcessEnv, gate: TelemetryGate): WorkloadService {
-  const given = [o.workloadControllerUrl, o.workloadExpectedNode, o.workloadAuthorizationPolicy].filter((v) => v !== undefined).length;
+  const given = [o.workloadControllerUrl, o.workloadExpectedNode, o.workloadAuthorizationPolicy].filter(
+    (v) => v !== undefined,
+  ).length;
   if (given === 0) return { enabled: false, reason: 'not-configured' };
   if (given < 3) return { enabled: false, reason: 'incomplete' };
   let origin: string;

@@ -9,8 +9,17 @@ import { PACKAGE_VERSION } from '../version.js';
  * the page shows fixed words for each, never the URL, the body or exception text.
  */
 export type ReadFailure =
-  | 'unreachable' | 'timeout' | 'redirect' | 'failed' | 'not-served' | 'malformed' | 'oversized' | 'wrong-identity'
-  | 'controller-unauthenticated' | 'controller-forbidden' | 'refused';
+  | 'unreachable'
+  | 'timeout'
+  | 'redirect'
+  | 'failed'
+  | 'not-served'
+  | 'malformed'
+  | 'oversized'
+  | 'wrong-identity'
+  | 'controller-unauthenticated'
+  | 'controller-forbidden'
+  | 'refused';
 
 export type ControllerRead =
   | { readonly kind: 'result'; readonly result: NodeResult }
@@ -32,15 +41,24 @@ export const READ_DEADLINE_MS = 10_000;
 export class ControllerReader {
   private readonly pool: Pool;
 
-  constructor(origin: string, private readonly expectedNode: string) {
-    this.pool = new Pool(origin, { connections: 8, connect: { timeout: TIMEOUT_MS }, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS });
+  constructor(
+    origin: string,
+    private readonly expectedNode: string,
+  ) {
+    this.pool = new Pool(origin, {
+      connections: 8,
+      connect: { timeout: TIMEOUT_MS },
+      headersTimeout: TIMEOUT_MS,
+      bodyTimeout: TIMEOUT_MS,
+    });
   }
 
   async read(credential: string, args: FilterArgs, signal: AbortSignal): Promise<ControllerRead> {
     const deadline = AbortSignal.timeout(READ_DEADLINE_MS);
     const either = AbortSignal.any([signal, deadline]);
     // Cut by the caller (Disconnect, a newer generation): aborted; by the deadline: a timeout.
-    const cut = (err: unknown): ControllerRead => (signal.aborted ? { kind: 'aborted' } : deadline.aborted ? { kind: 'failure', failure: 'timeout' } : failure(err));
+    const cut = (err: unknown): ControllerRead =>
+      signal.aborted ? { kind: 'aborted' } : deadline.aborted ? { kind: 'failure', failure: 'timeout' } : failure(err);
     let res: Dispatcher.ResponseData;
     try {
       res = await this.pool.request({
@@ -106,7 +124,11 @@ function statusFailure(status: number): ReadFailure {
   return 'refused';
 }
 
-const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 function failure(err: unknown): ControllerRead {
   const code = (err as { code?: unknown } | null)?.code;
@@ -119,9 +141,21 @@ function failure(err: unknown): ControllerRead {
  * idle-looking inventory.
  */
 export function unavailableNode(expectedNode: string, f: ReadFailure, collectedAt: string): NodeResult {
-  const condition = f === 'wrong-identity' ? 'wrong-identity' : f === 'malformed' || f === 'oversized' ? 'malformed' : f === 'not-served' ? 'incompatible' : 'unreachable';
+  const condition =
+    f === 'wrong-identity'
+      ? 'wrong-identity'
+      : f === 'malformed' || f === 'oversized'
+        ? 'malformed'
+        : f === 'not-served'
+          ? 'incompatible'
+          : 'unreachable';
   return {
-    schema: 'svc-workloads/v1', expected_host: expectedNode, status: 'unavailable', collected_at: collectedAt,
-    sources: [], truncation: { returned: 0, omitted: null }, condition,
+    schema: 'svc-workloads/v1',
+    expected_host: expectedNode,
+    status: 'unavailable',
+    collected_at: collectedAt,
+    sources: [],
+    truncation: { returned: 0, omitted: null },
+    condition,
   };
 }

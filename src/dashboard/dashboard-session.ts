@@ -17,7 +17,10 @@ export interface FrameSink {
  * says nothing about why (no discovery) and is never an empty inventory.
  */
 export const DISABLED_FRAME = JSON.stringify({
-  type: 'workloads-denied', code: 'disabled', status: 503, title: 'Workload reads are disabled on this dashboard',
+  type: 'workloads-denied',
+  code: 'disabled',
+  status: 503,
+  title: 'Workload reads are disabled on this dashboard',
 });
 
 type DeniedCode = 'unauthenticated' | 'forbidden' | 'invalid-filter' | 'not-connected';
@@ -112,8 +115,15 @@ export class DashboardSession {
     if (!this.advance(gen)) return;
     this.credential = undefined;
     if (!this.d.service.enabled) return this.d.sink.send(DISABLED_FRAME);
-    const client = typeof credential === 'string' && TOKEN_RE.test(credential) ? this.d.service.policy.authenticate(credential) : undefined;
-    const refused: DeniedCode | undefined = !client ? 'unauthenticated' : client.grants.has('workloads:read') ? undefined : 'forbidden';
+    const client =
+      typeof credential === 'string' && TOKEN_RE.test(credential)
+        ? this.d.service.policy.authenticate(credential)
+        : undefined;
+    const refused: DeniedCode | undefined = !client
+      ? 'unauthenticated'
+      : client.grants.has('workloads:read')
+        ? undefined
+        : 'forbidden';
     if (refused || !client) {
       if (this.d.refusedLines.take(Date.now())) this.d.logger.info({ code: refused }, 'workload session refused');
       return this.deny(gen, refused ?? 'unauthenticated');
@@ -148,7 +158,13 @@ export class DashboardSession {
       if (r.kind === 'aborted' || this.closed || gen !== this.gen || this.credential === undefined) return;
       const readAt = formatTimestamp(Date.now());
       if (r.kind === 'result') return this.send({ type: 'workloads', gen, read_at: readAt, result: r.result });
-      this.send({ type: 'workloads', gen, read_at: readAt, failure: r.failure, result: unavailableNode(expectedNode, r.failure, readAt) });
+      this.send({
+        type: 'workloads',
+        gen,
+        read_at: readAt,
+        failure: r.failure,
+        result: unavailableNode(expectedNode, r.failure, readAt),
+      });
     });
   }
 

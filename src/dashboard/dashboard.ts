@@ -46,7 +46,11 @@ interface WsSocket {
  * missing (a newer result, a denial) would be wrong without knowing it; a cut page sees its
  * link lost, reconnects and reads afresh.
  */
-export function boundedSink(socket: Pick<WsSocket, 'readyState' | 'bufferedAmount' | 'send' | 'terminate'>, maxBuffered: number, onSlow: (buffered: number) => void): FrameSink {
+export function boundedSink(
+  socket: Pick<WsSocket, 'readyState' | 'bufferedAmount' | 'send' | 'terminate'>,
+  maxBuffered: number,
+  onSlow: (buffered: number) => void,
+): FrameSink {
   return {
     send(frame) {
       if (socket.readyState !== 1) return;
@@ -67,7 +71,10 @@ export function boundedSink(socket: Pick<WsSocket, 'readyState' | 'bufferedAmoun
  * gated separately by `--auth-env`. Neither the credential nor any request detail is logged.
  * Thrown when: the telemetry gate is misconfigured or the address cannot be used.
  */
-export async function startDashboard(o: DashboardOptions, deps: { logger: Logger; env?: NodeJS.ProcessEnv }): Promise<DashboardHandle> {
+export async function startDashboard(
+  o: DashboardOptions,
+  deps: { logger: Logger; env?: NodeJS.ProcessEnv },
+): Promise<DashboardHandle> {
   const log = deps.logger.child({ component: 'dashboard' });
   const env = deps.env ?? process.env;
   const gate = telemetryGate(o, env);
@@ -76,7 +83,11 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   if (service.enabled) log.info({ expected_node: service.expectedNode }, 'workload reads enabled');
   else log.warn({ reason: service.reason }, 'workload reads disabled: every workload read gets the fixed denial');
   const reader = service.enabled ? new ControllerReader(service.origin, service.expectedNode) : undefined;
-  const hub = new TelemetryHub({ nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi', intervalMs: o.sampleIntervalMs ?? 3_000, routerMetricsUrl: o.routerMetricsUrl });
+  const hub = new TelemetryHub({
+    nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi',
+    intervalMs: o.sampleIntervalMs ?? 3_000,
+    routerMetricsUrl: o.routerMetricsUrl,
+  });
 
   const app = createHttpApp({ logger: log, bodyLimit: MAX_MESSAGE_BYTES });
   // Every connection, upgraded or refused ones included (node:http stops tracking a socket
@@ -90,7 +101,9 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   // A socket the ws library closes for a protocol error (oversized, invalid UTF-8, bad opcode,
   // unmasked) leaves one warn line with the error's name and code, at most 10 a second; never
   // its message or stack (they carry install paths and would let any page flood the log).
-  const protocolErrors = new LineBudget(10, (skipped) => log.warn({ skipped }, 'websocket protocol error lines left out (rate bound)'));
+  const protocolErrors = new LineBudget(10, (skipped) =>
+    log.warn({ skipped }, 'websocket protocol error lines left out (rate bound)'),
+  );
   await app.register(fastifyWebsocket, {
     options: { maxPayload: MAX_MESSAGE_BYTES },
     errorHandler: (err, socket) => {
@@ -107,21 +120,30 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
   // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
   const sameOrigin = async (req: FastifyRequest): Promise<void> => {
     const origin = req.headers.origin;
-    if (typeof origin !== 'string' || (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)) throw new OriginRefusedError();
+    if (
+      typeof origin !== 'string' ||
+      (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)
+    )
+      throw new OriginRefusedError();
     // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
     if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
     // It takes no query string (a credential must never travel in a URL): refused, not ignored.
     if (req.url.includes('?')) throw new InvalidInputError();
     // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
     if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
-    if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS) throw new SvcError(ErrorCode.UNAVAILABLE);
+    if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS)
+      throw new SvcError(ErrorCode.UNAVAILABLE);
   };
   const perAddress = new Map<string, number>();
   // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
   // hold the process past SIGTERM.
   const sockets = new Set<WsSocket>();
-  const slowReaders = new LineBudget(10, (skipped) => log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'));
-  const refusedLines = new LineBudget(10, (skipped) => log.info({ skipped }, 'workload session refused lines left out (rate bound)'));
+  const slowReaders = new LineBudget(10, (skipped) =>
+    log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'),
+  );
+  const refusedLines = new LineBudget(10, (skipped) =>
+    log.info({ skipped }, 'workload session refused lines left out (rate bound)'),
+  );
   app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw, req) => {
     const socket = raw as unknown as WsSocket;
     const address = req.socket.remoteAddress ?? '';
@@ -135,12 +157,19 @@ export async function startDashboard(o: DashboardOptions, deps: { logger: Logger
     perAddress.set(address, fromAddress + 1);
     const session = new DashboardSession({
       sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
-        if (slowReaders.take(Date.now())) log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
+        if (slowReaders.take(Date.now()))
+          log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
       }),
-      gate, service, reader, logger: log, refusedLines,
+      gate,
+      service,
+      reader,
+      logger: log,
+      refusedLines,
       subscribeTelemetry: (sink) => hub.subscribe(sink),
     });
-    socket.send(JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }));
+    socket.send(
+      JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }),
+    );
     // Open telemetry (loopback, no --auth-env) needs no credential: subscribe at once.
     if (!gate.required) session.handle('{"type":"telemetry-auth"}');
     socket.on('message', (data, isBinary) => {

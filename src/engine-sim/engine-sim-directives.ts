@@ -21,7 +21,18 @@ export interface Directives {
 }
 
 /** Every key the sim understands, for docs and tests. */
-export const DIRECTIVE_KEYS = ['ttft_ms', 'token_delay_ms', 'tokens', 'finish', 'usage', 'fail_after', 'status', 'reject', 'error_after', 'reasoning'] as const;
+export const DIRECTIVE_KEYS = [
+  'ttft_ms',
+  'token_delay_ms',
+  'tokens',
+  'finish',
+  'usage',
+  'fail_after',
+  'status',
+  'reject',
+  'error_after',
+  'reasoning',
+] as const;
 
 const INT = /^[0-9]{1,9}$/;
 const WS = /\s+/;

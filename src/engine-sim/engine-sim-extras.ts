@@ -1,25 +1,56 @@
 import type { IncomingMessage } from 'node:http';
 import { parseDirectives } from './engine-sim-directives.js';
-import { DONE, checkModel, inputContextError, runStream, simulatedFailure, type Script, type SimContext } from './engine-sim-generate.js';
+import {
+  DONE,
+  checkModel,
+  inputContextError,
+  runStream,
+  simulatedFailure,
+  type Script,
+  type SimContext,
+} from './engine-sim-generate.js';
 import { estimateTokens, sendBody, sendError, sendJson, startSse, type SimResponse } from './engine-sim-http.js';
 
 const DIMENSIONS = 8;
 
 /** POST /v1/embeddings: a deterministic 8-float vector per input (float or base64, as the SDK asks). */
-export function handleEmbeddings(ctx: SimContext, req: IncomingMessage, res: SimResponse, body: Record<string, unknown>): void {
+export function handleEmbeddings(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: SimResponse,
+  body: Record<string, unknown>,
+): void {
   if (!checkModel(ctx, req, res, body['model'])) return;
   const inputs = embeddingInputs(body['input']);
   if (inputs === undefined) {
-    sendError(req, res, 400, "'input' must be a non-empty string, array of strings or array of token arrays", 'invalid_request_error', null, 'input');
+    sendError(
+      req,
+      res,
+      400,
+      "'input' must be a non-empty string, array of strings or array of token arrays",
+      'invalid_request_error',
+      null,
+      'input',
+    );
     return;
   }
   const format = body['encoding_format'] ?? 'float';
   if (format !== 'float' && format !== 'base64') {
-    sendError(req, res, 400, "encoding_format must be 'float' or 'base64'", 'invalid_request_error', null, 'encoding_format');
+    sendError(
+      req,
+      res,
+      400,
+      "encoding_format must be 'float' or 'base64'",
+      'invalid_request_error',
+      null,
+      'encoding_format',
+    );
     return;
   }
   // Each input is one sequence: one longer than the context is refused, as vLLM refuses it.
-  const counts = inputs.map((input) => (typeof input === 'string' ? estimateTokens(input.length) : Math.max(1, input.length)));
+  const counts = inputs.map((input) =>
+    typeof input === 'string' ? estimateTokens(input.length) : Math.max(1, input.length),
+  );
   const longest = counts.reduce((m, n) => Math.max(m, n), 0);
   if (longest > ctx.opts.maxModelLen) {
     sendJson(req, res, 400, inputContextError(ctx.opts.maxModelLen, longest, 'embedding generation'));
@@ -30,10 +61,23 @@ export function handleEmbeddings(ctx: SimContext, req: IncomingMessage, res: Sim
     tokens += counts[index]!;
     const vec = vectorOf(typeof input === 'string' ? input : input.join(','));
     // The openai SDK asks for base64 by default: little-endian float32, as OpenAI sends it.
-    const embedding = format === 'base64' ? Buffer.from(vec.buffer, vec.byteOffset, vec.byteLength).toString('base64') : Array.from(vec);
+    const embedding =
+      format === 'base64'
+        ? Buffer.from(vec.buffer, vec.byteOffset, vec.byteLength).toString('base64')
+        : Array.from(vec);
     return { object: 'embedding', index, embedding };
   });
-  sendJson(req, res, 200, JSON.stringify({ object: 'list', data, model: ctx.opts.model, usage: { prompt_tokens: tokens, total_tokens: tokens } }));
+  sendJson(
+    req,
+    res,
+    200,
+    JSON.stringify({
+      object: 'list',
+      data,
+      model: ctx.opts.model,
+      usage: { prompt_tokens: tokens, total_tokens: tokens },
+    }),
+  );
 }
 
 function embeddingInputs(input: unknown): Array<string | number[]> | undefined {
@@ -68,7 +112,12 @@ function vectorOf(text: string): Float32Array {
 }
 
 /** POST /v1/rerank (vLLM / Jina shape): relevance = share of query words found in the document. */
-export function handleRerank(ctx: SimContext, req: IncomingMessage, res: SimResponse, body: Record<string, unknown>): void {
+export function handleRerank(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: SimResponse,
+  body: Record<string, unknown>,
+): void {
   if (!checkModel(ctx, req, res, body['model'])) return;
   const query = body['query'];
   const docs = rerankDocuments(body['documents']);
@@ -91,7 +140,12 @@ export function handleRerank(ctx: SimContext, req: IncomingMessage, res: SimResp
     sendJson(req, res, 400, inputContextError(ctx.opts.maxModelLen, longest, 'score'));
     return;
   }
-  const words = new Set(query.toLowerCase().split(/\W+/).filter((w) => w.length > 0));
+  const words = new Set(
+    query
+      .toLowerCase()
+      .split(/\W+/)
+      .filter((w) => w.length > 0),
+  );
   let tokens = 0;
   const scored = docs.map((text, index) => {
     tokens += estimateTokens(query.length) + estimateTokens(text.length);
@@ -105,7 +159,12 @@ export function handleRerank(ctx: SimContext, req: IncomingMessage, res: SimResp
   scored.sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
   const results = typeof topN === 'number' && topN > 0 ? scored.slice(0, topN) : scored;
   if (body['return_documents'] === false) for (const r of results) delete (r as { document?: unknown }).document;
-  sendJson(req, res, 200, JSON.stringify({ id: `rerank-${ctx.nextId()}`, model: ctx.opts.model, usage: { total_tokens: tokens }, results }));
+  sendJson(
+    req,
+    res,
+    200,
+    JSON.stringify({ id: `rerank-${ctx.nextId()}`, model: ctx.opts.model, usage: { total_tokens: tokens }, results }),
+  );
 }
 
 function rerankDocuments(docs: unknown): string[] | undefined {
@@ -113,7 +172,8 @@ function rerankDocuments(docs: unknown): string[] | undefined {
   const out: string[] = [];
   for (const d of docs) {
     if (typeof d === 'string') out.push(d);
-    else if (d !== null && typeof d === 'object' && typeof (d as { text?: unknown }).text === 'string') out.push((d as { text: string }).text);
+    else if (d !== null && typeof d === 'object' && typeof (d as { text?: unknown }).text === 'string')
+      out.push((d as { text: string }).text);
     else return undefined;
   }
   return out;
@@ -160,7 +220,15 @@ export function handleTranscription(ctx: SimContext, req: IncomingMessage, res: 
       sendBody(req, res, 200, 'text/plain; charset=utf-8', `${TRANSCRIPT}\n`);
       return;
     default:
-      sendError(req, res, 400, "response_format must be 'json', 'verbose_json' or 'text'", 'invalid_request_error', null, 'response_format');
+      sendError(
+        req,
+        res,
+        400,
+        "response_format must be 'json', 'verbose_json' or 'text'",
+        'invalid_request_error',
+        null,
+        'response_format',
+      );
   }
 }
 
@@ -189,17 +257,26 @@ function formBoolean(part: FormPart | undefined): boolean | undefined {
  * `prompt` field (ttft_ms, token_delay_ms, tokens, fail_after, error_after, usage=off) drive it
  * as they drive a chat stream.
  */
-function streamTranscription(ctx: SimContext, req: IncomingMessage, res: SimResponse, parts: Map<string, FormPart>, duration: number): void {
+function streamTranscription(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: SimResponse,
+  parts: Map<string, FormPart>,
+  duration: number,
+): void {
   const d = parseDirectives(parts.get('prompt')?.data.toString('utf8') ?? '');
   const wantUsage = formBoolean(parts.get('stream_include_usage')) === true && d?.usageOff !== true;
   const n = Math.min(d?.tokens ?? WORDS.length, 100_000);
   const id = `trsc-${ctx.nextId()}`;
   const head = `data: {"id":"${id}","object":"transcription.chunk","created":${Math.floor(Date.now() / 1000)},"model":${ctx.modelJson},"choices":`;
   const promptTokens = Math.max(1, Math.round(duration * AUDIO_TOKENS_PER_SECOND));
-  const usage = wantUsage ? `${head}[],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${n},"total_tokens":${promptTokens + n}}}\n\n` : '';
+  const usage = wantUsage
+    ? `${head}[],"usage":{"prompt_tokens":${promptTokens},"completion_tokens":${n},"total_tokens":${promptTokens + n}}}\n\n`
+    : '';
   // Word i of the text, the text over again past its end: every word after the first one
   // comes with its leading space.
-  const chunk = (text: string): string => `${head}[{"delta":{"content":${JSON.stringify(text)}},"finish_reason":null,"stop_reason":null}]}\n\n`;
+  const chunk = (text: string): string =>
+    `${head}[{"delta":{"content":${JSON.stringify(text)}},"finish_reason":null,"stop_reason":null}]}\n\n`;
   const first = chunk(WORDS[0]!);
   const later = WORDS.map((w) => chunk(` ${w}`));
   const errorAfter = d?.errorAfter ?? -1;
@@ -212,7 +289,14 @@ function streamTranscription(ctx: SimContext, req: IncomingMessage, res: SimResp
       : `${head}[{"delta":{},"finish_reason":"stop","stop_reason":null}]}\n\n${usage}${DONE}`,
   };
   startSse(req, res);
-  runStream(res, script, failed ? errorAfter : n, d?.failAfter ?? -1, d?.ttftMs ?? ctx.opts.ttftMs, d?.tokenDelayMs ?? ctx.opts.tokenDelayMs);
+  runStream(
+    res,
+    script,
+    failed ? errorAfter : n,
+    d?.failAfter ?? -1,
+    d?.ttftMs ?? ctx.opts.ttftMs,
+    d?.tokenDelayMs ?? ctx.opts.tokenDelayMs,
+  );
 }
 
 export function multipartBoundary(contentType: string | undefined): string | undefined {

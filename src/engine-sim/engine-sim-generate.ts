@@ -28,14 +28,30 @@ const DEFAULT_TOOL = 'sim_tool';
 export function checkModel(ctx: SimContext, req: IncomingMessage, res: SimResponse, model: unknown): boolean {
   if (model === undefined || model === null || model === ctx.opts.model) return true;
   // A model that is no string is a malformed request (400, as vLLM's validation answers), not an unknown model.
-  if (typeof model !== 'string') sendError(req, res, 400, "'model' must be a string", 'invalid_request_error', null, 'model');
+  if (typeof model !== 'string')
+    sendError(req, res, 400, "'model' must be a string", 'invalid_request_error', null, 'model');
   // OpenAI and vLLM name the model here; the sim does not echo what it was sent.
-  else sendError(req, res, 404, 'The model does not exist or you do not have access to it.', 'invalid_request_error', 'model_not_found', 'model');
+  else
+    sendError(
+      req,
+      res,
+      404,
+      'The model does not exist or you do not have access to it.',
+      'invalid_request_error',
+      'model_not_found',
+      'model',
+    );
   return false;
 }
 
 /** POST /v1/chat/completions and /v1/completions. */
-export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: SimResponse, body: Record<string, unknown>, kind: GenerationKind): void {
+export function handleGeneration(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: SimResponse,
+  body: Record<string, unknown>,
+  kind: GenerationKind,
+): void {
   if (!checkModel(ctx, req, res, body['model'])) return;
   const chat = kind === 'chat';
   const prompt = chat ? chatPrompt(body['messages']) : completionPrompt(body['prompt']);
@@ -48,7 +64,15 @@ export function handleGeneration(ctx: SimContext, req: IncomingMessage, res: Sim
   let maxTokens: number | undefined;
   if (rawMax !== undefined && rawMax !== null) {
     if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < 1) {
-      sendError(req, res, 400, 'max_tokens must be an integer of at least 1', 'invalid_request_error', null, 'max_tokens');
+      sendError(
+        req,
+        res,
+        400,
+        'max_tokens must be an integer of at least 1',
+        'invalid_request_error',
+        null,
+        'max_tokens',
+      );
       return;
     }
     maxTokens = rawMax;
@@ -161,7 +185,12 @@ function chatScript(p: Plan, usage: boolean): Script {
   if (p.tool !== undefined) {
     const n = p.n;
     const pre = `${head}{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_${p.id.slice(9)}","type":"function","function":{"name":${p.tool},"arguments":${n === 0 ? '"{}"' : '""'}}}]}${tail}`;
-    return { pre, end, tok: (i) => `${head}{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(argumentPiece(i, n))}}}]}${tail}` };
+    return {
+      pre,
+      end,
+      tok: (i) =>
+        `${head}{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(argumentPiece(i, n))}}}]}${tail}`,
+    };
   }
   const tokChunk = `${head}{"content":"${TOKEN}"}${tail}`;
   const r = p.reasoning;
@@ -217,7 +246,14 @@ const BURST_TOKENS = 256;
  * With fail_after the socket is destroyed after that many tokens, without [DONE]. The shared
  * `close` listener clears the timers when the client goes away first.
  */
-export function runStream(res: SimResponse, s: Script, n: number, failAfter: number, ttft: number, delay: number): void {
+export function runStream(
+  res: SimResponse,
+  s: Script,
+  n: number,
+  failAfter: number,
+  ttft: number,
+  delay: number,
+): void {
   // Cut only when the answer has more tokens than fail_after: a shorter one ends normally.
   const cut = failAfter >= 0 && failAfter < n;
   const limit = cut ? failAfter : n;
@@ -259,7 +295,11 @@ export function runStream(res: SimResponse, s: Script, n: number, failAfter: num
 }
 
 function includeUsage(streamOptions: unknown): boolean {
-  return streamOptions !== null && typeof streamOptions === 'object' && (streamOptions as { include_usage?: unknown }).include_usage === true;
+  return (
+    streamOptions !== null &&
+    typeof streamOptions === 'object' &&
+    (streamOptions as { include_usage?: unknown }).include_usage === true
+  );
 }
 
 /** The function the request asks for (tool_choice), else its first tool, else a fixed name. */
@@ -274,7 +314,9 @@ function toolName(body: Record<string, unknown>): string {
 function pickName(v: { function?: { name?: unknown } } | undefined): string | undefined {
   if (v === null || typeof v !== 'object') return undefined;
   const fn = v.function;
-  return fn !== null && typeof fn === 'object' && typeof fn.name === 'string' && fn.name.length > 0 ? fn.name : undefined;
+  return fn !== null && typeof fn === 'object' && typeof fn.name === 'string' && fn.name.length > 0
+    ? fn.name
+    : undefined;
 }
 
 /** vLLM's context-length rejection (`flat`: the body vLLM sent before 0.10.1). */
@@ -287,7 +329,9 @@ function contextError(maxLen: number, requested: number, promptTokens: number, f
 
 /** vLLM's rejection of an input longer than the context on a pooling route (embeddings, rerank). */
 export function inputContextError(maxLen: number, tokens: number, what: string): string {
-  return vllmBadRequest(`This model's maximum context length is ${maxLen} tokens. However, you requested ${tokens} tokens in the input for ${what}. Please reduce the length of the input.`);
+  return vllmBadRequest(
+    `This model's maximum context length is ${maxLen} tokens. However, you requested ${tokens} tokens in the input for ${what}. Please reduce the length of the input.`,
+  );
 }
 
 /**
@@ -311,6 +355,10 @@ const FAILURE_TYPES: Readonly<Record<number, string>> = {
 export function simulatedFailure(status: number): string {
   const type = FAILURE_TYPES[status] ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
   return JSON.stringify({
-    error: { message: `Simulated engine failure ${status}: UPSTREAM-SECRET-DETAIL worker=7 path=/srv/models/weights`, type, code: status },
+    error: {
+      message: `Simulated engine failure ${status}: UPSTREAM-SECRET-DETAIL worker=7 path=/srv/models/weights`,
+      type,
+      code: status,
+    },
   });
 }

@@ -38,7 +38,13 @@ export function requestId(req: IncomingMessage): string | undefined {
 }
 
 /** Writes a complete response with a content-length (keep-alive friendly). */
-export function sendBody(req: IncomingMessage, res: ServerResponse, status: number, contentType: string, body: string): void {
+export function sendBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  contentType: string,
+  body: string,
+): void {
   if (res.headersSent || res.destroyed) return;
   const rid = requestId(req);
   const len = String(Buffer.byteLength(body));
@@ -68,11 +74,24 @@ export function startSse(req: IncomingMessage, res: ServerResponse): void {
 }
 
 /** OpenAI's error envelope. */
-export function openAiError(message: string, type: string, code: string | number | null, param: string | null = null): string {
+export function openAiError(
+  message: string,
+  type: string,
+  code: string | number | null,
+  param: string | null = null,
+): string {
   return JSON.stringify({ error: { message, type, param, code } });
 }
 
-export function sendError(req: IncomingMessage, res: ServerResponse, status: number, message: string, type = 'invalid_request_error', code: string | number | null = null, param: string | null = null): void {
+export function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  message: string,
+  type = 'invalid_request_error',
+  code: string | number | null = null,
+  param: string | null = null,
+): void {
   sendJson(req, res, status, openAiError(message, type, code, param));
 }
 

@@ -5,7 +5,17 @@ import { ConfigError } from '../errors.js';
 import type { EngineSimOptions } from './engine-sim-options.js';
 import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
 import { handleGeneration, type SimContext } from './engine-sim-generate.js';
-import { clearSimTimers, isJsonRequest, parseJsonObject, readBody, requestId, sendBody, sendError, sendJson, type SimResponse } from './engine-sim-http.js';
+import {
+  clearSimTimers,
+  isJsonRequest,
+  parseJsonObject,
+  readBody,
+  requestId,
+  sendBody,
+  sendError,
+  sendJson,
+  type SimResponse,
+} from './engine-sim-http.js';
 
 /**
  * `svc-serving engine sim`: an OpenAI-compatible engine stand-in (vLLM's OpenAI server shape)
@@ -34,13 +44,36 @@ export interface EngineSim {
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
-export async function startEngineSim(opts: EngineSimOptions & { host: string; port: number; logger: Logger }): Promise<EngineSim> {
+export async function startEngineSim(
+  opts: EngineSimOptions & { host: string; port: number; logger: Logger },
+): Promise<EngineSim> {
   checkOptions(opts);
-  const options: EngineSimOptions = { ttftMs: opts.ttftMs, tokenDelayMs: opts.tokenDelayMs, tokens: opts.tokens, model: opts.model, maxModelLen: opts.maxModelLen };
+  const options: EngineSimOptions = {
+    ttftMs: opts.ttftMs,
+    tokenDelayMs: opts.tokenDelayMs,
+    tokens: opts.tokens,
+    model: opts.model,
+    maxModelLen: opts.maxModelLen,
+  };
   const idPrefix = randomBytes(6).toString('hex');
   let counter = 0;
-  const ctx: SimContext = { opts: options, modelJson: JSON.stringify(options.model), nextId: () => idPrefix + (++counter).toString(16) };
-  const modelsBody = JSON.stringify({ object: 'list', data: [{ id: options.model, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'svc-sim', max_model_len: options.maxModelLen }] });
+  const ctx: SimContext = {
+    opts: options,
+    modelJson: JSON.stringify(options.model),
+    nextId: () => idPrefix + (++counter).toString(16),
+  };
+  const modelsBody = JSON.stringify({
+    object: 'list',
+    data: [
+      {
+        id: options.model,
+        object: 'model',
+        created: Math.floor(Date.now() / 1000),
+        owned_by: 'svc-sim',
+        max_model_len: options.maxModelLen,
+      },
+    ],
+  });
   const counts = { requests: 0, aborted: 0, open: 0, health: 0 };
   let health = { ok: true, delayMs: 0 };
   let closing = false;
@@ -69,7 +102,8 @@ export async function startEngineSim(opts: EngineSimOptions & { host: string; po
     }
     readBody(req, res, (buf) => {
       const body = parseJsonObject(buf);
-      if (body === undefined) sendError(req, res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error');
+      if (body === undefined)
+        sendError(req, res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error');
       else handle(body);
     });
   }
@@ -124,7 +158,13 @@ export async function startEngineSim(opts: EngineSimOptions & { host: string; po
     onJson(req, res, (b) => {
       const ok = b['ok'];
       const delay = b['delay_ms'] ?? 0;
-      if (typeof ok !== 'boolean' || typeof delay !== 'number' || !Number.isInteger(delay) || delay < 0 || delay > 600_000) {
+      if (
+        typeof ok !== 'boolean' ||
+        typeof delay !== 'number' ||
+        !Number.isInteger(delay) ||
+        delay < 0 ||
+        delay > 600_000
+      ) {
         sendError(req, res, 400, 'expected {"ok": boolean, "delay_ms": non-negative integer}', 'invalid_request_error');
         return;
       }
@@ -133,19 +173,29 @@ export async function startEngineSim(opts: EngineSimOptions & { host: string; po
     });
   }
 
-  const server = createServer({ keepAlive: true, noDelay: true, keepAliveTimeout: 65_000 }, (req, res: ServerResponse) => {
-    counts.open++;
-    res.once('close', onResponseClose);
-    // A client that resets mid-upload makes the request emit 'error'; it is already counted via close.
-    req.on('error', ignore);
-    try {
-      route(req, res as SimResponse);
-    } catch {
-      // Never crash the engine on one request; answer 500 when nothing was sent yet.
-      if (!res.headersSent) sendBody(req, res, 500, 'application/json', '{"error":{"message":"internal error","type":"server_error","param":null,"code":500}}');
-      else res.destroy();
-    }
-  });
+  const server = createServer(
+    { keepAlive: true, noDelay: true, keepAliveTimeout: 65_000 },
+    (req, res: ServerResponse) => {
+      counts.open++;
+      res.once('close', onResponseClose);
+      // A client that resets mid-upload makes the request emit 'error'; it is already counted via close.
+      req.on('error', ignore);
+      try {
+        route(req, res as SimResponse);
+      } catch {
+        // Never crash the engine on one request; answer 500 when nothing was sent yet.
+        if (!res.headersSent)
+          sendBody(
+            req,
+            res,
+            500,
+            'application/json',
+            '{"error":{"message":"internal error","type":"server_error","param":null,"code":500}}',
+          );
+        else res.destroy();
+      }
+    },
+  );
   // Idle keep-alive connections outlive a router's pool timeout, like uvicorn's do not; 65 s is the usual LB-safe value.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
@@ -190,9 +240,15 @@ function ignore(): void {}
 
 /** Thrown when: an option is not a finite non-negative integer, or the model name is empty. */
 function checkOptions(o: EngineSimOptions): void {
-  for (const [k, v] of [['ttftMs', o.ttftMs], ['tokenDelayMs', o.tokenDelayMs], ['tokens', o.tokens], ['maxModelLen', o.maxModelLen]] as const) {
+  for (const [k, v] of [
+    ['ttftMs', o.ttftMs],
+    ['tokenDelayMs', o.tokenDelayMs],
+    ['tokens', o.tokens],
+    ['maxModelLen', o.maxModelLen],
+  ] as const) {
     if (!Number.isSafeInteger(v) || v < 0) throw new ConfigError(`engine sim: ${k} must be a non-negative integer`);
   }
   if (o.maxModelLen < 1) throw new ConfigError('engine sim: maxModelLen must be at least 1');
-  if (typeof o.model !== 'string' || o.model.length === 0 || o.model.length > 256) throw new ConfigError('engine sim: model must be a non-empty name');
+  if (typeof o.model !== 'string' || o.model.length === 0 || o.model.length > 256)
+    throw new ConfigError('engine sim: model must be a non-empty name');
 }

@@ -1,5 +1,10 @@
 import type { LineageKey } from '../schema/diagnosis.js';
-import { composeHistoryDiagnosis, composeRequestDiagnosis, type AskedNode, type FleetDiagnosis } from '../schema/diagnosis-search.js';
+import {
+  composeHistoryDiagnosis,
+  composeRequestDiagnosis,
+  type AskedNode,
+  type FleetDiagnosis,
+} from '../schema/diagnosis-search.js';
 import type { Bus } from '../streams/bus.js';
 import { requestsSubject, type RequestLookup } from '../schema/subjects.js';
 import type { RequestAsker } from '../mcp/request-tools.js';
@@ -17,13 +22,22 @@ const encoder = new TextEncoder();
  * fleet_workloads); a sleeping node is not asked. No responder, a timeout, a refused or closed
  * connection: that node could not be asked (never read as "not found").
  */
-export async function askRouters(bus: Bus, nodes: readonly SearchedNode[], lookup: RequestLookup, payload: unknown, timeoutMs: number): Promise<AskedNode[]> {
+export async function askRouters(
+  bus: Bus,
+  nodes: readonly SearchedNode[],
+  lookup: RequestLookup,
+  payload: unknown,
+  timeoutMs: number,
+): Promise<AskedNode[]> {
   const data = encoder.encode(JSON.stringify(payload));
   return Promise.all(
     nodes.map(async (n): Promise<AskedNode> => {
       if (n.sleeping) return { host: n.hostId, answer: { kind: 'sleeping' } };
       try {
-        return { host: n.hostId, answer: { kind: 'reply', data: await bus.request(requestsSubject(n.hostId, lookup), data, { timeoutMs }) } };
+        return {
+          host: n.hostId,
+          answer: { kind: 'reply', data: await bus.request(requestsSubject(n.hostId, lookup), data, { timeoutMs }) },
+        };
       } catch {
         return { host: n.hostId, answer: { kind: 'unreachable' } };
       }

@@ -25,7 +25,13 @@ const encoder = new TextEncoder();
  * bytes at once, and its work overlaps the wait for the slowest node. Pure composition lives
  * in FleetComposer; this only does the I/O.
  */
-export async function fleetWorkloads(bus: Bus, nodes: readonly DeclaredNode[], args: FilterArgs, timeoutMs: number, now: () => number = Date.now): Promise<FleetResult> {
+export async function fleetWorkloads(
+  bus: Bus,
+  nodes: readonly DeclaredNode[],
+  args: FilterArgs,
+  timeoutMs: number,
+  now: () => number = Date.now,
+): Promise<FleetResult> {
   const payload = encoder.encode(JSON.stringify(args));
   const composer = new FleetComposer(nodes, resolveFilters(args));
   await Promise.all(
@@ -60,13 +66,18 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
   const app = createHttpApp({ logger: log });
-  await app.register(toolsCallRoutes, { policy, tools: { fleet_workloads: run }, requestTools: requestToolsCall(requests) });
+  await app.register(toolsCallRoutes, {
+    policy,
+    tools: { fleet_workloads: run },
+    requestTools: requestToolsCall(requests),
+  });
   await app.register(mcpRoutes, {
     policy,
     allowedHosts: () => loopbackHosts(app),
     tools: {
       fleet_workloads: {
-        description: 'Read-only workload inventory across the declared fleet (svc-workloads/v1 fleet result): one entry per declared node, failed nodes marked with their condition. Observation only.',
+        description:
+          'Read-only workload inventory across the declared fleet (svc-workloads/v1 fleet result): one entry per declared node, failed nodes marked with their condition. Observation only.',
         grant: 'workloads:read',
         outputSchema: FLEET_RESULT_JSON_SCHEMA,
         run,

@@ -2,7 +2,15 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { isIPv4, type Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { ERRORS, ErrorCode, InvalidArgumentError, InvalidInputError, PROBLEM_CONTENT_TYPE, SvcError, problemFor } from '../errors.js';
+import {
+  ERRORS,
+  ErrorCode,
+  InvalidArgumentError,
+  InvalidInputError,
+  PROBLEM_CONTENT_TYPE,
+  SvcError,
+  problemFor,
+} from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { LineBudget } from './line-budget.js';
@@ -101,7 +109,12 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     routerOptions: { maxParamLength: 384 },
     rewriteUrl: (req) => originForm(req.url ?? '/'),
     // A missing Host is refused by the hook below with the fixed problem, not by node's bare 400.
-    http: { requireHostHeader: false, ...(opts.connectionsCheckIntervalMs !== undefined ? { connectionsCheckingInterval: opts.connectionsCheckIntervalMs } : {}) },
+    http: {
+      requireHostHeader: false,
+      ...(opts.connectionsCheckIntervalMs !== undefined
+        ? { connectionsCheckingInterval: opts.connectionsCheckIntervalMs }
+        : {}),
+    },
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
@@ -114,7 +127,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
   // Node times a request's body only while its headers timeout is no longer than the
   // request timeout (60 s each by default).
-  if (!opts.serverFactory) app.server.headersTimeout = Math.min(app.server.headersTimeout, opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
+  if (!opts.serverFactory)
+    app.server.headersTimeout = Math.min(
+      app.server.headersTimeout,
+      opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    );
   // Every header is seen (node drops those past its 2,000th name or value without a word,
   // which hid a second Authorization, Content-Type or Host after 1,000 others from the
   // repeated-header check): the 16 KiB header bound limits how many a request can carry.
@@ -125,7 +142,12 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     res.shouldKeepAlive = false;
     res
-      .writeHead(400, { ...opts.refusedHeaders?.(req), 'content-type': PROBLEM_CONTENT_TYPE, 'content-length': Buffer.byteLength(CLIENT_ERROR), connection: 'close' })
+      .writeHead(400, {
+        ...opts.refusedHeaders?.(req),
+        'content-type': PROBLEM_CONTENT_TYPE,
+        'content-length': Buffer.byteLength(CLIENT_ERROR),
+        connection: 'close',
+      })
       .end(CLIENT_ERROR);
   });
   app.server.on('connect', (_req: IncomingMessage, socket: Socket) => {
@@ -142,7 +164,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   app.setErrorHandler((err: Error, req, reply) => {
     if (err instanceof InvalidArgumentError) {
       // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
-      return reply.code(400).type(PROBLEM_CONTENT_TYPE).send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
+      return reply
+        .code(400)
+        .type(PROBLEM_CONTENT_TYPE)
+        .send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
     }
     if (err instanceof SvcError) return sendProblem(reply, err.code);
     const sc = (err as Error & { statusCode?: unknown }).statusCode;
@@ -153,7 +178,8 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     req.log.error({ err }, 'request failed');
     // A store that cannot be read or written now (disk full, state directory gone): the node
     // cannot serve this request at the moment, which is 503, not a fault in the request.
-    if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode)) return sendProblem(reply, ErrorCode.UNAVAILABLE);
+    if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode))
+      return sendProblem(reply, ErrorCode.UNAVAILABLE);
     return sendProblem(reply, ErrorCode.INTERNAL);
   });
   // JSON only: a text/plain body is a 415, not a string handed to the route.
@@ -184,7 +210,14 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw) || (bodyOnRead(req.raw) && !req.is404) ? new InvalidInputError() : undefined);
+    done(
+      repeatsSingleHeader(req.raw.rawHeaders) ||
+        lacksHost(req.raw) ||
+        badFraming(req.raw) ||
+        (bodyOnRead(req.raw) && !req.is404)
+        ? new InvalidInputError()
+        : undefined,
+    );
   });
   // A body sent where no route takes it (an unknown path, or a method the path does not
   // serve) is not parsed: the answer is the 404 or 405, whatever its size or type (a 413 or
@@ -216,7 +249,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
   // A storm of refused requests (no credential needed to cause one) must not add a log write
   // to each: at most 100 such lines a second, the rest counted.
-  const refusedLines = new LineBudget(REFUSED_LINES_PER_SECOND, (skipped) => app.log.info({ skipped }, 'request lines of refused requests left out (rate bound)'));
+  const refusedLines = new LineBudget(REFUSED_LINES_PER_SECOND, (skipped) =>
+    app.log.info({ skipped }, 'request lines of refused requests left out (rate bound)'),
+  );
   app.addHook('onResponse', (req, reply, done) => {
     noteEarlyAnswer(req.raw);
     const route = req.routeOptions.url ?? 'unmatched';
@@ -280,15 +315,17 @@ function patternRegExp(pattern: string): RegExp {
 }
 
 /** Methods some route serves at this path (HEAD comes with GET in Fastify). */
-export function allowedMethods(routes: readonly { readonly match: RegExp; readonly method: string }[], path: string): string[] {
+export function allowedMethods(
+  routes: readonly { readonly match: RegExp; readonly method: string }[],
+  path: string,
+): string[] {
   const out = new Set<string>();
   for (const r of routes) if (r.match.test(path)) out.add(r.method);
   return [...out].sort();
 }
 
 const CLIENT_ERROR = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
-const CLIENT_ERROR_RESPONSE =
-  `HTTP/1.1 400 Bad Request\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(CLIENT_ERROR)}\r\nconnection: close\r\n\r\n${CLIENT_ERROR}`;
+const CLIENT_ERROR_RESPONSE = `HTTP/1.1 400 Bad Request\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(CLIENT_ERROR)}\r\nconnection: close\r\n\r\n${CLIENT_ERROR}`;
 
 /**
  * A request node:http could not parse (a malformed request line or header, a control
@@ -322,11 +359,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
   // response has begun, a 400 would be read as part of it; then the connection just closes.
   const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && (!current?.headersSent)) {
+  if (socket.writable && !current?.headersSent) {
     // A request already authenticated on an inference route (its body never finished
     // arriving, say) keeps the identifier every such answer carries.
     const id = current?.getHeader('x-svc-request-id');
-    socket.end(typeof id === 'string' && GENERATED_ID_RE.test(id) ? CLIENT_ERROR_RESPONSE.replace('\r\n', `\r\nx-svc-request-id: ${id}\r\n`) : CLIENT_ERROR_RESPONSE);
+    socket.end(
+      typeof id === 'string' && GENERATED_ID_RE.test(id)
+        ? CLIENT_ERROR_RESPONSE.replace('\r\n', `\r\nx-svc-request-id: ${id}\r\n`)
+        : CLIENT_ERROR_RESPONSE,
+    );
   }
   socket.destroy();
 }

@@ -35,7 +35,12 @@ export async function runBenchmark(
   const u = new URL(router.url);
   const pool = new Pool(u.origin, { connections: p.concurrency });
   const prompt = 'word '.repeat(p.prompt_tokens).trim();
-  const body = JSON.stringify({ model: p.alias, stream: true, max_tokens: p.max_tokens, messages: [{ role: 'user', content: prompt }] });
+  const body = JSON.stringify({
+    model: p.alias,
+    stream: true,
+    max_tokens: p.max_tokens,
+    messages: [{ role: 'user', content: prompt }],
+  });
   const ttfc: number[] = [];
   const outcomes: Record<string, number> = {};
   let next = 0;
@@ -46,8 +51,15 @@ export async function runBenchmark(
     let outcome = 'error';
     try {
       const res = await pool.request({
-        method: 'POST', path: '/v1/chat/completions', body, signal,
-        headers: { authorization: `Bearer ${router.key}`, 'content-type': 'application/json', 'x-svc-workbench-run-id': 'benchmark' },
+        method: 'POST',
+        path: '/v1/chat/completions',
+        body,
+        signal,
+        headers: {
+          authorization: `Bearer ${router.key}`,
+          'content-type': 'application/json',
+          'x-svc-workbench-run-id': 'benchmark',
+        },
       });
       let first = true;
       let done = false;

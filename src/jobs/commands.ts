@@ -27,7 +27,10 @@ export const MediaSubmit = Type.Object(
   { additionalProperties: false },
 );
 export const JobCancel = Type.Object({ job_id: JobId }, { additionalProperties: false });
-export const RecipeTarget = Type.Object({ name: Type.String({ pattern: RECIPE_NAME_PATTERN }) }, { additionalProperties: false });
+export const RecipeTarget = Type.Object(
+  { name: Type.String({ pattern: RECIPE_NAME_PATTERN }) },
+  { additionalProperties: false },
+);
 
 /** The lifecycle commands: separate from the read surface, each behind its own confirmation. */
 export const COMMANDS = {
@@ -53,7 +56,8 @@ export type Command =
   | { name: 'recipe.stop'; params: RecipeTarget };
 export type RecipeCommand = Extract<Command, { name: 'recipe.apply' | 'recipe.stop' }>;
 
-export const isRecipeCommand = (c: Command): c is RecipeCommand => c.name === 'recipe.apply' || c.name === 'recipe.stop';
+export const isRecipeCommand = (c: Command): c is RecipeCommand =>
+  c.name === 'recipe.apply' || c.name === 'recipe.stop';
 
 /** Parses a plan body `{command, params}`. Thrown when: unknown command or bad params (InvalidInputError). */
 export function parseCommand(body: unknown): Command {
@@ -80,8 +84,12 @@ export function describePlan(c: Command, recipe?: LoadedRecipe): string[] {
         `start recipe ${r.name} (revision ${recipeRevision(r, recipe.digest)}) as container ${containerName(r.name)}; if one container of this recipe with the same recipe digest exists, start it or, when it runs, do nothing`,
         `image ${r.image} must already be on this node: nothing is pulled`,
         `serve ${r.served_model_name} with context ${r.context_size}, port ${r.port} published on ${PUBLISH_HOST_IP}`,
-        r.gpus.length ? `GPUs ${[...r.gpus].sort((a, b) => a - b).join(', ')} (refused while another recipe's running container holds one)` : 'no GPU',
-        r.env.length ? `pass environment variables ${[...r.env].sort().join(', ')} from the controller's environment (values are never stored or shown)` : 'no environment variables passed',
+        r.gpus.length
+          ? `GPUs ${[...r.gpus].sort((a, b) => a - b).join(', ')} (refused while another recipe's running container holds one)`
+          : 'no GPU',
+        r.env.length
+          ? `pass environment variables ${[...r.env].sort().join(', ')} from the controller's environment (values are never stored or shown)`
+          : 'no environment variables passed',
         'refuse, changing nothing, when containers of this recipe are several, carry another recipe digest, or the recipe changes before apply',
       ];
     }
@@ -91,9 +99,17 @@ export function describePlan(c: Command, recipe?: LoadedRecipe): string[] {
         'containers are stopped, not removed; when none runs nothing is done',
       ];
     case 'benchmark.start':
-      return [`send ${c.params.requests} streaming chat requests to alias ${c.params.alias}`, `at concurrency ${c.params.concurrency}`, `prompt about ${c.params.prompt_tokens} tokens, max_tokens ${c.params.max_tokens}`, 'record progress and a summary in the benchmark store'];
+      return [
+        `send ${c.params.requests} streaming chat requests to alias ${c.params.alias}`,
+        `at concurrency ${c.params.concurrency}`,
+        `prompt about ${c.params.prompt_tokens} tokens, max_tokens ${c.params.max_tokens}`,
+        'record progress and a summary in the benchmark store',
+      ];
     case 'media.submit':
-      return [`transcribe ${c.params.files.length} audio file(s) through alias ${c.params.alias}`, 'record counts and outcomes in the media store (never file names or transcripts)'];
+      return [
+        `transcribe ${c.params.files.length} audio file(s) through alias ${c.params.alias}`,
+        'record counts and outcomes in the media store (never file names or transcripts)',
+      ];
     case 'benchmark.cancel':
     case 'media.cancel':
       return [`cancel job ${c.params.job_id}`];

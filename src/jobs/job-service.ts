@@ -83,7 +83,11 @@ export class JobService {
     this.now = opts.now ?? Date.now;
     this.recipes = opts.recipes;
     this.mediaDir = opts.mediaDir;
-    this.paths = { controller: join(stateDir, 'controller.db'), benchmark: join(stateDir, 'benchmark.db'), media: join(stateDir, 'media.db') };
+    this.paths = {
+      controller: join(stateDir, 'controller.db'),
+      benchmark: join(stateDir, 'benchmark.db'),
+      media: join(stateDir, 'media.db'),
+    };
     this.stores = {
       controller: JobStore.openForOwner(this.paths.controller),
       benchmark: JobStore.openForOwner(this.paths.benchmark),
@@ -96,9 +100,19 @@ export class JobService {
   private reconcile(): void {
     const t = this.now();
     for (const owner of ['controller', 'benchmark', 'media'] as const) {
-      for (const row of this.stores[owner].inStates([NATIVE.queued, NATIVE.awaitingApproval, NATIVE.preparing, NATIVE.submitting, NATIVE.running])) {
+      for (const row of this.stores[owner].inStates([
+        NATIVE.queued,
+        NATIVE.awaitingApproval,
+        NATIVE.preparing,
+        NATIVE.submitting,
+        NATIVE.running,
+      ])) {
         const state = row.native_state === NATIVE.awaitingApproval ? NATIVE.expired : NATIVE.interrupted;
-        this.stores[owner].update(row.id, { native_state: state, outcome: state === NATIVE.expired ? 'timeout' : 'unknown' }, t);
+        this.stores[owner].update(
+          row.id,
+          { native_state: state, outcome: state === NATIVE.expired ? 'timeout' : 'unknown' },
+          t,
+        );
       }
     }
   }
@@ -111,7 +125,8 @@ export class JobService {
    * is unknown (NotFoundError).
    */
   plan(command: Command): PlanResult {
-    if ((command.name === 'benchmark.start' || command.name === 'media.submit') && !this.router) throw new UnavailableError();
+    if ((command.name === 'benchmark.start' || command.name === 'media.submit') && !this.router)
+      throw new UnavailableError();
     // Cancelling a job this controller never had is refused before anyone confirms it.
     if (command.name === 'benchmark.cancel' || command.name === 'media.cancel') this.requireJob(command);
     if (command.name === 'media.submit') {
@@ -124,11 +139,21 @@ export class JobService {
     if (this.pending.full) throw new UnavailableError();
     const t = this.now();
     const opId = newId('op');
-    this.insert('controller', { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: recipe ? RECIPE_STEPS : 3 }, t);
+    this.insert(
+      'controller',
+      { id: opId, kind: command.name, native_state: NATIVE.awaitingApproval, total: recipe ? RECIPE_STEPS : 3 },
+      t,
+    );
     const token = randomBytes(24).toString('hex');
     const expiresAt = t + CONFIRMATION_TTL_MS;
     this.pending.add(digest(token), { opId, command, expiresAt, ...(recipe ? { digest: recipe.digest } : {}) });
-    return { operation_id: opId, command: command.name, plan: describePlan(command, recipe), confirmation_token: token, expires_at: new Date(expiresAt).toISOString() };
+    return {
+      operation_id: opId,
+      command: command.name,
+      plan: describePlan(command, recipe),
+      confirmation_token: token,
+      expires_at: new Date(expiresAt).toISOString(),
+    };
   }
 
   /**
@@ -179,14 +204,23 @@ export class JobService {
   }
 
   /** An operation and, for job commands, the job it started (lifecycle status route). */
-  status(id: string): { id: string; state: string; outcome: string | null; progress: { completed: number | null; total: number | null }; summary: unknown } {
+  status(id: string): {
+    id: string;
+    state: string;
+    outcome: string | null;
+    progress: { completed: number | null; total: number | null };
+    summary: unknown;
+  } {
     for (const owner of ['controller', 'benchmark', 'media'] as const) {
       const stored = this.stores[owner].get(id);
       if (stored) {
         // An end state the store could not take yet is the job's state all the same.
         const row = this.unwritten.over(id, stored);
         return {
-          id: row.id, state: row.native_state, outcome: row.outcome, progress: { completed: row.progress_completed, total: row.progress_total },
+          id: row.id,
+          state: row.native_state,
+          outcome: row.outcome,
+          progress: { completed: row.progress_completed, total: row.progress_total },
           summary: row.summary ? (JSON.parse(row.summary) as unknown) : null,
         };
       }
@@ -197,9 +231,13 @@ export class JobService {
   private execute(c: Command): string | undefined {
     switch (c.name) {
       case 'benchmark.start':
-        return this.startJob('benchmark', c.params.requests, (progress, signal) => runBenchmark(c.params, this.requireRouter(), progress, signal));
+        return this.startJob('benchmark', c.params.requests, (progress, signal) =>
+          runBenchmark(c.params, this.requireRouter(), progress, signal),
+        );
       case 'media.submit':
-        return this.startJob('media', c.params.files.length, (progress, signal) => runMedia(c.params, this.mediaDir!, this.requireRouter(), progress, signal));
+        return this.startJob('media', c.params.files.length, (progress, signal) =>
+          runMedia(c.params, this.mediaDir!, this.requireRouter(), progress, signal),
+        );
       case 'benchmark.cancel':
       case 'media.cancel': {
         this.requireJob(c);
@@ -237,7 +275,15 @@ export class JobService {
     const hooks = {
       signal: ctl.signal,
       phase: (p: 'submitting' | 'running') => {
-        this.persist(opId, () => ops.update(opId, p === 'submitting' ? { native_state: NATIVE.submitting, progress_completed: 2 } : { native_state: NATIVE.running, progress_completed: 3 }, this.now()));
+        this.persist(opId, () =>
+          ops.update(
+            opId,
+            p === 'submitting'
+              ? { native_state: NATIVE.submitting, progress_completed: 2 }
+              : { native_state: NATIVE.running, progress_completed: 3 },
+            this.now(),
+          ),
+        );
         this.changes.next('controller');
       },
     };
@@ -250,7 +296,9 @@ export class JobService {
         await turn;
         if (!this.closing) {
           const recipes = this.requireRecipes();
-          result = await (c.name === 'recipe.apply' ? recipes.apply(c.params.name, plannedDigest, hooks) : recipes.stop(c.params.name, hooks));
+          result = await (c.name === 'recipe.apply'
+            ? recipes.apply(c.params.name, plannedDigest, hooks)
+            : recipes.stop(c.params.name, hooks));
         }
       } catch (err) {
         if (!this.closing) this.logger.error({ err, operation: opId }, 'recipe operation failed');
@@ -259,11 +307,27 @@ export class JobService {
         stopBeat();
         this.running.delete(opId);
       }
-      if (result?.ok) this.endOp(opId, { native_state: NATIVE.succeeded, outcome: 'success', progress_completed: RECIPE_STEPS, summary: JSON.stringify({ action: result.action, containers: result.containers }) });
-      else if (result) this.endOp(opId, { native_state: NATIVE.failed, outcome: result.outcome, summary: JSON.stringify({ reason: result.reason }) });
+      if (result?.ok)
+        this.endOp(opId, {
+          native_state: NATIVE.succeeded,
+          outcome: 'success',
+          progress_completed: RECIPE_STEPS,
+          summary: JSON.stringify({ action: result.action, containers: result.containers }),
+        });
+      else if (result)
+        this.endOp(opId, {
+          native_state: NATIVE.failed,
+          outcome: result.outcome,
+          summary: JSON.stringify({ reason: result.reason }),
+        });
       // Cut short by a shutdown: what the runtime did is not known.
       else if (this.closing) this.endOp(opId, { native_state: NATIVE.interrupted, outcome: 'unknown' });
-      else this.endOp(opId, { native_state: NATIVE.failed, outcome: 'error', summary: JSON.stringify({ reason: 'internal' }) });
+      else
+        this.endOp(opId, {
+          native_state: NATIVE.failed,
+          outcome: 'error',
+          summary: JSON.stringify({ reason: 'internal' }),
+        });
     })();
     this.tasks.add(task);
     void task.finally(() => this.tasks.delete(task));
@@ -283,7 +347,11 @@ export class JobService {
     return this.router;
   }
 
-  private startJob(owner: 'benchmark' | 'media', total: number, run: (progress: (n: number) => void, signal: AbortSignal) => Promise<object>): string {
+  private startJob(
+    owner: 'benchmark' | 'media',
+    total: number,
+    run: (progress: (n: number) => void, signal: AbortSignal) => Promise<object>,
+  ): string {
     if (!this.router) throw new UnavailableError();
     const id = newId(owner === 'benchmark' ? 'bench' : 'media');
     const store = this.stores[owner];
@@ -318,12 +386,29 @@ export class JobService {
         const failed = Object.entries(outcomes).some(([k, v]) => k !== 'success' && k !== 'cancelled' && v > 0);
         // Stopped by a shutdown rather than a cancel command: what the engine finished is unknown.
         // Stopped because its store failed: a failure of the node, not a user's cancel.
-        const state = this.closing ? NATIVE.interrupted : storeFailed ? NATIVE.failed : ctl.signal.aborted ? NATIVE.cancelled : failed ? NATIVE.failed : NATIVE.succeeded;
-        const outcomeOf: Record<string, string> = { [NATIVE.succeeded]: 'success', [NATIVE.cancelled]: 'cancelled', [NATIVE.interrupted]: 'unknown' };
+        const state = this.closing
+          ? NATIVE.interrupted
+          : storeFailed
+            ? NATIVE.failed
+            : ctl.signal.aborted
+              ? NATIVE.cancelled
+              : failed
+                ? NATIVE.failed
+                : NATIVE.succeeded;
+        const outcomeOf: Record<string, string> = {
+          [NATIVE.succeeded]: 'success',
+          [NATIVE.cancelled]: 'cancelled',
+          [NATIVE.interrupted]: 'unknown',
+        };
         const outcome = outcomeOf[state] ?? 'error';
         // Progress writes are spaced 200 ms apart: the last count is written with the end, so
         // the record's progress and its summary agree (requests still in flight at a cancel end after it).
-        this.finish(owner, id, { native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) }, this.now());
+        this.finish(
+          owner,
+          id,
+          { native_state: state, outcome, progress_completed: lastN, summary: JSON.stringify(summary) },
+          this.now(),
+        );
       } catch (err) {
         this.logger.error({ err, job: id }, 'job failed');
         this.finish(owner, id, { native_state: NATIVE.failed, outcome: 'error' }, this.now());
@@ -363,17 +448,32 @@ export class JobService {
       const t = Date.now();
       if (t - this.lastWriteReport >= WRITE_REPORT_MS) {
         this.lastWriteReport = t;
-        this.logger.error({ err, job: id, failed_writes: this.failedWrites }, 'job store cannot be written; the job\'s record keeps its last written state');
+        this.logger.error(
+          { err, job: id, failed_writes: this.failedWrites },
+          "job store cannot be written; the job's record keeps its last written state",
+        );
         this.failedWrites = 0;
       }
       return false;
     }
   }
 
-  private insert(owner: JobOwner, r: { id: string; kind: string; native_state: string; total: number }, t: number): void {
+  private insert(
+    owner: JobOwner,
+    r: { id: string; kind: string; native_state: string; total: number },
+    t: number,
+  ): void {
     const row: JobRow = {
-      id: r.id, kind: r.kind, native_state: r.native_state, outcome: null, progress_completed: 0, progress_total: r.total,
-      created_at: t, updated_at: t, heartbeat_at: t, summary: null,
+      id: r.id,
+      kind: r.kind,
+      native_state: r.native_state,
+      outcome: null,
+      progress_completed: 0,
+      progress_total: r.total,
+      created_at: t,
+      updated_at: t,
+      heartbeat_at: t,
+      summary: null,
     };
     this.stores[owner].insert(row);
     this.changes.next(owner);

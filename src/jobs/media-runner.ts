@@ -45,7 +45,13 @@ async function readMediaFile(realRoot: string, rel: string): Promise<Buffer> {
  * `mediaDir` only. Keeps only counts and outcomes: file names, paths and transcripts never
  * leave this function.
  */
-export async function runMedia(p: MediaSubmit, mediaDir: string, router: RouterTarget, onProgress: (completed: number) => void, signal: AbortSignal): Promise<MediaSummary> {
+export async function runMedia(
+  p: MediaSubmit,
+  mediaDir: string,
+  router: RouterTarget,
+  onProgress: (completed: number) => void,
+  signal: AbortSignal,
+): Promise<MediaSummary> {
   const outcomes: Record<string, number> = {};
   const t0 = Date.now();
   let completed = 0;
@@ -61,9 +67,18 @@ export async function runMedia(p: MediaSubmit, mediaDir: string, router: RouterT
       form.set('model', p.alias);
       if (p.language) form.set('language', p.language);
       // Only the extension travels (engines sniff formats by it); never the file's name.
-      form.set('file', new Blob([data]), `audio${extname(path).replace(/[^A-Za-z0-9.]/g, '').slice(0, 8)}`);
+      form.set(
+        'file',
+        new Blob([data]),
+        `audio${extname(path)
+          .replace(/[^A-Za-z0-9.]/g, '')
+          .slice(0, 8)}`,
+      );
       const res = await request(`${router.url}/v1/audio/transcriptions`, {
-        method: 'POST', body: form, signal, headers: { authorization: `Bearer ${router.key}`, 'x-svc-workbench-run-id': 'media' },
+        method: 'POST',
+        body: form,
+        signal,
+        headers: { authorization: `Bearer ${router.key}`, 'x-svc-workbench-run-id': 'media' },
       });
       await res.body.dump();
       outcome = res.statusCode === 200 ? 'success' : res.statusCode === 429 ? 'rejected' : 'error';

@@ -9,7 +9,10 @@ const RETRY_WRITE_MS = 2_000;
  * RETRY_WRITE_MS), so a job stopped by a full disk is never shown running for good.
  */
 export class UnwrittenEnds {
-  private readonly ends = new Map<string, { store: JobStore; fields: Partial<JobRow>; t: number; written: () => void }>();
+  private readonly ends = new Map<
+    string,
+    { store: JobStore; fields: Partial<JobRow>; t: number; written: () => void }
+  >();
   private timer: NodeJS.Timeout | undefined;
 
   /** Keeps an end the store refused; `written` is called once it is on disk. */

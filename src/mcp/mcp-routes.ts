@@ -1,7 +1,12 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { CallToolRequestSchema, InitializeRequestSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  InitializeRequestSchema,
+  ListToolsRequestSchema,
+  PingRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { AuthorizationPolicy, Client, Grant } from '../auth/policy.js';
 import { InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../schema/filters.js';
@@ -58,7 +63,8 @@ const PARAMS_FIT: Readonly<Record<string, (p: unknown) => boolean>> = {
   // The SDK's own request schemas, so that every shape it would refuse (nested members such as
   // `capabilities.roots`, `clientInfo.title`, `_meta.progressToken`, `task`) is refused here.
   'tools/call': (p) => CallToolRequestSchema.safeParse({ method: 'tools/call', params: p }).success,
-  'tools/list': (p) => ListToolsRequestSchema.safeParse({ method: 'tools/list', ...(p === undefined ? {} : { params: p }) }).success,
+  'tools/list': (p) =>
+    ListToolsRequestSchema.safeParse({ method: 'tools/list', ...(p === undefined ? {} : { params: p }) }).success,
   ping: (p) => PingRequestSchema.safeParse({ method: 'ping', ...(p === undefined ? {} : { params: p }) }).success,
   initialize: (p) => InitializeRequestSchema.safeParse({ method: 'initialize', params: p }).success,
 };
@@ -127,7 +133,10 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
   // the app's fixed problem answer (the parent error handler).
   const errorHandler = (err: Error & { code?: unknown }, _req: FastifyRequest, reply: FastifyReply): FastifyReply => {
     if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
-      return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32700, message: RPC_ERROR_TEXT.get(-32700) } });
+      return reply
+        .code(400)
+        .type('application/json')
+        .send({ jsonrpc: '2.0', id: null, error: { code: -32700, message: RPC_ERROR_TEXT.get(-32700) } });
     }
     throw err;
   };
@@ -140,21 +149,35 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
     // An id written with a fraction (`7.0`) reaches here as the parser's marker: it would be
     // echoed back as something no client can match to its request.
     if (Array.isArray(body) || (isObject(body) && isNonIntegerNumber(body['id']))) {
-      return reply.code(400).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: RPC_ERROR_TEXT.get(-32600) } });
+      return reply
+        .code(400)
+        .type('application/json')
+        .send({ jsonrpc: '2.0', id: null, error: { code: -32600, message: RPC_ERROR_TEXT.get(-32600) } });
     }
-    if (isObject(body) && typeof body['method'] === 'string' && (typeof body['id'] === 'string' || typeof body['id'] === 'number')) {
+    if (
+      isObject(body) &&
+      typeof body['method'] === 'string' &&
+      (typeof body['id'] === 'string' || typeof body['id'] === 'number')
+    ) {
       // The SDK's validator throws on an argument named `constructor` (an Internal error);
       // renamed to a name no filter has, it is refused like any other unknown filter (a tool
       // error, not Invalid params).
       const params = body['params'];
-      if (body['method'] === 'tools/call' && isObject(params) && isObject(params['arguments']) && Object.hasOwn(params['arguments'], 'constructor')) {
+      if (
+        body['method'] === 'tools/call' &&
+        isObject(params) &&
+        isObject(params['arguments']) &&
+        Object.hasOwn(params['arguments'], 'constructor')
+      ) {
         const args = params['arguments'];
         args['\u0000constructor'] = args['constructor'];
         delete args['constructor'];
       }
       const fits = Object.hasOwn(PARAMS_FIT, body['method']) ? PARAMS_FIT[body['method']] : undefined;
       if (fits && !fits(body['params'])) {
-        return reply.type('application/json').send({ jsonrpc: '2.0', id: body['id'], error: { code: -32602, message: RPC_ERROR_TEXT.get(-32602) } });
+        return reply
+          .type('application/json')
+          .send({ jsonrpc: '2.0', id: body['id'], error: { code: -32602, message: RPC_ERROR_TEXT.get(-32602) } });
       }
     }
     const server = buildServer(o.tools, client);
@@ -162,7 +185,10 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
     // through here, so every error it writes (its transport-level ones included: a missing
     // Accept, an unsupported protocol version with the header's text in it) leaves with its
     // code's fixed text, nothing of the request.
-    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
     try {
       await server.connect(transport);
       const web = new Request('http://mcp.invalid/mcp', { method: 'POST', headers: webHeaders(req.headers) });
@@ -175,7 +201,10 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (app: Fasti
         answer = JSON.parse(text);
       } catch {
         // Not JSON (the SDK only streams events when asked to, which this server never is).
-        return reply.code(500).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32603, message: RPC_ERROR_TEXT.get(-32603) } });
+        return reply
+          .code(500)
+          .type('application/json')
+          .send({ jsonrpc: '2.0', id: null, error: { code: -32603, message: RPC_ERROR_TEXT.get(-32603) } });
       }
       return reply.type('application/json').send(Array.isArray(answer) ? answer.map(fixedError) : fixedError(answer));
     } finally {
@@ -191,7 +220,12 @@ function buildServer(tools: McpRoutesOptions['tools'], client: Client): Server {
   const server = new Server({ name: 'svc-serving', version: PACKAGE_VERSION }, { capabilities: { tools: {} } });
   const visible = Object.entries(tools).filter(([, t]) => client.grants.has(t.grant));
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: visible.map(([name, t]) => ({ name, description: t.description, inputSchema: (t.inputSchema ?? INPUT_SCHEMA) as { type: 'object' }, outputSchema: t.outputSchema as { type: 'object' } })),
+    tools: visible.map(([name, t]) => ({
+      name,
+      description: t.description,
+      inputSchema: (t.inputSchema ?? INPUT_SCHEMA) as { type: 'object' },
+      outputSchema: t.outputSchema as { type: 'object' },
+    })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = visible.find(([name]) => name === request.params.name)?.[1];
@@ -199,7 +233,10 @@ function buildServer(tools: McpRoutesOptions['tools'], client: Client): Server {
     try {
       const raw = request.params.arguments ?? {};
       const result = await tool.run(tool.parse ? tool.parse(raw) : parseFilterArgs(raw));
-      return { content: [{ type: 'text' as const, text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
+      return {
+        content: [{ type: 'text' as const, text: JSON.stringify(result) }],
+        structuredContent: result as Record<string, unknown>,
+      };
     } catch (err) {
       const title = err instanceof SvcError ? err.message : 'Internal error';
       return { isError: true, content: [{ type: 'text' as const, text: title }] };

@@ -7,7 +7,8 @@ export type ToolName = (typeof TOOL_NAMES)[number];
 export type WorkloadToolName = (typeof WORKLOAD_TOOL_NAMES)[number];
 export type RequestToolName = (typeof REQUEST_TOOL_NAMES)[number];
 
-export const isWorkloadTool = (n: ToolName): n is WorkloadToolName => (WORKLOAD_TOOL_NAMES as readonly string[]).includes(n);
+export const isWorkloadTool = (n: ToolName): n is WorkloadToolName =>
+  (WORKLOAD_TOOL_NAMES as readonly string[]).includes(n);
 
 /**
  * Parses a `/tools/call` body: exactly `{name, arguments?}` with a known tool name. The

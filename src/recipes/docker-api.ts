@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici';
-import { RuntimeUnreachableError, } from '../errors.js';
+import { RuntimeUnreachableError } from '../errors.js';
 
 /** Largest Engine API response body read (bytes); a larger one counts as malformed. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
@@ -67,7 +67,8 @@ export class DockerEngineClient {
    */
   async post(path: string, body?: object, opts: WriteOptions = {}): Promise<EngineWriteResponse> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    if (payload !== undefined && Buffer.byteLength(payload) > MAX_REQUEST_BYTES) throw new RangeError('request body too large');
+    if (payload !== undefined && Buffer.byteLength(payload) > MAX_REQUEST_BYTES)
+      throw new RangeError('request body too large');
     const { status, text } = await this.send('POST', path, payload, opts);
     const ok = status >= 200 && status <= 299;
     return { status, body: ok && text.length > 0 ? parseJson(text) : null };
@@ -77,7 +78,12 @@ export class DockerEngineClient {
     await this.agent.close();
   }
 
-  private async send(method: 'GET' | 'POST', path: string, payload: string | undefined, opts: WriteOptions): Promise<{ status: number; text: string }> {
+  private async send(
+    method: 'GET' | 'POST',
+    path: string,
+    payload: string | undefined,
+    opts: WriteOptions,
+  ): Promise<{ status: number; text: string }> {
     // The whole call, not only each wait between bytes: a runtime that trickles its answer a
     // byte at a time is as unreachable as one that never answers.
     const deadline = AbortSignal.timeout(opts.timeoutMs ?? this.timeoutMs);
@@ -92,7 +98,10 @@ export class DockerEngineClient {
       res = await request(`http://docker${path}`, {
         dispatcher: this.agent,
         method,
-        headers: { accept: 'application/json', ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          accept: 'application/json',
+          ...(payload !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         ...(payload !== undefined ? { body: payload } : {}),
         ...(opts.timeoutMs !== undefined ? { headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs } : {}),
         signal,

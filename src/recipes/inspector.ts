@@ -56,7 +56,8 @@ function gpusOf(hostConfig: Record<string, unknown> | undefined): readonly numbe
     const o = obj(r);
     if (o?.['Count'] === -1) return 'all';
     const ids = o?.['DeviceIDs'];
-    if (Array.isArray(ids)) for (const id of ids) if (typeof id === 'string' && /^[0-9]{1,3}$/.test(id)) out.add(Number(id));
+    if (Array.isArray(ids))
+      for (const id of ids) if (typeof id === 'string' && /^[0-9]{1,3}$/.test(id)) out.add(Number(id));
   }
   return [...out].sort((a, b) => a - b);
 }

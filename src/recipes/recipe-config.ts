@@ -116,7 +116,11 @@ export function loadManifestFile(path: string): LoadedManifest {
   const configAt = configTime(path, 'manifest');
   const { value } = loadTomlConfig(path, ManifestSchema, 'manifest');
   const wanted = new Set(value.recipes);
-  if (value.absent.some((n) => wanted.has(n))) throw new ConfigError('manifest configuration: invalid member /absent (a recipe is listed in both recipes and absent)');
-  if (value.recipes.length + value.absent.length > MAX_MANIFEST_ENTRIES) throw new ConfigError('manifest configuration: invalid member /absent (more than 64 entries in all)');
+  if (value.absent.some((n) => wanted.has(n)))
+    throw new ConfigError(
+      'manifest configuration: invalid member /absent (a recipe is listed in both recipes and absent)',
+    );
+  if (value.recipes.length + value.absent.length > MAX_MANIFEST_ENTRIES)
+    throw new ConfigError('manifest configuration: invalid member /absent (more than 64 entries in all)');
   return { manifest: value, configAt };
 }

@@ -1,7 +1,13 @@
 import { NotFoundError, UnavailableError } from '../errors.js';
 import { ConfigDirUnreadableError, loadRecipeDir } from './config-dir.js';
 import { MAX_REQUEST_BYTES, RuntimeUnreachableError, type DockerEngineClient } from './docker-api.js';
-import { ContainerInspector, RECIPE_DIGEST_LABEL, RECIPE_LABEL, parseContainerInspect, type ManagedContainer } from './inspector.js';
+import {
+  ContainerInspector,
+  RECIPE_DIGEST_LABEL,
+  RECIPE_LABEL,
+  parseContainerInspect,
+  type ManagedContainer,
+} from './inspector.js';
 import type { LoadedRecipe, Recipe } from './recipe-config.js';
 import { envVar } from '../config/env-var.js';
 
@@ -25,10 +31,20 @@ export const PUBLISH_HOST_IP = '127.0.0.1';
 
 /** Why apply refused before changing anything (outcome `rejected`). */
 export type RefusalReason =
-  | 'recipe-changed' | 'container-ambiguous' | 'container-digest-mismatch' | 'container-state-unsupported'
-  | 'gpu-busy' | 'image-missing' | 'env-unusable' | 'container-name-taken';
+  | 'recipe-changed'
+  | 'container-ambiguous'
+  | 'container-digest-mismatch'
+  | 'container-state-unsupported'
+  | 'gpu-busy'
+  | 'image-missing'
+  | 'env-unusable'
+  | 'container-name-taken';
 /** Why an operation failed (outcome `error`, or `unknown` once a write may have acted). */
-export type FailureReason = 'runtime-unreachable' | 'runtime-refused' | 'container-not-running' | 'container-still-running';
+export type FailureReason =
+  | 'runtime-unreachable'
+  | 'runtime-refused'
+  | 'container-not-running'
+  | 'container-still-running';
 export type RecipeReason = RefusalReason | FailureReason;
 export type RecipeAction = 'created' | 'started' | 'already-running' | 'stopped' | 'none-running';
 
@@ -65,7 +81,8 @@ export function decideApply(loaded: LoadedRecipe, containers: readonly ManagedCo
   if (one?.status === 'running') return { do: 'nothing' };
   if (one && !STARTABLE.has(one.status)) return { do: 'refuse', reason: 'container-state-unsupported' };
   const others = containers.filter((c) => c.recipe !== name && c.status === 'running');
-  if (loaded.recipe.gpus.some((g) => others.some((c) => c.gpus === 'all' || c.gpus.includes(g)))) return { do: 'refuse', reason: 'gpu-busy' };
+  if (loaded.recipe.gpus.some((g) => others.some((c) => c.gpus === 'all' || c.gpus.includes(g))))
+    return { do: 'refuse', reason: 'gpu-busy' };
   return one ? { do: 'start', id: one.id } : { do: 'create' };
 }
 
@@ -76,7 +93,18 @@ export function decideStop(name: string, containers: readonly ManagedContainer[]
 
 /** Pure: the engine's command line (vLLM's OpenAI server arguments; the image's entrypoint runs them). */
 export function engineArgs(r: Recipe): string[] {
-  return ['--model', r.model, '--served-model-name', r.served_model_name, '--max-model-len', String(r.context_size), '--host', '0.0.0.0', '--port', String(r.port)];
+  return [
+    '--model',
+    r.model,
+    '--served-model-name',
+    r.served_model_name,
+    '--max-model-len',
+    String(r.context_size),
+    '--host',
+    '0.0.0.0',
+    '--port',
+    String(r.port),
+  ];
 }
 
 /**
@@ -162,12 +190,16 @@ export class RecipeLifecycle {
         hooks.signal.throwIfAborted();
         hooks.phase('submitting');
         wrote();
-        const res = await this.api.post(`/containers/create?name=${encodeURIComponent(containerName(name))}`, body, { timeoutMs: WRITE_TIMEOUT_MS, signal: hooks.signal });
+        const res = await this.api.post(`/containers/create?name=${encodeURIComponent(containerName(name))}`, body, {
+          timeoutMs: WRITE_TIMEOUT_MS,
+          signal: hooks.signal,
+        });
         if (res.status === 409) return refused('container-name-taken');
         if (res.status === 404) return refused('image-missing');
         if (res.status !== 201) return failed('runtime-refused', 'error');
         const created = (res.body as { Id?: unknown } | null)?.Id;
-        if (typeof created !== 'string' || !CONTAINER_ID_RE.test(created)) throw new RuntimeUnreachableError('malformed');
+        if (typeof created !== 'string' || !CONTAINER_ID_RE.test(created))
+          throw new RuntimeUnreachableError('malformed');
         id = created;
       } else {
         hooks.signal.throwIfAborted();
@@ -175,11 +207,15 @@ export class RecipeLifecycle {
         wrote();
         id = d.id;
       }
-      const started = await this.api.post(`/containers/${id}/start`, undefined, { timeoutMs: WRITE_TIMEOUT_MS, signal: hooks.signal });
+      const started = await this.api.post(`/containers/${id}/start`, undefined, {
+        timeoutMs: WRITE_TIMEOUT_MS,
+        signal: hooks.signal,
+      });
       if (started.status !== 204 && started.status !== 304) return failed('runtime-refused', 'error');
       hooks.phase('running');
       const seen = await this.api.getJson(`/containers/${id}/json`);
-      if (seen.status !== 200 || parseContainerInspect(seen.body)?.status !== 'running') return failed('container-not-running', 'error');
+      if (seen.status !== 200 || parseContainerInspect(seen.body)?.status !== 'running')
+        return failed('container-not-running', 'error');
       return { ok: true, action: d.do === 'create' ? 'created' : 'started', containers: 1 };
     });
   }
@@ -194,12 +230,16 @@ export class RecipeLifecycle {
       wrote();
       for (const id of ids) {
         hooks.signal.throwIfAborted();
-        const res = await this.api.post(`/containers/${id}/stop?t=${STOP_GRACE_S}`, undefined, { timeoutMs: STOP_TIMEOUT_MS, signal: hooks.signal });
+        const res = await this.api.post(`/containers/${id}/stop?t=${STOP_GRACE_S}`, undefined, {
+          timeoutMs: STOP_TIMEOUT_MS,
+          signal: hooks.signal,
+        });
         // 304: already stopped; 404: removed meanwhile. Either way it no longer runs.
         if (res.status !== 204 && res.status !== 304 && res.status !== 404) return failed('runtime-refused', 'error');
       }
       hooks.phase('running');
-      if (decideStop(name, (await this.inspector.managedContainers()).containers).length > 0) return failed('container-still-running', 'error');
+      if (decideStop(name, (await this.inspector.managedContainers()).containers).length > 0)
+        return failed('container-still-running', 'error');
       return { ok: true, action: 'stopped', containers: ids.length };
     });
   }

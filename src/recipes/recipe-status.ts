@@ -16,7 +16,11 @@ export interface RecipeStatus {
   readonly recipe_digest: string;
   readonly registry_digest: string | null;
   readonly context_size: number;
-  readonly serve_mode: { readonly mode: 'gpu-exclusive' | 'cpu'; readonly unresolved: string[]; readonly gpu_owner: string | null };
+  readonly serve_mode: {
+    readonly mode: 'gpu-exclusive' | 'cpu';
+    readonly unresolved: string[];
+    readonly gpu_owner: string | null;
+  };
   /** This command asks no router: `absent` means no router management is known here. */
   readonly router: { readonly state: 'absent' };
   readonly shared_memory: SharedMemoryStatus;
@@ -53,7 +57,8 @@ function repoOf(ref: string): string {
 export function registryDigest(image: ImageView | null, ref: string): string | null {
   if (!image || image.repoDigests.length === 0) return null;
   const repo = repoOf(ref);
-  const pick = image.repoDigests.find((d) => repoOf(d) === repo || repo.endsWith('/' + repoOf(d))) ?? image.repoDigests[0]!;
+  const pick =
+    image.repoDigests.find((d) => repoOf(d) === repo || repo.endsWith('/' + repoOf(d))) ?? image.repoDigests[0]!;
   return pick.slice(pick.indexOf('@') + 1);
 }
 
@@ -81,7 +86,12 @@ export function buildRecipeStatus(e: StatusEvidence): RecipeStatus {
     if (gpuOwner === null && holders[0]) gpuOwner = holders[0].recipe;
     if (holders.some((c) => c.recipe !== recipe.name)) unresolved.push(`gpu:${g}`);
   }
-  const baselineEqual = state === 'running' && !!one && one.recipeDigest === digest && !!e.baselineImage && one.image === e.baselineImage.id;
+  const baselineEqual =
+    state === 'running' &&
+    !!one &&
+    one.recipeDigest === digest &&
+    !!e.baselineImage &&
+    one.image === e.baselineImage.id;
   const shownImage = one ? e.containerImage : e.baselineImage;
   return {
     recipe: recipe.name,
@@ -103,13 +113,18 @@ export function buildRecipeStatus(e: StatusEvidence): RecipeStatus {
  * Reads the runtime (GETs only) and the shm directory, then builds the status.
  * Thrown when: the runtime is unreachable or answers malformed data (RuntimeUnreachableError).
  */
-export async function collectRecipeStatus(inspector: ContainerInspector, loaded: LoadedRecipe, shmDir: string): Promise<RecipeStatus> {
+export async function collectRecipeStatus(
+  inspector: ContainerInspector,
+  loaded: LoadedRecipe,
+  shmDir: string,
+): Promise<RecipeStatus> {
   await inspector.apiVersion();
   const { containers } = await inspector.managedContainers();
   const own = containers.filter((c) => c.recipe === loaded.recipe.name);
   const baselineImage = await inspector.image(loaded.recipe.image);
   const oneImage = own.length === 1 ? own[0]!.image : null;
-  const containerImage = oneImage === null ? null : oneImage === baselineImage?.id ? baselineImage : await inspector.image(oneImage);
+  const containerImage =
+    oneImage === null ? null : oneImage === baselineImage?.id ? baselineImage : await inspector.image(oneImage);
   const shm = scanSharedMemory(shmDir, loaded.recipe.name, shmUse(own));
   return buildRecipeStatus({ loaded, containers, baselineImage, containerImage, shm });
 }

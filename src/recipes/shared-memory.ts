@@ -32,7 +32,12 @@ export type ShmUse = 'none' | 'running' | 'unknown';
  * while no container of the recipe runs. Never throws: an unreadable directory is
  * `available: false` with reason `shm-unreadable`.
  */
-export function scanSharedMemory(dir: string, recipe: string, use: ShmUse, uid: number | undefined = process.getuid?.()): SharedMemoryStatus {
+export function scanSharedMemory(
+  dir: string,
+  recipe: string,
+  use: ShmUse,
+  uid: number | undefined = process.getuid?.(),
+): SharedMemoryStatus {
   let names: string[];
   try {
     names = readdirSync(dir);

@@ -1,4 +1,4 @@
-import { AdmissionRefused, } from '../errors.js';
+import { AdmissionRefused } from '../errors.js';
 
 export { AdmissionRefused, type AdmissionRefusal } from '../errors.js';
 

@@ -13,10 +13,19 @@ export class DataPlaneKeys {
   /** Thrown when: the variable is unset or holds no key (ConfigError naming the variable). */
   static fromEnv(name: string, env: NodeJS.ProcessEnv): DataPlaneKeys {
     const raw = envVar(env, name);
-    const keys = (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0);
-    if (keys.length === 0) throw new ConfigError(`router configuration: environment variable ${name} ${raw === undefined ? 'is not set' : 'holds no data-plane key'}`);
+    const keys = (raw ?? '')
+      .split(',')
+      .map((k) => k.trim())
+      .filter((k) => k.length > 0);
+    if (keys.length === 0)
+      throw new ConfigError(
+        `router configuration: environment variable ${name} ${raw === undefined ? 'is not set' : 'holds no data-plane key'}`,
+      );
     // A key no Authorization header can carry would authenticate nobody.
-    if (!keys.every(isCredentialText)) throw new ConfigError(`router configuration: environment variable ${name} holds a key that is not 1-4096 printable ASCII characters without spaces`);
+    if (!keys.every(isCredentialText))
+      throw new ConfigError(
+        `router configuration: environment variable ${name} holds a key that is not 1-4096 printable ASCII characters without spaces`,
+      );
     return new DataPlaneKeys(new Set(keys.map(digest)));
   }
 

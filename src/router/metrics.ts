@@ -3,8 +3,14 @@ import type { RouterRegistry } from './records/router-registry.js';
 import { FINISH_REASONS, REQUEST_OUTCOMES, USAGE_SOURCES } from '../schema/terminal-record.js';
 import { SAMPLED, type TerminalRing } from './records/terminal-ring.js';
 
-type Stat = { records: number; outcome: Map<string, number>; finish: Map<string, number>; sources: Map<string, number>; tokens: Map<string, number>; samples: Map<string, number[]> };
-
+type Stat = {
+  records: number;
+  outcome: Map<string, number>;
+  finish: Map<string, number>;
+  sources: Map<string, number>;
+  tokens: Map<string, number>;
+  samples: Map<string, number[]>;
+};
 
 function quantile(sorted: number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -24,13 +30,21 @@ export class RouterMetrics {
 
   /** `aliases`: the configured model aliases; each has an in-flight series, 0 when idle (a readable zero, not an absent figure). */
   constructor(reg: RouterRegistry, aliases: readonly string[] = []) {
-    this.requests = new Counter({ name: 'svc_router_requests_total', help: 'Requests that reached a terminal record, by model alias', labelNames: ['model'], registers: [this.registry] });
+    this.requests = new Counter({
+      name: 'svc_router_requests_total',
+      help: 'Requests that reached a terminal record, by model alias',
+      labelNames: ['model'],
+      registers: [this.registry],
+    });
     // Every configured alias has its series from the start: 0 until it serves (a counter that
     // appears only after its first request breaks rate() over a restart).
     for (const model of aliases) this.byModel.set(model, this.requests.labels({ model }));
     for (const model of aliases) this.requests.inc({ model }, 0);
     new Gauge({
-      name: 'svc_router_active_requests', help: 'Requests in flight in router memory', labelNames: ['model'], registers: [this.registry],
+      name: 'svc_router_active_requests',
+      help: 'Requests in flight in router memory',
+      labelNames: ['model'],
+      registers: [this.registry],
       collect() {
         this.reset();
         for (const model of aliases) this.set({ model }, 0);
@@ -46,7 +60,10 @@ export class RouterMetrics {
     };
     const gauge = (name: string, help: string, pick: (s: Stat) => number): void => {
       new Gauge({
-        name, help, labelNames: ['model'], registers: [this.registry],
+        name,
+        help,
+        labelNames: ['model'],
+        registers: [this.registry],
         collect() {
           this.reset();
           for (const [model, s] of stats()) this.set({ model }, pick(s));
@@ -54,17 +71,37 @@ export class RouterMetrics {
       });
     };
     gauge('svc_router_buffer_records', 'Terminal records in the current buffer', (s) => s.records);
-    for (const o of REQUEST_OUTCOMES) gauge(`svc_router_buffer_outcome_${o}`, `Buffered records with outcome ${o}`, (s) => s.outcome.get(o) ?? 0);
-    for (const f of FINISH_REASONS) gauge(`svc_router_buffer_finish_${f}`, `Buffered records with normalized finish reason ${f}`, (s) => s.finish.get(f) ?? 0);
+    for (const o of REQUEST_OUTCOMES)
+      gauge(`svc_router_buffer_outcome_${o}`, `Buffered records with outcome ${o}`, (s) => s.outcome.get(o) ?? 0);
+    for (const f of FINISH_REASONS)
+      gauge(
+        `svc_router_buffer_finish_${f}`,
+        `Buffered records with normalized finish reason ${f}`,
+        (s) => s.finish.get(f) ?? 0,
+      );
     for (const side of ['prompt', 'completion'] as const) {
       for (const src of USAGE_SOURCES) {
-        gauge(`svc_router_buffer_usage_${side}_${src}_records`, `Buffered records whose ${side} count is ${src}`, (s) => s.sources.get(`${side}:${src}`) ?? 0);
-        if (src !== 'unknown') gauge(`svc_router_buffer_${side}_tokens_${src}`, `Sum of ${src} ${side} tokens in the buffer (not a billing figure)`, (s) => s.tokens.get(`${side}:${src}`) ?? 0);
+        gauge(
+          `svc_router_buffer_usage_${side}_${src}_records`,
+          `Buffered records whose ${side} count is ${src}`,
+          (s) => s.sources.get(`${side}:${src}`) ?? 0,
+        );
+        if (src !== 'unknown')
+          gauge(
+            `svc_router_buffer_${side}_tokens_${src}`,
+            `Sum of ${src} ${side} tokens in the buffer (not a billing figure)`,
+            (s) => s.tokens.get(`${side}:${src}`) ?? 0,
+          );
       }
     }
     for (const k of SAMPLED) {
-      for (const [q, label] of [[0.5, 'p50'], [0.95, 'p95']] as const) {
-        gauge(`svc_router_buffer_${k}_${label}`, `${label} of measured ${k} samples in the buffer`, (s) => quantile(s.samples.get(k) ?? [], q));
+      for (const [q, label] of [
+        [0.5, 'p50'],
+        [0.95, 'p95'],
+      ] as const) {
+        gauge(`svc_router_buffer_${k}_${label}`, `${label} of measured ${k} samples in the buffer`, (s) =>
+          quantile(s.samples.get(k) ?? [], q),
+        );
       }
     }
   }
@@ -81,14 +118,27 @@ function bufferStats(ring: TerminalRing): Map<string, Stat> {
   const out = new Map<string, Stat>();
   ring.forEachSummary((r) => {
     let s = out.get(r.model);
-    if (!s) out.set(r.model, (s = { records: 0, outcome: new Map(), finish: new Map(), sources: new Map(), tokens: new Map(), samples: new Map() }));
+    if (!s)
+      out.set(
+        r.model,
+        (s = {
+          records: 0,
+          outcome: new Map(),
+          finish: new Map(),
+          sources: new Map(),
+          tokens: new Map(),
+          samples: new Map(),
+        }),
+      );
     s.records++;
     bump(s.outcome, r.outcome);
     if (r.finish) bump(s.finish, r.finish);
     bump(s.sources, `prompt:${r.promptSource}`);
     bump(s.sources, `completion:${r.completionSource}`);
-    if (r.promptTokens !== null && r.promptSource !== 'unknown') bump(s.tokens, `prompt:${r.promptSource}`, r.promptTokens);
-    if (r.completionTokens !== null && r.completionSource !== 'unknown') bump(s.tokens, `completion:${r.completionSource}`, r.completionTokens);
+    if (r.promptTokens !== null && r.promptSource !== 'unknown')
+      bump(s.tokens, `prompt:${r.promptSource}`, r.promptTokens);
+    if (r.completionTokens !== null && r.completionSource !== 'unknown')
+      bump(s.tokens, `completion:${r.completionSource}`, r.completionTokens);
     for (let k = 0; k < SAMPLED.length; k++) {
       const v = r.samples[k]!;
       const name = SAMPLED[k]!;

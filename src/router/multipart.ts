@@ -8,7 +8,12 @@ export function multipartField(body: Buffer, contentType: string, name: string):
 }
 
 /** The body with one small text field's value replaced, or undefined when the field is not found. */
-export function replaceMultipartField(body: Buffer, contentType: string, name: string, value: string): Buffer | undefined {
+export function replaceMultipartField(
+  body: Buffer,
+  contentType: string,
+  name: string,
+  value: string,
+): Buffer | undefined {
   const at = fieldRange(body, contentType, name);
   return at && Buffer.concat([body.subarray(0, at.start), Buffer.from(value, 'utf8'), body.subarray(at.end)]);
 }
@@ -57,7 +62,8 @@ function fieldRange(body: Buffer, contentType: string, name: string): { start: n
     if (dispositions.length > 1) return undefined;
     // `name="model"`, `name = "model"` and `name=model` all name the field (parsers differ); a
     // second name, or an encoded `name*=` (no client sends one), could name another.
-    const names = dispositions.length === 1 ? [...dispositions[0]!.matchAll(/[;\s]name(\*?)\s*=\s*(?:"([^"]*)"|([^;\s]+))/gi)] : [];
+    const names =
+      dispositions.length === 1 ? [...dispositions[0]!.matchAll(/[;\s]name(\*?)\s*=\s*(?:"([^"]*)"|([^;\s]+))/gi)] : [];
     if (names.length > 1 || names.some((n) => n[1] === '*')) return undefined;
     const partName = names.length === 1 ? (names[0]![2] ?? names[0]![3]) : undefined;
     if (partName === name) {

@@ -10,7 +10,11 @@ import type { OutputLimit } from '../schema/terminal-record.js';
  * `max_completion_tokens`, else `max_tokens`; completions: `max_tokens` only, as vLLM and
  * OpenAI's completions API read it), or undefined for other routes (no output limit).
  */
-export function prepareBody(b: Record<string, unknown>, m: ModelRoute, text: 'chat' | 'completions' | undefined): PreparedBody | undefined {
+export function prepareBody(
+  b: Record<string, unknown>,
+  m: ModelRoute,
+  text: 'chat' | 'completions' | undefined,
+): PreparedBody | undefined {
   let rewrite = false;
   let append: string | null = null;
   if (m.upstreamModel !== m.alias) {
@@ -18,7 +22,10 @@ export function prepareBody(b: Record<string, unknown>, m: ModelRoute, text: 'ch
     rewrite = true;
   }
   if (text === undefined) return { outputLimit: null, rewrite, append };
-  const field = text === 'chat' && b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null ? 'max_completion_tokens' : 'max_tokens';
+  const field =
+    text === 'chat' && b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null
+      ? 'max_completion_tokens'
+      : 'max_tokens';
   const raw = b[field];
   if (raw !== undefined && raw !== null && (!Number.isSafeInteger(raw) || (raw as number) < 0)) return undefined;
   const requested = raw === undefined || raw === null ? null : (raw as number);

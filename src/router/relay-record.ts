@@ -16,11 +16,23 @@ export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: numbe
   // arrived): a request cut off before that did unknown engine work, not zero.
   // A stream that failed or was left before its first fragment (comments or a role chunk
   // only) did unknown work, not zero.
-  const estimable = isText && dispatched && x.answered && x.statusCode < 400 && (!x.streaming || o.fragments > 0 || o.done);
+  const estimable =
+    isText && dispatched && x.answered && x.statusCode < 400 && (!x.streaming || o.fragments > 0 || o.done);
   const usage: Usage = {
     prompt_tokens: o.promptTokens ?? (isText && dispatched ? x.promptEstimate : null),
-    completion_tokens: completionFromUpstream ? o.completionTokens : estimable ? (x.streaming ? o.fragments : estimateTokens(o.contentChars + o.toolChars)) : null,
-    prompt_source: o.promptTokens !== null ? 'upstream' : isText && dispatched && x.promptEstimate !== null ? 'estimated' : 'unknown',
+    completion_tokens: completionFromUpstream
+      ? o.completionTokens
+      : estimable
+        ? x.streaming
+          ? o.fragments
+          : estimateTokens(o.contentChars + o.toolChars)
+        : null,
+    prompt_source:
+      o.promptTokens !== null
+        ? 'upstream'
+        : isText && dispatched && x.promptEstimate !== null
+          ? 'estimated'
+          : 'unknown',
     completion_source: completionFromUpstream ? 'upstream' : estimable ? 'estimated' : 'unknown',
   };
   if (x.route === 'embeddings' || x.route === 'rerank') {
@@ -64,4 +76,3 @@ export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: numbe
   rec.package_version = ctx.packageVersion;
   return rec;
 }
-

@@ -18,9 +18,15 @@ const LF = Buffer.from('\n');
 const DONE_GRACE_MS = 1_000;
 
 // The SSE event a client gets when the upstream fails mid-stream: fixed text, never [DONE].
-const STREAM_ERROR = Buffer.from('event: error\ndata: {"error":{"type":"upstream_failed","message":"The upstream stream ended before completion"}}\n\n');
-const STREAM_TIMEOUT = Buffer.from('event: error\ndata: {"error":{"type":"upstream_timeout","message":"The upstream did not finish in time"}}\n\n');
-const STREAM_STOPPING = Buffer.from('event: error\ndata: {"error":{"type":"router_stopping","message":"The router stopped before the answer was complete"}}\n\n');
+const STREAM_ERROR = Buffer.from(
+  'event: error\ndata: {"error":{"type":"upstream_failed","message":"The upstream stream ended before completion"}}\n\n',
+);
+const STREAM_TIMEOUT = Buffer.from(
+  'event: error\ndata: {"error":{"type":"upstream_timeout","message":"The upstream did not finish in time"}}\n\n',
+);
+const STREAM_STOPPING = Buffer.from(
+  'event: error\ndata: {"error":{"type":"router_stopping","message":"The router stopped before the answer was complete"}}\n\n',
+);
 
 /** How long a failed stream waits for a client still reading to take what it was sent. */
 const CLIENT_DRAIN_GRACE_MS = 2_000;

@@ -3,7 +3,15 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Socket } from 'node:net';
-import { BodyAborted, BodyTooLarge, ERRORS, ErrorCode, PROBLEM_CONTENT_TYPE, UploadsFull, problemFor } from '../errors.js';
+import {
+  BodyAborted,
+  BodyTooLarge,
+  ERRORS,
+  ErrorCode,
+  PROBLEM_CONTENT_TYPE,
+  UploadsFull,
+  problemFor,
+} from '../errors.js';
 import type { Exchange } from './relay-context.js';
 import type { UploadBudget } from './upload-budget.js';
 import { noteEarlyAnswer } from '../http/http-app.js';
@@ -106,7 +114,13 @@ function resumeRest(r: Readable): void {
  * (BodyTooLarge, after `onOver` dealt with the stream), the stream failed or closed before
  * its end (BodyAborted).
  */
-export function collect(stream: Readable, limit: number, onOver: (s: Readable) => void, budget?: UploadBudget, held?: { bytes: number }): Promise<Buffer> {
+export function collect(
+  stream: Readable,
+  limit: number,
+  onOver: (s: Readable) => void,
+  budget?: UploadBudget,
+  held?: { bytes: number },
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     if (stream.destroyed) {
       reject(new BodyAborted());
@@ -212,11 +226,15 @@ export function safeContentType(v: unknown, fallback: string): string {
 }
 
 /** Engine error texts that mean "the prompt plus output limit exceed the context window". */
-const CONTEXT_PATTERNS = /context length|context_length|context size|context window|maximum context|too many tokens|prompt is too long/i;
+const CONTEXT_PATTERNS =
+  /context length|context_length|context size|context window|maximum context|too many tokens|prompt is too long/i;
 
 /** True when an upstream 400 body says the request exceeded the context window; the text itself is discarded. */
 export function isContextRejection(status: number, body: Buffer): boolean {
-  return (status === 400 || status === 413 || status === 422) && CONTEXT_PATTERNS.test(body.subarray(0, 16 * 1024).toString('utf8'));
+  return (
+    (status === 400 || status === 413 || status === 422) &&
+    CONTEXT_PATTERNS.test(body.subarray(0, 16 * 1024).toString('utf8'))
+  );
 }
 
 /** Milliseconds with microsecond resolution, as stored in records. */
@@ -240,5 +258,12 @@ export function cutOf(timedOut: boolean, stopping: boolean): Cut {
 export function refuse(x: Exchange, res: ServerResponse, cut: Cut): void {
   x.outcome = cut === 'timeout' ? 'timeout' : 'error';
   x.statusCode = cut === 'timeout' ? 504 : cut === 'stopping' ? 503 : 502;
-  sendRawProblem(res, cut === 'timeout' ? ErrorCode.UPSTREAM_TIMEOUT : cut === 'stopping' ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED);
+  sendRawProblem(
+    res,
+    cut === 'timeout'
+      ? ErrorCode.UPSTREAM_TIMEOUT
+      : cut === 'stopping'
+        ? ErrorCode.UNAVAILABLE
+        : ErrorCode.UPSTREAM_FAILED,
+  );
 }

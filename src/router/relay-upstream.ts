@@ -2,7 +2,14 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../errors.js';
 import type { Exchange, RelayContext, Upstream } from './relay-context.js';
-import { cutOf, isContextRejection, refuse, safeContentType, sendRawProblem, type RelayAbort } from './relay-support.js';
+import {
+  cutOf,
+  isContextRejection,
+  refuse,
+  safeContentType,
+  sendRawProblem,
+  type RelayAbort,
+} from './relay-support.js';
 import { relayStream } from './relay-stream.js';
 import { UpstreamCall, type UpstreamAnswer, type UpstreamCallOptions } from './upstream-call.js';
 
@@ -47,7 +54,17 @@ export async function pipeUpstream(
   try {
     x.dispatchAt = performance.now();
     ctx.registry.setPhase(a, 'dispatched');
-    up.pool.dispatch({ method: 'POST', path, headers, body, headersTimeout: up.route.upstreamTimeoutMs, bodyTimeout: up.route.upstreamTimeoutMs }, call);
+    up.pool.dispatch(
+      {
+        method: 'POST',
+        path,
+        headers,
+        body,
+        headersTimeout: up.route.upstreamTimeoutMs,
+        bodyTimeout: up.route.upstreamTimeoutMs,
+      },
+      call,
+    );
     let answer: UpstreamAnswer;
     try {
       answer = await call.answer;
@@ -124,7 +141,8 @@ export async function pipeUpstream(
     // passed on: so a body is read before it is relayed when it is small or does not start
     // like an answer. A large answer (embeddings of a big batch) is relayed first and read
     // after, as of when it arrived, so the client does not wait for the parse.
-    const observed = x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
+    const observed =
+      x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
     let readFirst = observed && whole.byteLength <= READ_FIRST_BYTES;
     if (observed && !readFirst) {
       const head = whole.toString('latin1', 0, 256);
@@ -155,18 +173,26 @@ export async function pipeUpstream(
   }
 }
 
-
-
 /** Errors of a connection that was never made (undici passes the socket's code through). */
-const NOT_CONNECTED: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
-
+const NOT_CONNECTED: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 /** An answer relayed as an event stream (by its content type, once made safe). */
 const SSE = /^text\/event-stream/i;
 
 /** How every upstream answer is read: only a 2xx event stream is relayed as it comes; anything else whole, bounded. */
 const CALL_OPTIONS: UpstreamCallOptions = {
-  streams: (status, ct) => status >= 200 && status <= 299 && status !== 204 && status !== 205 && SSE.test(safeContentType(ct, 'application/json')),
+  streams: (status, ct) =>
+    status >= 200 &&
+    status <= 299 &&
+    status !== 204 &&
+    status !== 205 &&
+    SSE.test(safeContentType(ct, 'application/json')),
   wholeLimit: (status) => (status >= 200 && status <= 299 ? BUFFERED_LIMIT : ERROR_BODY_LIMIT),
 };
-

@@ -3,11 +3,25 @@ import { performance } from 'node:perf_hooks';
 import type { ActiveRequest } from './records/router-registry.js';
 import { ErrorCode } from '../errors.js';
 import {
-  GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, type OutputLimit, type RouteName,
+  GENERATED_ID_RE,
+  LEGACY_ID_RE,
+  OPAQUE_ID_RE,
+  type OutputLimit,
+  type RouteName,
 } from '../schema/terminal-record.js';
 import { AdmissionRefused } from './admission.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
-import { BodyTooLarge, RelayAbort, UploadsFull, ms, newGatewayId, readBody, refuseUpload, sendRawProblem, whenSocketCloses } from './relay-support.js';
+import {
+  BodyTooLarge,
+  RelayAbort,
+  UploadsFull,
+  ms,
+  newGatewayId,
+  readBody,
+  refuseUpload,
+  sendRawProblem,
+  whenSocketCloses,
+} from './relay-support.js';
 import { appendMember, prepareBody } from './relay-body.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { REPEATED, repeatedSingleHeaders } from '../http/single-headers.js';
@@ -63,20 +77,30 @@ function stringifyBounded(v: unknown): string | undefined {
  * readiness, admit, relay to the upstream (streaming chunk by chunk), and leave exactly one
  * terminal record, whatever happens. Never stores prompt or response text.
  */
-export async function relayInference(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): Promise<void> {
+export async function relayInference(
+  req: IncomingMessage,
+  res: ServerResponse,
+  route: RouteName,
+  ctx: RelayContext,
+): Promise<void> {
   // Two credentials cannot authenticate anyone: refused before the key is looked at.
   const repeated = repeatedSingleHeaders(req.rawHeaders);
   if ((repeated & REPEATED.authorization) !== 0) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
   if (!ctx.keys.accepts(req.headers.authorization)) {
     // A policy client's token is a known credential without data-plane access: 403, not 401.
-    return refuseUpload(req, res, ctx.knownCredential(req.headers.authorization) ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED);
+    return refuseUpload(
+      req,
+      res,
+      ctx.knownCredential(req.headers.authorization) ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED,
+    );
   }
   const gid = newGatewayId();
   // Set once here: every answer to this request, errors and successes alike, carries it.
   res.setHeader('x-svc-request-id', gid);
   // A repeated single header, an HTTP/1.1 request without Host, or a transfer coding other
   // than plain chunked: the fixed 400, with the id.
-  if (repeated !== 0 || lacksHost(req) || badFraming(req)) return turnedAway(ctx, gid, req, res, ErrorCode.INVALID_INPUT);
+  if (repeated !== 0 || lacksHost(req) || badFraming(req))
+    return turnedAway(ctx, gid, req, res, ErrorCode.INVALID_INPUT);
   const isAudio = route === 'audio.transcriptions';
   const ct = header1(req.headers['content-type']) ?? '';
   if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
@@ -89,7 +113,12 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   } catch (err) {
     // Answered already when a graceful stop cut the upload (cutUploads).
     if (res.headersSent) return;
-    const code = err instanceof BodyTooLarge ? ErrorCode.BODY_TOO_LARGE : err instanceof UploadsFull ? ErrorCode.ADMISSION_REFUSED : ErrorCode.INVALID_INPUT;
+    const code =
+      err instanceof BodyTooLarge
+        ? ErrorCode.BODY_TOO_LARGE
+        : err instanceof UploadsFull
+          ? ErrorCode.ADMISSION_REFUSED
+          : ErrorCode.INVALID_INPUT;
     return turnedAway(ctx, gid, req, res, code);
   } finally {
     ctx.uploading.delete(res);
@@ -113,10 +142,12 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     // route: JSON.parse keeps the last copy, an engine may keep the first, and the ceiling,
     // the alias and the record would then be about a request the engine never saw. So is a
     // `__proto__` or `constructor.prototype` member, as every other JSON route refuses it.
-    if (!parsed || refusedJson(text, parsed) !== undefined) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
+    if (!parsed || refusedJson(text, parsed) !== undefined)
+      return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     alias = parsed['model'];
   }
-  if (typeof alias !== 'string' || alias.length === 0) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
+  if (typeof alias !== 'string' || alias.length === 0)
+    return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
   const up = ctx.upstreams.get(alias);
   if (!up) return turnedAway(ctx, gid, undefined, res, ErrorCode.NOT_FOUND);
 
@@ -124,7 +155,11 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   let outputLimit: OutputLimit | null = null;
   let outBody = body;
   if (parsed) {
-    const prepared = prepareBody(parsed, up.route, route === 'chat.completions' ? 'chat' : route === 'completions' ? 'completions' : undefined);
+    const prepared = prepareBody(
+      parsed,
+      up.route,
+      route === 'chat.completions' ? 'chat' : route === 'completions' ? 'completions' : undefined,
+    );
     if (!prepared) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     outputLimit = prepared.outputLimit;
     if (!prepared.rewrite && prepared.append !== null) {
@@ -148,7 +183,10 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
   const legacy = header1(req.headers['x-request-id']);
   const a: ActiveRequest = {
     gid,
-    requestId: legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) && !ctx.isCredential(legacy) ? legacy : gid,
+    requestId:
+      legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) && !ctx.isCredential(legacy)
+        ? legacy
+        : gid,
     model: up.route.alias,
     route,
     startedAt,
@@ -169,9 +207,21 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     stop: undefined,
   };
   const x: Exchange = {
-    a, route, t0, obs: new StreamObserver(monotonicNow), readinessMs: null, admissionWaitMs: null, dispatchAt: null,
-    upstreamEndAt: null, statusCode: 0, outcome: 'error', outputLimit, promptEstimate: a.estimatedPromptTokens,
-    streaming: parsed?.['stream'] === true, finishOverride: null, answered: false,
+    a,
+    route,
+    t0,
+    obs: new StreamObserver(monotonicNow),
+    readinessMs: null,
+    admissionWaitMs: null,
+    dispatchAt: null,
+    upstreamEndAt: null,
+    statusCode: 0,
+    outcome: 'error',
+    outputLimit,
+    promptEstimate: a.estimatedPromptTokens,
+    streaming: parsed?.['stream'] === true,
+    finishOverride: null,
+    answered: false,
   };
   ctx.registry.begin(a);
 
@@ -254,7 +304,17 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     }
     const headers: Record<string, string> = { 'content-type': ct, 'x-request-id': gid };
     if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
-    await pipeUpstream(up, `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[route]}`, headers, outBody, x, res, abort, ctx, () => clientGone);
+    await pipeUpstream(
+      up,
+      `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[route]}`,
+      headers,
+      outBody,
+      x,
+      res,
+      abort,
+      ctx,
+      () => clientGone,
+    );
   } catch (err) {
     ctx.logger.error({ gateway_request_id: gid, err }, 'relay failed');
     x.outcome = clientGone ? 'disconnected' : 'error';
@@ -270,8 +330,16 @@ export async function relayInference(req: IncomingMessage, res: ServerResponse, 
     const finishedMs = Math.max(Date.now(), a.startedAt);
     ctx.registry.finish(a, terminalRecord(x, ctx, finishedMs), finishedMs);
     // Every request that did not succeed leaves one line an operator can search by id.
-    if (x.outcome === 'success') ctx.logger.debug({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
-    else if (ctx.failureLines.take(finishedMs)) ctx.logger.info({ gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode }, 'request finished');
+    if (x.outcome === 'success')
+      ctx.logger.debug(
+        { gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode },
+        'request finished',
+      );
+    else if (ctx.failureLines.take(finishedMs))
+      ctx.logger.info(
+        { gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode },
+        'request finished',
+      );
   }
 }
 
@@ -293,8 +361,15 @@ export function cutUploads(ctx: RelayContext): void {
   ctx.uploading.clear();
 }
 
-function turnedAway(ctx: RelayContext, gid: string, req: IncomingMessage | undefined, res: ServerResponse, code: ErrorCode): void {
+function turnedAway(
+  ctx: RelayContext,
+  gid: string,
+  req: IncomingMessage | undefined,
+  res: ServerResponse,
+  code: ErrorCode,
+): void {
   if (req !== undefined) refuseUpload(req, res, code);
   else sendRawProblem(res, code);
-  if (ctx.failureLines.take(Date.now())) ctx.logger.info({ gateway_request_id: gid, status: res.statusCode }, 'request refused');
+  if (ctx.failureLines.take(Date.now()))
+    ctx.logger.info({ gateway_request_id: gid, status: res.statusCode }, 'request refused');
 }

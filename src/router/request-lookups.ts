@@ -58,7 +58,11 @@ export async function lookupRequest(registry: RouterRegistry, id: string): Promi
  * Thrown when: the value is not an opaque id (InvalidInputError); too many lookups
  * waiting (SVC_ERR_UNAVAILABLE).
  */
-export function lookupHistory(registry: RouterRegistry, key: LineageKey, value: string): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
+export function lookupHistory(
+  registry: RouterRegistry,
+  key: LineageKey,
+  value: string,
+): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
   if (!OPAQUE_ID_RE.test(value)) throw new InvalidInputError();
   return bounded(registry, () => registry.history(key, value));
 }

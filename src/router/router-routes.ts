@@ -65,10 +65,14 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
   });
 
   app.get('/v1/models', async (req, reply) => {
-    if (!o.keys.accepts(req.headers.authorization)) throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
+    if (!o.keys.accepts(req.headers.authorization))
+      throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
     noQuery(req);
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
-    return reply.send({ object: 'list', data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })) });
+    return reply.send({
+      object: 'list',
+      data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })),
+    });
   });
 
   app.get('/v1/requests/:id', async (req, reply) => {
@@ -83,7 +87,8 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     if (params.size === 1 && params.get('active') === '1') return reply.send(lookupActive(o.registry));
     // `history=1` with exactly one of session_id, task_id, workbench_run_id.
     const key = LINEAGE_KEYS.find((k) => params.has(k));
-    if (params.size === 2 && params.get('history') === '1' && key !== undefined) return reply.send(await lookupHistory(o.registry, key, params.get(key)!));
+    if (params.size === 2 && params.get('history') === '1' && key !== undefined)
+      return reply.send(await lookupHistory(o.registry, key, params.get(key)!));
     throw new InvalidInputError();
   });
 

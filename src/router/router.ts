@@ -54,7 +54,8 @@ function canonicalPath(path: string, depth = 0): string {
     // not there (yet), or a dangling link
   }
   try {
-    if (depth < 16 && lstatSync(path).isSymbolicLink()) return canonicalPath(resolve(dirname(path), readlinkSync(path)), depth + 1);
+    if (depth < 16 && lstatSync(path).isSymbolicLink())
+      return canonicalPath(resolve(dirname(path), readlinkSync(path)), depth + 1);
   } catch {
     // no such path at all
   }
@@ -142,7 +143,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   // credential (that client would relay inference and be refused its reads): refused at start.
   for (const d of keys.digestsHex()) {
     const client = policyDigests.get(d);
-    if (client !== undefined) throw new ConfigError(`router configuration: a key in ${cfg.apiKeysEnv} is also the credential of policy client "${client}"`);
+    if (client !== undefined)
+      throw new ConfigError(
+        `router configuration: a key in ${cfg.apiKeysEnv} is also the credential of policy client "${client}"`,
+      );
   }
   let decisionLog: DecisionLog | undefined;
   let unlock: (() => void) | undefined;
@@ -151,7 +155,9 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     // path (two routers naming one file two ways must meet at one lock).
     const logPath = canonicalPath(cfg.decisionLog.path);
     unlock = lockDecisionLog(logPath);
-    decisionLog = new DecisionLog(logPath, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) => logWriteError(log, err, n));
+    decisionLog = new DecisionLog(logPath, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) =>
+      logWriteError(log, err, n),
+    );
     // The log's file or folder was removed under the router and made again: so is its lock, or
     // a second router could start on this log. A lock another live router took meanwhile is
     // reported, not fought over.
@@ -164,7 +170,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
           release();
         };
       } catch (err) {
-        log.error({ err }, 'decision log lock could not be taken again after its file was removed; another router process may be using this log');
+        log.error(
+          { err },
+          'decision log lock could not be taken again after its file was removed; another router process may be using this log',
+        );
       }
     };
     try {
@@ -178,9 +187,16 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   }
   let metrics: RouterMetrics | undefined;
   const registry = new RouterRegistry({
-    host: cfg.hostId, bufferSize: cfg.bufferSize, log: decisionLog, logger: log, onFinish: (model) => metrics?.finished(model),
+    host: cfg.hostId,
+    bufferSize: cfg.bufferSize,
+    log: decisionLog,
+    logger: log,
+    onFinish: (model) => metrics?.finished(model),
   });
-  metrics = new RouterMetrics(registry, cfg.models.map((m) => m.alias));
+  metrics = new RouterMetrics(
+    registry,
+    cfg.models.map((m) => m.alias),
+  );
   // A journal left behind: the last router on this log was killed, and its requests of the
   // last moments may have no record at all (known before the window is restored from the log).
   if (decisionLog && existsSync(`${decisionLog.path}.inflight`)) decisionLog.markUnclean();
@@ -192,7 +208,13 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   let stopJournalNudges: (() => void) | undefined;
   if (decisionLog) {
     const dl = decisionLog;
-    journal = new InflightJournal(`${decisionLog.path}.inflight`, registry, log, { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION }, () => dl.flushQuietly());
+    journal = new InflightJournal(
+      `${decisionLog.path}.inflight`,
+      registry,
+      log,
+      { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION },
+      () => dl.flushQuietly(),
+    );
     const left = InflightJournal.read(journal.path);
     let interrupted: number;
     try {
@@ -202,7 +224,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
       unlock?.();
       throw pathFailure(err, 'router configuration: decision_log_path cannot be written');
     }
-    if (interrupted > 0) log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
+    if (interrupted > 0)
+      log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
     journal.write();
     journal.start();
     // Rotation may delete a finished request's record: the journal must not still name that
@@ -218,14 +241,29 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     let apiKey: string | undefined;
     if (m.upstreamApiKeyEnv) {
       apiKey = envVar(env, m.upstreamApiKeyEnv);
-      if (!apiKey?.trim()) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") ${apiKey === undefined ? 'is not set' : 'is empty'}`);
+      if (!apiKey?.trim())
+        throw new ConfigError(
+          `router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") ${apiKey === undefined ? 'is not set' : 'is empty'}`,
+        );
       // Sent as `Authorization: Bearer <key>`: one a header cannot carry would fail every request.
       apiKey = apiKey.trim();
-      if (!isCredentialText(apiKey)) throw new ConfigError(`router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not 1-4096 printable ASCII characters without spaces`);
+      if (!isCredentialText(apiKey))
+        throw new ConfigError(
+          `router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not 1-4096 printable ASCII characters without spaces`,
+        );
     }
-    const pool = new Pool(m.upstreamOrigin, { connections: m.maxConcurrency + 2, keepAliveTimeout: 30_000, pipelining: 1 });
+    const pool = new Pool(m.upstreamOrigin, {
+      connections: m.maxConcurrency + 2,
+      keepAliveTimeout: 30_000,
+      pipelining: 1,
+    });
     pools.push(pool);
-    upstreams.set(m.alias, { route: m, pool, admission: new Admission(m.maxConcurrency, m.maxQueue, m.queueTimeoutMs), apiKey });
+    upstreams.set(m.alias, {
+      route: m,
+      pool,
+      admission: new Admission(m.maxConcurrency, m.maxQueue, m.queueTimeoutMs),
+      apiKey,
+    });
     if (apiKey !== undefined) credentials.add(digest(apiKey));
   }
   // The NATS secrets are credentials the router holds too: a caller id carrying one is dropped.
@@ -239,11 +277,21 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     return token !== undefined && policy!.authenticate(token) !== undefined;
   };
   const ctx: RelayContext = {
-    cfg, registry, keys, knownCredential, isCredential: (v) => credentials.has(digest(v)), readiness: new Readiness(cfg.readinessTtlMs), upstreams, logger: log, packageVersion: PACKAGE_VERSION,
+    cfg,
+    registry,
+    keys,
+    knownCredential,
+    isCredential: (v) => credentials.has(digest(v)),
+    readiness: new Readiness(cfg.readinessTtlMs),
+    upstreams,
+    logger: log,
+    packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
     uploading: new Set(),
     uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
-    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) => log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record')),
+    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
+      log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
+    ),
   };
 
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
@@ -252,7 +300,13 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   // only to whoever else listens, e.g. a controller over NATS.
   const own = new Subject<ObservationBatch>();
   const actor = new OwnerActor({
-    host: cfg.hostId, owner: 'router', bus, staleAfterMs: cfg.staleAfterMs, pollMs: 1000, minIntervalMs: 200, logger: log,
+    host: cfg.hostId,
+    owner: 'router',
+    bus,
+    staleAfterMs: cfg.staleAfterMs,
+    pollMs: 1000,
+    minIntervalMs: 200,
+    logger: log,
     local: (batch) => own.next(batch),
     // A standalone router's window is read when someone asks for it, not thousands of times a
     // second for nobody; a controller on the bus gets it published as usual.
@@ -260,7 +314,14 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     read: () => routerReading(registry, Date.now(), DEFAULT_WINDOW_CAP),
   });
   const stopChanges = registry.onChange(() => actor.notify());
-  const view = new NodeView({ host: cfg.hostId, bus, staleAfterMs: cfg.staleAfterMs, owners: ROUTER_OWNERS, logger: log, local: own });
+  const view = new NodeView({
+    host: cfg.hostId,
+    bus,
+    staleAfterMs: cfg.staleAfterMs,
+    owners: ROUTER_OWNERS,
+    logger: log,
+    local: own,
+  });
   view.start();
   actor.start();
   // The request lookups over request/reply too: the fleet and the node's controller ask here.
@@ -269,25 +330,40 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const app = createHttpApp({
     logger: log,
     // An authenticated inference request refused by node:http itself still gets its id.
-    refusedHeaders: (req) => (inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization) ? { 'x-svc-request-id': newGatewayId() } : undefined),
+    refusedHeaders: (req) =>
+      inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization)
+        ? { 'x-svc-request-id': newGatewayId() }
+        : undefined,
     serverFactory: (handler) =>
-      createServer({ keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false }, (req: IncomingMessage, res: ServerResponse) => {
-        const route = inferenceRoute(req);
-        if (route === undefined) handler(req, res);
-        else if (req.method === 'POST') relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
-        else {
-          // An authenticated inference route answers with its identifier, errors included.
-          if (keys.accepts(req.headers.authorization)) res.setHeader('x-svc-request-id', newGatewayId());
-          if (lacksHost(req)) refuseUpload(req, res, ErrorCode.INVALID_INPUT);
+      createServer(
+        { keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false },
+        (req: IncomingMessage, res: ServerResponse) => {
+          const route = inferenceRoute(req);
+          if (route === undefined) handler(req, res);
+          else if (req.method === 'POST')
+            relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
           else {
-            res.setHeader('allow', 'POST');
-            refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
+            // An authenticated inference route answers with its identifier, errors included.
+            if (keys.accepts(req.headers.authorization)) res.setHeader('x-svc-request-id', newGatewayId());
+            if (lacksHost(req)) refuseUpload(req, res, ErrorCode.INVALID_INPUT);
+            else {
+              res.setHeader('allow', 'POST');
+              refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
+            }
           }
-        }
-      }),
+        },
+      ),
   });
   await app.register(routerRoutes, {
-    cfg, keys, knownCredential, policy, registry, metrics, startedAt, packageVersion: PACKAGE_VERSION, workloads: async (f) => {
+    cfg,
+    keys,
+    knownCredential,
+    policy,
+    registry,
+    metrics,
+    startedAt,
+    packageVersion: PACKAGE_VERSION,
+    workloads: async (f) => {
       await actor.refresh();
       return view.query(f);
     },

@@ -1,5 +1,10 @@
 import { StringDecoder } from 'node:string_decoder';
-import { FINISH_REASONS, MAX_RECORD_TOKENS, normalizeFinishReason, type FinishReason } from '../schema/terminal-record.js';
+import {
+  FINISH_REASONS,
+  MAX_RECORD_TOKENS,
+  normalizeFinishReason,
+  type FinishReason,
+} from '../schema/terminal-record.js';
 
 /** Longest SSE line kept while waiting for its end; longer lines are skipped, not buffered. */
 const MAX_LINE = 1024 * 1024;
@@ -222,13 +227,19 @@ export class StreamObserver {
     if (Array.isArray(o.choices)) {
       for (const c of o.choices) {
         if (!c || typeof c !== 'object') continue;
-        const choice = c as { delta?: Record<string, unknown>; message?: Record<string, unknown>; text?: unknown; finish_reason?: unknown };
+        const choice = c as {
+          delta?: Record<string, unknown>;
+          message?: Record<string, unknown>;
+          text?: unknown;
+          finish_reason?: unknown;
+        };
         const part = streaming ? choice.delta : choice.message;
         const content = part?.['content'] ?? choice.text;
         // A reasoning model's thinking (`reasoning_content`, or `reasoning`) is output the
         // engine generated: it counts as content for the first-content time and the estimate.
         const reasoning = part?.['reasoning_content'] ?? part?.['reasoning'];
-        const chars = (typeof content === 'string' ? content.length : 0) + (typeof reasoning === 'string' ? reasoning.length : 0);
+        const chars =
+          (typeof content === 'string' ? content.length : 0) + (typeof reasoning === 'string' ? reasoning.length : 0);
         if (chars > 0) {
           if (this.firstContentAt === null) this.firstContentAt = at ?? this.now();
           this.fragments++;
@@ -240,7 +251,8 @@ export class StreamObserver {
           if (streaming) this.fragments++;
           else this.toolChars += toolCallChars(tools);
         }
-        if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.finishReason = finishReasonOf(choice.finish_reason);
+        if (choice.finish_reason !== undefined && choice.finish_reason !== null)
+          this.finishReason = finishReasonOf(choice.finish_reason);
       }
     }
     const u = o.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
@@ -316,7 +328,8 @@ export function promptChars(body: Record<string, unknown>): number {
       else if ('content' in o) count(o['content'], depth + 1);
     }
   };
-  if (Array.isArray(body['messages'])) for (const m of body['messages']) count((m as Record<string, unknown>)?.['content'], 0);
+  if (Array.isArray(body['messages']))
+    for (const m of body['messages']) count((m as Record<string, unknown>)?.['content'], 0);
   count(body['prompt'], 0, true);
   return n;
 }

@@ -4,8 +4,20 @@ import { UpstreamBodyTooLarge, UpstreamCancelled } from '../errors.js';
 
 /** What the upstream answered: an event stream to relay chunk by chunk, or a whole body. */
 export type UpstreamAnswer =
-  | { readonly kind: 'stream'; readonly status: number; readonly contentType: string | undefined; readonly encoded: boolean; readonly body: Readable }
-  | { readonly kind: 'whole'; readonly status: number; readonly contentType: string | undefined; readonly encoded: boolean; readonly body: Buffer };
+  | {
+      readonly kind: 'stream';
+      readonly status: number;
+      readonly contentType: string | undefined;
+      readonly encoded: boolean;
+      readonly body: Readable;
+    }
+  | {
+      readonly kind: 'whole';
+      readonly status: number;
+      readonly contentType: string | undefined;
+      readonly encoded: boolean;
+      readonly body: Buffer;
+    };
 
 export { UpstreamBodyTooLarge, UpstreamCancelled } from '../errors.js';
 
@@ -82,7 +94,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
     if (this.cancelledWith) controller.abort(this.cancelledWith);
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
     this.status = statusCode;
     const ct = headers['content-type'];
     this.contentType = typeof ct === 'string' ? ct : undefined;
@@ -98,7 +114,13 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
           cb(err);
         },
       });
-      this.resolve({ kind: 'stream', status: statusCode, contentType: this.contentType, encoded: this.encoded, body: this.stream });
+      this.resolve({
+        kind: 'stream',
+        status: statusCode,
+        contentType: this.contentType,
+        encoded: this.encoded,
+        body: this.stream,
+      });
     } else this.limit = this.opts.wholeLimit(statusCode);
   }
 

@@ -59,7 +59,12 @@ export function classifyAnswer(hostId: string, answer: NodeAnswer, f?: Filters):
  * of that host and owner, no condition of its own, counts that add up; then its status and
  * count are held to its sources (when `f` is given). Mutates `v` only to lower it.
  */
-function checkNodeClaims(hostId: string, v: NodeResult, f?: Filters, owners: readonly string[] = OWNERS): NodeResult | NodeCondition {
+function checkNodeClaims(
+  hostId: string,
+  v: NodeResult,
+  f?: Filters,
+  owners: readonly string[] = OWNERS,
+): NodeResult | NodeCondition {
   if (v.expected_host !== hostId) return 'wrong-identity';
   if (v.condition !== undefined || v.sources.length !== owners.length) return 'malformed';
   let total = 0;
@@ -103,7 +108,8 @@ const ROUTER_OWNERS: readonly string[] = ['router'];
 export function holdToSources(v: NodeResult, f: Filters): void {
   // A source is `complete` only with no known omission (SPEC.md): one that left records out,
   // or cannot say how many, is `partial` whatever it claimed.
-  for (const s of v.sources) if (s.status === 'complete' && s.truncation.omitted !== 0) (s as { status: ResultStatus }).status = 'partial';
+  for (const s of v.sources)
+    if (s.status === 'complete' && s.truncation.omitted !== 0) (s as { status: ResultStatus }).status = 'partial';
   const rel = v.sources.filter((s) => relevant(s.owner, f));
   let derived: ResultStatus = 'complete';
   if (rel.length > 0 && rel.every((s) => s.status === 'unavailable')) derived = 'unavailable';
@@ -135,7 +141,13 @@ export function holdFleetAnswer(fleet: FleetResult, f: Filters): NodeCondition |
     if (seen.has(n.expected_host)) return 'malformed';
     seen.add(n.expected_host);
     if (n.condition !== undefined) {
-      if (n.status !== 'unavailable' || n.sources.length !== 0 || n.truncation.returned !== 0 || n.truncation.omitted !== null) return 'malformed';
+      if (
+        n.status !== 'unavailable' ||
+        n.sources.length !== 0 ||
+        n.truncation.returned !== 0 ||
+        n.truncation.omitted !== null
+      )
+        return 'malformed';
     } else {
       const c = checkNodeClaims(n.expected_host, n, f);
       if (typeof c === 'string') return c;
@@ -155,7 +167,11 @@ export function holdFleetAnswer(fleet: FleetResult, f: Filters): NodeCondition |
  * fleet is `complete` only when every node is and nothing was left out, `unavailable` only
  * when every node is.
  */
-export function fleetTotals(nodes: readonly NodeResult[]): { status: ResultStatus; returned: number; omitted: number | null } {
+export function fleetTotals(nodes: readonly NodeResult[]): {
+  status: ResultStatus;
+  returned: number;
+  omitted: number | null;
+} {
   let returned = 0;
   let omitted: number | null = 0;
   let unavailable = 0;

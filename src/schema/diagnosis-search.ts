@@ -1,8 +1,15 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import {
-  DIAGNOSIS_SCHEMA_ID, INTERPRETATION_CODES, MAX_LOOKUP_RECORDS, NOT_FOUND_INTERPRETATION, RouterStatus, diagnoseHistory, diagnoseLookup,
-  type InterpretationCode, type LineageKey,
+  DIAGNOSIS_SCHEMA_ID,
+  INTERPRETATION_CODES,
+  MAX_LOOKUP_RECORDS,
+  NOT_FOUND_INTERPRETATION,
+  RouterStatus,
+  diagnoseHistory,
+  diagnoseLookup,
+  type InterpretationCode,
+  type LineageKey,
 } from './diagnosis.js';
 import { Truncation } from './envelopes.js';
 import { refusedJson } from './json-duplicates.js';
@@ -45,7 +52,11 @@ export const DiagnosisSearch = Type.Object(
 export type DiagnosisSearch = Static<typeof DiagnosisSearch>;
 
 const HostEntry = Type.Object(
-  { host: HostId, request: TerminalRecord, interpretation: Type.Array(Code, { maxItems: INTERPRETATION_CODES.length }) },
+  {
+    host: HostId,
+    request: TerminalRecord,
+    interpretation: Type.Array(Code, { maxItems: INTERPRETATION_CODES.length }),
+  },
   { additionalProperties: false },
 );
 export type HostEntry = Static<typeof HostEntry>;
@@ -56,7 +67,10 @@ export const FleetDiagnosis = Type.Object(
     request: Type.Union([TerminalRecord, Type.Null()]),
     requests: Type.Optional(Type.Array(HostEntry, { maxItems: MAX_LOOKUP_RECORDS })),
     truncation: Type.Optional(Truncation),
-    current_router: Type.Union([RouterStatus, Type.Object({ unavailable: Type.Literal(true) }, { additionalProperties: false })]),
+    current_router: Type.Union([
+      RouterStatus,
+      Type.Object({ unavailable: Type.Literal(true) }, { additionalProperties: false }),
+    ]),
     interpretation: Type.Array(Code, { maxItems: INTERPRETATION_CODES.length }),
     host: Type.Optional(HostId),
     search: DiagnosisSearch,
@@ -97,7 +111,11 @@ function replyJson(data: Uint8Array): unknown {
 function isNotFound(v: unknown): boolean {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const o = v as Record<string, unknown>;
-  return Object.keys(o).sort().join(',') === 'status,title,type' && o['status'] === 404 && o['type'] === 'urn:svc-serving:problem:not-found';
+  return (
+    Object.keys(o).sort().join(',') === 'status,title,type' &&
+    o['status'] === 404 &&
+    o['type'] === 'urn:svc-serving:problem:not-found'
+  );
 }
 
 const list = (hosts: readonly string[]): HostList => ({ count: hosts.length, hosts: hosts.slice(0, MAX_LISTED_HOSTS) });
@@ -120,10 +138,23 @@ function tally(): Tally {
  */
 function search(nodes: number, t: Tally, several: boolean): DiagnosisSearch {
   const complete = t.unreachable.length === 0 && t.failed.length === 0;
-  const outcome: SearchOutcome = t.holders.length > 1 && several ? 'several' : t.holders.length > 0 ? 'found' : complete ? 'not_found' : 'incomplete';
+  const outcome: SearchOutcome =
+    t.holders.length > 1 && several
+      ? 'several'
+      : t.holders.length > 0
+        ? 'found'
+        : complete
+          ? 'not_found'
+          : 'incomplete';
   return {
-    outcome, declared: nodes, asked: nodes - t.sleeping.length, answered: t.answered,
-    holders: list(t.holders), unreachable: list(t.unreachable), failed: list(t.failed), sleeping: list(t.sleeping),
+    outcome,
+    declared: nodes,
+    asked: nodes - t.sleeping.length,
+    answered: t.answered,
+    holders: list(t.holders),
+    unreachable: list(t.unreachable),
+    failed: list(t.failed),
+    sleeping: list(t.sleeping),
   };
 }
 
@@ -160,10 +191,26 @@ export function composeRequestDiagnosis(id: string, asked: readonly AskedNode[])
     }
   }
   const s = search(asked.length, t, true);
-  if (found.length === 1) return { schema, request: found[0]!.request, current_router, interpretation: found[0]!.interpretation, host: found[0]!.host, search: s };
+  if (found.length === 1)
+    return {
+      schema,
+      request: found[0]!.request,
+      current_router,
+      interpretation: found[0]!.interpretation,
+      host: found[0]!.host,
+      search: s,
+    };
   if (found.length > 1) {
     const requests = found.slice(0, MAX_LOOKUP_RECORDS);
-    return { schema, request: null, requests, truncation: { returned: requests.length, omitted: found.length - requests.length }, current_router, interpretation: [], search: s };
+    return {
+      schema,
+      request: null,
+      requests,
+      truncation: { returned: requests.length, omitted: found.length - requests.length },
+      current_router,
+      interpretation: [],
+      search: s,
+    };
   }
   const interpretation: InterpretationCode[] = s.outcome === 'not_found' ? [...NOT_FOUND_INTERPRETATION] : [];
   return { schema, request: null, current_router, interpretation, search: s };
@@ -199,7 +246,10 @@ export function composeHistoryDiagnosis(key: LineageKey, value: string, asked: r
   if (s.unreachable.count > 0 || s.failed.count > 0) omitted = null;
   all.sort((a, b) => parseTimestamp(b.request.finished_at) - parseTimestamp(a.request.finished_at));
   const requests = all.slice(0, MAX_LOOKUP_RECORDS);
-  const truncation = { returned: requests.length, omitted: omitted === null ? null : omitted + all.length - requests.length };
+  const truncation = {
+    returned: requests.length,
+    omitted: omitted === null ? null : omitted + all.length - requests.length,
+  };
   const interpretation: InterpretationCode[] = s.outcome === 'not_found' ? [...NOT_FOUND_INTERPRETATION] : [];
   return { schema, request: null, requests, truncation, current_router, interpretation, search: s };
 }
@@ -211,10 +261,15 @@ export function composeHistoryDiagnosis(key: LineageKey, value: string, asked: r
  */
 export function diagnosisConsistent(d: FleetDiagnosis): boolean {
   const s = d.search;
-  if (s.asked + s.sleeping.count !== s.declared || s.answered + s.unreachable.count + s.failed.count !== s.asked) return false;
+  if (s.asked + s.sleeping.count !== s.declared || s.answered + s.unreachable.count + s.failed.count !== s.asked)
+    return false;
   if (s.holders.count > s.answered) return false;
   const complete = s.unreachable.count === 0 && s.failed.count === 0;
-  if ((s.outcome === 'not_found' || s.outcome === 'incomplete') && (s.holders.count !== 0 || complete !== (s.outcome === 'not_found'))) return false;
+  if (
+    (s.outcome === 'not_found' || s.outcome === 'incomplete') &&
+    (s.holders.count !== 0 || complete !== (s.outcome === 'not_found'))
+  )
+    return false;
   if ((d.request !== null) !== (d.host !== undefined)) return false;
   if (d.request !== null && (s.outcome !== 'found' || !s.holders.hosts.includes(d.host!))) return false;
   return true;

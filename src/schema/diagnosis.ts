@@ -75,12 +75,20 @@ export const ActiveRequest = Type.Object(
 export type ActiveRequest = Static<typeof ActiveRequest>;
 
 export const checkRouterStatus = TypeCompiler.Compile(RouterStatus);
-export const checkLookupBody = TypeCompiler.Compile(Type.Object({ request: TerminalRecord }, { additionalProperties: false }));
+export const checkLookupBody = TypeCompiler.Compile(
+  Type.Object({ request: TerminalRecord }, { additionalProperties: false }),
+);
 export const checkActiveBody = TypeCompiler.Compile(
-  Type.Object({ requests: Type.Array(ActiveRequest, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation }, { additionalProperties: false }),
+  Type.Object(
+    { requests: Type.Array(ActiveRequest, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
+    { additionalProperties: false },
+  ),
 );
 export const checkSessionBody = TypeCompiler.Compile(
-  Type.Object({ requests: Type.Array(TerminalRecord, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation }, { additionalProperties: false }),
+  Type.Object(
+    { requests: Type.Array(TerminalRecord, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
+    { additionalProperties: false },
+  ),
 );
 
 /** A session entry of the envelope: the evidence and its own interpretation. */
@@ -111,14 +119,29 @@ const UNMEASURED_LATENCY_ROUTES: ReadonlySet<string> = new Set(['embeddings', 'r
  */
 export function terminalEvidence(r: TerminalRecord): TerminalRecord {
   const out: Record<string, unknown> = {
-    request_id: r.request_id, model: r.model, route: r.route, outcome: r.outcome, status_code: r.status_code,
-    started_at: r.started_at, finished_at: r.finished_at,
+    request_id: r.request_id,
+    model: r.model,
+    route: r.route,
+    outcome: r.outcome,
+    status_code: r.status_code,
+    started_at: r.started_at,
+    finished_at: r.finished_at,
     latency_ms: UNMEASURED_LATENCY_ROUTES.has(r.route) && r.latency_ms === 0 ? null : r.latency_ms,
-    readiness_check_ms: r.readiness_check_ms, admission_wait_ms: r.admission_wait_ms,
-    upstream_duration_ms: r.upstream_duration_ms, time_to_first_content_ms: r.time_to_first_content_ms,
+    readiness_check_ms: r.readiness_check_ms,
+    admission_wait_ms: r.admission_wait_ms,
+    upstream_duration_ms: r.upstream_duration_ms,
+    time_to_first_content_ms: r.time_to_first_content_ms,
     finish_reason: r.finish_reason,
-    usage: { prompt_tokens: r.usage.prompt_tokens, completion_tokens: r.usage.completion_tokens, prompt_source: r.usage.prompt_source, completion_source: r.usage.completion_source },
-    output_limit: r.output_limit === null ? null : { requested: r.output_limit.requested, effective: r.output_limit.effective, clamped: r.output_limit.clamped },
+    usage: {
+      prompt_tokens: r.usage.prompt_tokens,
+      completion_tokens: r.usage.completion_tokens,
+      prompt_source: r.usage.prompt_source,
+      completion_source: r.usage.completion_source,
+    },
+    output_limit:
+      r.output_limit === null
+        ? null
+        : { requested: r.output_limit.requested, effective: r.output_limit.effective, clamped: r.output_limit.clamped },
   };
   for (const k of ['session_id', 'workbench_run_id', 'task_id', 'routing_config_hash', 'package_version'] as const) {
     if (r[k] !== undefined) out[k] = r[k];
@@ -144,13 +167,18 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   // A 429 the router answered itself (nothing sent: no upstream time) or the engine's own,
   // relayed: on chat and completions the upstream time tells them apart. Embeddings, rerank
   // and audio record no upstream time, so theirs read as admission (the text says so).
-  if (r.status_code === 429) codes.add(r.upstream_duration_ms !== null ? 'upstream_rate_limited' : 'admission_rejected');
+  if (r.status_code === 429)
+    codes.add(r.upstream_duration_ms !== null ? 'upstream_rate_limited' : 'admission_rejected');
   if (r.outcome === 'rejected' && r.status_code === 502) codes.add('upstream_not_ready');
   // Status 503 is only the router's own "stopping"; status 0 with an error is a request the
   // router cut while stopping before anything was sent, or recorded at its next start after a
   // kill; a stream it cut while stopping (status 200) finished `cancelled`.
   if (r.outcome === 'error') {
-    codes.add(r.status_code === 0 || r.status_code === 503 || r.finish_reason === 'cancelled' ? 'router_ended' : 'upstream_failed');
+    codes.add(
+      r.status_code === 0 || r.status_code === 503 || r.finish_reason === 'cancelled'
+        ? 'router_ended'
+        : 'upstream_failed',
+    );
   }
   if (r.outcome === 'timeout') codes.add('upstream_timeout');
   if (UNMEASURED_LATENCY_ROUTES.has(r.route) && total === null) codes.add('latency_unmeasured');
@@ -169,7 +197,10 @@ export type LookupFault = 'malformed' | 'identity';
  * own id, or, asked by generated id, a caller's legacy id (a generated id answers for the
  * request that carried it); another request's record is never diagnosed under this id.
  */
-export function diagnoseLookup(askedId: string, body: unknown): { request: TerminalRecord; interpretation: InterpretationCode[] } | LookupFault {
+export function diagnoseLookup(
+  askedId: string,
+  body: unknown,
+): { request: TerminalRecord; interpretation: InterpretationCode[] } | LookupFault {
   if (!checkLookupBody.Check(body)) return 'malformed';
   const rid = body.request.request_id;
   if (rid !== askedId && !(GENERATED_ID_RE.test(askedId) && !GENERATED_ID_RE.test(rid))) return 'identity';
@@ -181,7 +212,11 @@ export function diagnoseLookup(askedId: string, body: unknown): { request: Termi
  * The diagnosis of a history lookup's body (`{"requests": [...], "truncation": ...}`), pure:
  * every record must carry `key` = `value`; entries newest first, each with its interpretation.
  */
-export function diagnoseHistory(key: LineageKey, value: string, body: unknown): { requests: SessionEntry[]; truncation: Truncation } | LookupFault {
+export function diagnoseHistory(
+  key: LineageKey,
+  value: string,
+  body: unknown,
+): { requests: SessionEntry[]; truncation: Truncation } | LookupFault {
   if (!checkSessionBody.Check(body)) return 'malformed';
   if (body.requests.some((r) => r[key] !== value)) return 'identity';
   const requests = body.requests

@@ -7,25 +7,70 @@ export const KINDS = ['router-request', 'controller-operation', 'benchmark-job',
 export type Kind = (typeof KINDS)[number];
 
 export const STATES = [
-  'checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running', 'terminal',
-  'configured', 'absent', 'unavailable', 'unsupported',
+  'checking',
+  'admitted',
+  'dispatched',
+  'streaming',
+  'queued',
+  'running',
+  'terminal',
+  'configured',
+  'absent',
+  'unavailable',
+  'unsupported',
 ] as const;
 export type State = (typeof STATES)[number];
 
 export const PHASES = [
-  'checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running', 'completed', 'failed',
-  'cancelled', 'awaiting-approval', 'preparing', 'submitting', 'configured', 'absent',
-  'unavailable', 'unsupported',
+  'checking',
+  'admitted',
+  'dispatched',
+  'streaming',
+  'queued',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'awaiting-approval',
+  'preparing',
+  'submitting',
+  'configured',
+  'absent',
+  'unavailable',
+  'unsupported',
 ] as const;
 export type Phase = (typeof PHASES)[number];
 
-export const OUTCOMES = ['success', 'error', 'cancelled', 'timeout', 'rejected', 'disconnected', 'unavailable', 'unknown'] as const;
+export const OUTCOMES = [
+  'success',
+  'error',
+  'cancelled',
+  'timeout',
+  'rejected',
+  'disconnected',
+  'unavailable',
+  'unknown',
+] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
-export const SOURCE_AUTHORITIES = ['router-memory', 'controller-store', 'benchmark-store', 'media-store', 'managed-status'] as const;
+export const SOURCE_AUTHORITIES = [
+  'router-memory',
+  'controller-store',
+  'benchmark-store',
+  'media-store',
+  'managed-status',
+] as const;
 export type SourceAuthority = (typeof SOURCE_AUTHORITIES)[number];
 
-export const QUALITIES = ['recorded', 'configured', 'observed-running', 'healthy-identity', 'stale', 'absent', 'inspection-error'] as const;
+export const QUALITIES = [
+  'recorded',
+  'configured',
+  'observed-running',
+  'healthy-identity',
+  'stale',
+  'absent',
+  'inspection-error',
+] as const;
 export type Quality = (typeof QUALITIES)[number];
 
 export const PROGRESS_UNITS = ['items', 'steps', 'requests'] as const;
@@ -34,7 +79,14 @@ export type ProgressUnit = (typeof PROGRESS_UNITS)[number];
 export const RESULT_STATUSES = ['complete', 'partial', 'unavailable'] as const;
 export type ResultStatus = (typeof RESULT_STATUSES)[number];
 
-export const SOURCE_REASONS = ['no-observation', 'timeout', 'inspection-error', 'not-served', 'overloaded', 'malformed'] as const;
+export const SOURCE_REASONS = [
+  'no-observation',
+  'timeout',
+  'inspection-error',
+  'not-served',
+  'overloaded',
+  'malformed',
+] as const;
 export type SourceReason = (typeof SOURCE_REASONS)[number];
 
 export const NODE_CONDITIONS = ['unreachable', 'sleeping', 'incompatible', 'wrong-identity', 'malformed'] as const;
@@ -61,7 +113,14 @@ export const AUTHORITY_OF_OWNER: Readonly<Record<Owner, SourceAuthority>> = {
 };
 
 /** Active states carry no outcome; they are work in flight. */
-export const ACTIVE_STATES: ReadonlySet<State> = new Set(['checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running']);
+export const ACTIVE_STATES: ReadonlySet<State> = new Set([
+  'checking',
+  'admitted',
+  'dispatched',
+  'streaming',
+  'queued',
+  'running',
+]);
 
 /** "Current" states: returned by the default query whatever their age. */
 export const CURRENT_STATES: ReadonlySet<State> = new Set(['configured', 'absent', 'unavailable', 'unsupported']);
@@ -86,7 +145,15 @@ export const PHASES_OF_STATE: Readonly<Record<State, readonly Phase[]>> = {
 
 /** States each kind may take (DESIGN.md). */
 export const STATES_OF_KIND: Readonly<Record<Kind, ReadonlySet<State>>> = {
-  'router-request': new Set(['checking', 'admitted', 'dispatched', 'streaming', 'terminal', 'unavailable', 'unsupported']),
+  'router-request': new Set([
+    'checking',
+    'admitted',
+    'dispatched',
+    'streaming',
+    'terminal',
+    'unavailable',
+    'unsupported',
+  ]),
   'controller-operation': new Set(['queued', 'running', 'terminal', 'unavailable', 'unsupported']),
   'benchmark-job': new Set(['queued', 'running', 'terminal', 'unavailable', 'unsupported']),
   'media-job': new Set(['queued', 'running', 'terminal', 'unavailable', 'unsupported']),
@@ -94,4 +161,10 @@ export const STATES_OF_KIND: Readonly<Record<Kind, ReadonlySet<State>>> = {
 };
 
 /** The highest observation quality recipe and manifest records may report (SPEC.md rule 4). */
-export const RECIPE_QUALITIES: ReadonlySet<Quality> = new Set(['configured', 'observed-running', 'stale', 'absent', 'inspection-error']);
+export const RECIPE_QUALITIES: ReadonlySet<Quality> = new Set([
+  'configured',
+  'observed-running',
+  'stale',
+  'absent',
+  'inspection-error',
+]);

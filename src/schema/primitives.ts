@@ -70,8 +70,17 @@ let lastParsed = '';
 let lastParsedMs = Number.NaN;
 
 function parseTimestampText(s: string): number {
-  if (s.length !== 24 || s.charCodeAt(4) !== 0x2d || s.charCodeAt(7) !== 0x2d || s.charCodeAt(10) !== 0x54 || s.charCodeAt(13) !== 0x3a
-    || s.charCodeAt(16) !== 0x3a || s.charCodeAt(19) !== 0x2e || s.charCodeAt(23) !== 0x5a) return Number.NaN;
+  if (
+    s.length !== 24 ||
+    s.charCodeAt(4) !== 0x2d ||
+    s.charCodeAt(7) !== 0x2d ||
+    s.charCodeAt(10) !== 0x54 ||
+    s.charCodeAt(13) !== 0x3a ||
+    s.charCodeAt(16) !== 0x3a ||
+    s.charCodeAt(19) !== 0x2e ||
+    s.charCodeAt(23) !== 0x5a
+  )
+    return Number.NaN;
   const year = digits(s, 0, 4);
   const month = digits(s, 5, 2);
   const day = digits(s, 8, 2);
@@ -79,7 +88,20 @@ function parseTimestampText(s: string): number {
   const minute = digits(s, 14, 2);
   const second = digits(s, 17, 2);
   const milli = digits(s, 20, 3);
-  if (year < 0 || milli < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59) return Number.NaN;
+  if (
+    year < 0 ||
+    milli < 0 ||
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    hour < 0 ||
+    hour > 23 ||
+    minute < 0 ||
+    minute > 59 ||
+    second < 0 ||
+    second > 59
+  )
+    return Number.NaN;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   if (day > (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)) return Number.NaN;
   return daysFromCivil(year, month, day) * 86_400_000 + hour * 3_600_000 + minute * 60_000 + second * 1000 + milli;

@@ -1,8 +1,20 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import {
-  AUTHORITY_OF_OWNER, KIND_OF_OWNER, KINDS, OUTCOMES, OUTCOME_STATES, OWNERS, PHASES, PHASES_OF_STATE,
-  PROGRESS_UNITS, QUALITIES, RECIPE_QUALITIES, SOURCE_AUTHORITIES, STATES, STATES_OF_KIND,
+  AUTHORITY_OF_OWNER,
+  KIND_OF_OWNER,
+  KINDS,
+  OUTCOMES,
+  OUTCOME_STATES,
+  OWNERS,
+  PHASES,
+  PHASES_OF_STATE,
+  PROGRESS_UNITS,
+  QUALITIES,
+  RECIPE_QUALITIES,
+  SOURCE_AUTHORITIES,
+  STATES,
+  STATES_OF_KIND,
 } from './enums.js';
 import { Count, HostId, RecordId, Timestamp, literalUnion, parseTimestamp } from './primitives.js';
 
@@ -52,11 +64,13 @@ export function recordRuleViolation(r: WorkloadRecord): string | null {
   if (!STATES_OF_KIND[r.kind].has(r.state)) return 'kind-state';
   if (!PHASES_OF_STATE[r.state].includes(r.phase)) return 'state-phase';
   if (OUTCOME_STATES.has(r.state) !== (r.outcome !== undefined)) return 'outcome-presence';
-  if ((r.owner === 'recipe' || r.owner === 'manifest') && !RECIPE_QUALITIES.has(r.observation_quality)) return 'quality-ceiling';
+  if ((r.owner === 'recipe' || r.owner === 'manifest') && !RECIPE_QUALITIES.has(r.observation_quality))
+    return 'quality-ceiling';
   if (r.progress && r.progress.total !== null && r.progress.completed > r.progress.total) return 'progress-bounds';
   const created = parseTimestamp(r.created_at);
   const updated = parseTimestamp(r.updated_at);
-  if (Number.isNaN(created) || Number.isNaN(updated) || Number.isNaN(parseTimestamp(r.source_timestamp))) return 'timestamp';
+  if (Number.isNaN(created) || Number.isNaN(updated) || Number.isNaN(parseTimestamp(r.source_timestamp)))
+    return 'timestamp';
   if (updated < created) return 'timestamp-order';
   return null;
 }
@@ -72,10 +86,17 @@ export function isValidRecord(v: unknown): v is WorkloadRecord {
  */
 export function canonicalRecord(r: WorkloadRecord): WorkloadRecord {
   const out: Record<string, unknown> = {
-    schema: r.schema, id: r.id, host: r.host, owner: r.owner, kind: r.kind, state: r.state, phase: r.phase,
+    schema: r.schema,
+    id: r.id,
+    host: r.host,
+    owner: r.owner,
+    kind: r.kind,
+    state: r.state,
+    phase: r.phase,
   };
   if (r.outcome !== undefined) out['outcome'] = r.outcome;
-  if (r.progress !== undefined) out['progress'] = { completed: r.progress.completed, total: r.progress.total, unit: r.progress.unit };
+  if (r.progress !== undefined)
+    out['progress'] = { completed: r.progress.completed, total: r.progress.total, unit: r.progress.unit };
   out['source_authority'] = r.source_authority;
   out['observation_quality'] = r.observation_quality;
   out['created_at'] = r.created_at;

@@ -51,8 +51,15 @@ export function selects(
   stale: boolean = r.observation_quality === 'stale',
   updatedMs?: number,
 ): boolean {
-  if (!relevant(r.owner, f) || (f.state !== undefined && r.state !== f.state) || (f.host !== undefined && r.host !== f.host)) return false;
+  if (
+    !relevant(r.owner, f) ||
+    (f.state !== undefined && r.state !== f.state) ||
+    (f.host !== undefined && r.host !== f.host)
+  )
+    return false;
   if (ACTIVE_STATES.has(r.state)) return !(f.active_only && stale);
   if (f.active_only) return false;
-  return r.state !== 'terminal' || now - (updatedMs ?? parseTimestamp(r.updated_at)) <= f.recent_seconds * 1000 + slackMs;
+  return (
+    r.state !== 'terminal' || now - (updatedMs ?? parseTimestamp(r.updated_at)) <= f.recent_seconds * 1000 + slackMs
+  );
 }

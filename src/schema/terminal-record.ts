@@ -9,7 +9,15 @@ export const REQUEST_OUTCOMES = ['success', 'error', 'cancelled', 'timeout', 're
 export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
 
 /** The normalized finish reasons; any other provider string becomes `unknown`, never free text. */
-export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'content_filter', 'error', 'cancelled', 'unknown'] as const;
+export const FINISH_REASONS = [
+  'stop',
+  'length',
+  'tool_calls',
+  'content_filter',
+  'error',
+  'cancelled',
+  'unknown',
+] as const;
 export type FinishReason = (typeof FINISH_REASONS)[number];
 
 export const USAGE_SOURCES = ['upstream', 'estimated', 'unknown'] as const;
@@ -116,7 +124,10 @@ const jsonName = (v: string | null): string => (v === null ? 'null' : jsonText(v
 export function terminalRecordJson(r: TerminalRecord): string {
   const u = r.usage;
   const o = r.output_limit;
-  const limit = o === null ? 'null' : `{"requested":${jsonNumber(o.requested)},"effective":${jsonNumber(o.effective)},"clamped":${o.clamped === true}}`;
+  const limit =
+    o === null
+      ? 'null'
+      : `{"requested":${jsonNumber(o.requested)},"effective":${jsonNumber(o.effective)},"clamped":${o.clamped === true}}`;
   let s =
     `{"request_id":${jsonText(r.request_id)},"model":${jsonText(r.model)},"route":${jsonText(r.route)},"outcome":${jsonText(r.outcome)},` +
     `"status_code":${jsonNumber(r.status_code)},"started_at":${jsonText(r.started_at)},"finished_at":${jsonText(r.finished_at)},` +

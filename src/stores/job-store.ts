@@ -22,7 +22,9 @@ export interface JobRow {
   readonly summary: string | null;
 }
 
-export type JobPatch = Partial<Pick<JobRow, 'native_state' | 'outcome' | 'progress_completed' | 'progress_total' | 'summary'>>;
+export type JobPatch = Partial<
+  Pick<JobRow, 'native_state' | 'outcome' | 'progress_completed' | 'progress_total' | 'summary'>
+>;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -119,7 +121,9 @@ export class JobStore {
   window(since: number, terminalStates: readonly string[], limit: number): JobRow[] {
     const marks = terminalStates.map(() => '?').join(',');
     return this.db
-      .prepare(`SELECT * FROM jobs WHERE native_state NOT IN (${marks}) OR updated_at >= ? ORDER BY updated_at DESC LIMIT ?`)
+      .prepare(
+        `SELECT * FROM jobs WHERE native_state NOT IN (${marks}) OR updated_at >= ? ORDER BY updated_at DESC LIMIT ?`,
+      )
       .all(...terminalStates, since, limit) as JobRow[];
   }
 

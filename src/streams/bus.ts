@@ -63,13 +63,20 @@ export interface Bus {
  * running and whatever depends on the messages shows their absence (stale, unavailable).
  * A closed bus ends it quietly.
  */
-export function resilientSubscription<T>(subscribe: () => Observable<T>, logger: Logger | undefined, what: string): Observable<T> {
+export function resilientSubscription<T>(
+  subscribe: () => Observable<T>,
+  logger: Logger | undefined,
+  what: string,
+): Observable<T> {
   return defer(subscribe).pipe(
     retry({
       resetOnSuccess: true,
       delay: (err: unknown, attempt: number) => {
         if (err instanceof BusClosedError) return EMPTY;
-        logger?.warn({ subscription: what, errName: (err as Error)?.name, attempt }, 'bus subscription failed; subscribing again');
+        logger?.warn(
+          { subscription: what, errName: (err as Error)?.name, attempt },
+          'bus subscription failed; subscribing again',
+        );
         return timer(Math.min(30_000, 1000 * 2 ** Math.min(attempt - 1, 5)));
       },
     }),

@@ -14,8 +14,13 @@ export interface DeclaredNode {
 /** The entry for a node that could not answer trustworthily: no records, count unknown. */
 export function failedNode(hostId: string, condition: NodeCondition, now: number): NodeResult {
   return {
-    schema: SCHEMA_ID, expected_host: hostId, status: 'unavailable', collected_at: formatTimestamp(now), sources: [],
-    truncation: { returned: 0, omitted: null }, condition,
+    schema: SCHEMA_ID,
+    expected_host: hostId,
+    status: 'unavailable',
+    collected_at: formatTimestamp(now),
+    sources: [],
+    truncation: { returned: 0, omitted: null },
+    condition,
   };
 }
 
@@ -100,11 +105,17 @@ function cut(n: NodeResult, set: ReadonlySet<WorkloadRecord>, inSet: boolean): v
     const dropped = before - s.records.length;
     if (dropped === 0) continue;
     total += dropped;
-    s.truncation = { returned: s.records.length, omitted: s.truncation.omitted === null ? null : s.truncation.omitted + dropped };
+    s.truncation = {
+      returned: s.records.length,
+      omitted: s.truncation.omitted === null ? null : s.truncation.omitted + dropped,
+    };
     if (s.status === 'complete') s.status = 'partial';
   }
   if (total > 0) {
-    n.truncation = { returned: n.truncation.returned - total, omitted: n.truncation.omitted === null ? null : n.truncation.omitted + total };
+    n.truncation = {
+      returned: n.truncation.returned - total,
+      omitted: n.truncation.omitted === null ? null : n.truncation.omitted + total,
+    };
     if (n.status === 'complete') n.status = 'partial';
   }
 }
@@ -114,7 +125,12 @@ function cut(n: NodeResult, set: ReadonlySet<WorkloadRecord>, inSet: boolean): v
  * order and `limit` (at most 1000) apply across nodes, trimming the oldest; `omitted` is null
  * whenever any node's count is unknown. A fleet with failed nodes is never `complete`.
  */
-export function composeFleet(declared: readonly DeclaredNode[], answers: readonly NodeAnswer[], f: Filters, now: number): FleetResult {
+export function composeFleet(
+  declared: readonly DeclaredNode[],
+  answers: readonly NodeAnswer[],
+  f: Filters,
+  now: number,
+): FleetResult {
   const c = new FleetComposer(declared, f);
   declared.forEach((_, i) => c.add(i, answers[i] ?? { kind: 'unreachable' }));
   return c.result(now);

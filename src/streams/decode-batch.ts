@@ -33,7 +33,8 @@ export function decodeBatch(host: string, subject: string, data: Uint8Array, max
   if (batch.host !== host || subjectHost(subject) !== host) return { ok: false, reason: 'wrong_host' };
   const on = parseSubject(subject);
   if (on?.kind !== 'obs' || on.owner !== batch.owner) return { ok: false, reason: 'malformed' };
-  if (batch.snapshot && (!batch.full || batch.snapshot.part > batch.snapshot.parts)) return { ok: false, reason: 'malformed' };
+  if (batch.snapshot && (!batch.full || batch.snapshot.part > batch.snapshot.parts))
+    return { ok: false, reason: 'malformed' };
   const upserts = new Array(batch.upserts.length);
   for (let i = 0; i < batch.upserts.length; i++) {
     const r = batch.upserts[i]!;

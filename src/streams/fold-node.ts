@@ -109,7 +109,11 @@ function foldDated(snap: NodeSnapshot, batch: ObservationBatch, now?: number): N
 
 /** True when each of the record's three dates names a real instant (parsed dates are cached). */
 function datesReal(r: WorkloadRecord): boolean {
-  return Number.isFinite(parseTimestamp(r.created_at)) && Number.isFinite(parseTimestamp(r.updated_at)) && Number.isFinite(parseTimestamp(r.source_timestamp));
+  return (
+    Number.isFinite(parseTimestamp(r.created_at)) &&
+    Number.isFinite(parseTimestamp(r.updated_at)) &&
+    Number.isFinite(parseTimestamp(r.source_timestamp))
+  );
 }
 
 function entryOf(rec: WorkloadRecord, heardAt: number): MirrorEntry {
@@ -139,7 +143,14 @@ function upsert(snap: NodeSnapshot, m: SourceMirror, rec: WorkloadRecord, latest
  * checking -> admitted -> dispatched -> streaming, jobs and operations queued -> running.
  * A recipe's `running` has no other ranked state beside it, so it is never compared.
  */
-const ACTIVE_RANK: Readonly<Partial<Record<State, number>>> = { checking: 0, admitted: 1, dispatched: 2, streaming: 3, queued: 0, running: 1 };
+const ACTIVE_RANK: Readonly<Partial<Record<State, number>>> = {
+  checking: 0,
+  admitted: 1,
+  dispatched: 2,
+  streaming: 3,
+  queued: 0,
+  running: 1,
+};
 
 /**
  * DESIGN.md's transitions, then dates: a terminal record is final (it never becomes active
@@ -165,7 +176,13 @@ function mayReplace(prev: MirrorEntry, next: MirrorEntry): boolean {
 }
 
 /** Replaces the window with `upserts`; true when some record was refused for its date. */
-function replaceWindow(snap: NodeSnapshot, m: SourceMirror, upserts: readonly WorkloadRecord[], latest: number, heardAt: number): boolean {
+function replaceWindow(
+  snap: NodeSnapshot,
+  m: SourceMirror,
+  upserts: readonly WorkloadRecord[],
+  latest: number,
+  heardAt: number,
+): boolean {
   const incoming = new Set<string>();
   let refused = false;
   for (const r of upserts) {
@@ -197,7 +214,10 @@ function collectPart(m: SourceMirror, part: ObservationBatch): ObservationBatch 
 function evictOldest(m: SourceMirror, cap: number): void {
   const entries = [...m.records.values()].sort((a, b) => a.updatedMs - b.updatedMs);
   // Active work is the last thing to forget: evict terminal and current records first.
-  const order = [...entries.filter((e) => !ACTIVE_STATES.has(e.rec.state)), ...entries.filter((e) => ACTIVE_STATES.has(e.rec.state))];
+  const order = [
+    ...entries.filter((e) => !ACTIVE_STATES.has(e.rec.state)),
+    ...entries.filter((e) => ACTIVE_STATES.has(e.rec.state)),
+  ];
   for (let i = 0; m.records.size > cap && i < order.length; i++) m.records.delete(order[i]!.rec.id);
   m.overflow = true;
 }

@@ -216,7 +216,10 @@ export class InProcessBus implements Bus {
       return reply;
     } catch (err) {
       // Name and code only: an error message can quote the payload (JSON.parse does).
-      this.#log?.warn({ subject, errName: (err as Error)?.name, code: (err as { code?: unknown })?.code }, 'bus handler failed');
+      this.#log?.warn(
+        { subject, errName: (err as Error)?.name, code: (err as { code?: unknown })?.code },
+        'bus handler failed',
+      );
       return undefined;
     }
   }

@@ -114,7 +114,11 @@ export async function connectNatsBus(opts: NatsBusOptions): Promise<NatsBus> {
       throw new ConfigError('nats credentials rejected', { cause: err });
     }
     if (tls && tlsFailure(err)) {
-      throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server at ${endpoints(opts.servers)} does not offer TLS, or its certificate is not trusted (the URL asks for tls://); nothing was sent to it`, { cause: err });
+      throw new SvcError(
+        ErrorCode.UNAVAILABLE,
+        `NATS server at ${endpoints(opts.servers)} does not offer TLS, or its certificate is not trusted (the URL asks for tls://); nothing was sent to it`,
+        { cause: err },
+      );
     }
     throw new SvcError(ErrorCode.UNAVAILABLE, `NATS server unreachable at ${endpoints(opts.servers)}`, { cause: err });
   }
@@ -313,7 +317,11 @@ export class NatsBus implements Bus {
       return;
     }
     if (out instanceof Uint8Array) this.#respond(msg, out);
-    else out.then((reply) => this.#respond(msg, reply), (err: unknown) => this.#handlerFailed(msg.subject, err));
+    else
+      out.then(
+        (reply) => this.#respond(msg, reply),
+        (err: unknown) => this.#handlerFailed(msg.subject, err),
+      );
   }
 
   #refusedReplies = 0;
@@ -325,7 +333,10 @@ export class NatsBus implements Bus {
     const now = Date.now();
     if (now - this.#refusedReplyLogAt < REFUSED_REPLY_LOG_MS) return;
     this.#refusedReplyLogAt = now;
-    this.#log?.warn({ subject, refused: this.#refusedReplies }, 'bus requests not answered: reply subject is not an inbox');
+    this.#log?.warn(
+      { subject, refused: this.#refusedReplies },
+      'bus requests not answered: reply subject is not an inbox',
+    );
     this.#refusedReplies = 0;
   }
 
@@ -340,7 +351,10 @@ export class NatsBus implements Bus {
 
   /** Logs name and code only: an error message can quote the payload (JSON.parse does). */
   #handlerFailed(subject: string, err: unknown): void {
-    this.#log?.warn({ subject, errName: (err as Error)?.name, code: (err as { code?: unknown })?.code }, 'bus handler failed');
+    this.#log?.warn(
+      { subject, errName: (err as Error)?.name, code: (err as { code?: unknown })?.code },
+      'bus handler failed',
+    );
   }
 
   #mapError(err: unknown): Error {
@@ -388,12 +402,16 @@ export class NatsBus implements Bus {
           break;
         case 'error': {
           // A refused request fails now, not at its timeout.
-          if (s.error instanceof PermissionViolationError && s.error.operation === 'publish') this.#requests.refused(s.error.subject);
+          if (s.error instanceof PermissionViolationError && s.error.operation === 'publish')
+            this.#requests.refused(s.error.subject);
           // Refused credentials repeat on every reconnect attempt (4 a second): one line per
           // 10 s, with how many were left out.
           const now = Date.now();
           if (now - this.#lastErrorLogAt >= 10_000) {
-            this.#log?.warn({ errName: s.error.name, ...(this.#errorsSkipped > 0 ? { skipped: this.#errorsSkipped } : {}) }, 'nats server error');
+            this.#log?.warn(
+              { errName: s.error.name, ...(this.#errorsSkipped > 0 ? { skipped: this.#errorsSkipped } : {}) },
+              'nats server error',
+            );
             this.#lastErrorLogAt = now;
             this.#errorsSkipped = 0;
           } else this.#errorsSkipped++;

@@ -2,7 +2,11 @@
 
 /** True for an error of TLS itself: the server offers none, or its certificate is not trusted (Node's codes, through causes). */
 export function tlsFailure(err: unknown): boolean {
-  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+  for (
+    let e = err, depth = 0;
+    e !== undefined && e !== null && depth < 5;
+    e = (e as { cause?: unknown }).cause, depth++
+  ) {
     const { message, code } = e as { message?: unknown; code?: unknown };
     if (typeof message === 'string' && /\btls\b|certificate|ssl/i.test(message)) return true;
     if (typeof code === 'string' && /CERT|TLS|SSL|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return true;

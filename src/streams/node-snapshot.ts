@@ -49,7 +49,13 @@ export interface DropCounts {
 }
 
 /** Every drop reason, in the order the counts are reported. */
-export const DROP_REASONS = ['oversized', 'malformed', 'wrong_host', 'out_of_order', 'clock_ahead'] as const satisfies readonly (keyof DropCounts)[];
+export const DROP_REASONS = [
+  'oversized',
+  'malformed',
+  'wrong_host',
+  'out_of_order',
+  'clock_ahead',
+] as const satisfies readonly (keyof DropCounts)[];
 
 /** Counts of a fold that has dropped nothing yet. */
 export function noDrops(): DropCounts {
@@ -74,8 +80,18 @@ export const DEFAULT_MIRROR_CAP = 20_000;
 
 function emptyMirror(owner: Owner): SourceMirror {
   return {
-    owner, heard: false, lastSeq: 0, gap: false, lastObservedMs: Number.NaN, freshMs: Number.NaN, ownerStatus: 'unavailable',
-    ownerReason: undefined, ownerOmitted: null, overflow: false, records: new Map(), pending: undefined,
+    owner,
+    heard: false,
+    lastSeq: 0,
+    gap: false,
+    lastObservedMs: Number.NaN,
+    freshMs: Number.NaN,
+    ownerStatus: 'unavailable',
+    ownerReason: undefined,
+    ownerOmitted: null,
+    overflow: false,
+    records: new Map(),
+    pending: undefined,
   };
 }
 
@@ -85,8 +101,12 @@ export function createNodeSnapshot(host: string, mirrorCap = DEFAULT_MIRROR_CAP)
     host,
     mirrorCap,
     sources: {
-      router: emptyMirror('router'), controller: emptyMirror('controller'), benchmark: emptyMirror('benchmark'),
-      media: emptyMirror('media'), recipe: emptyMirror('recipe'), manifest: emptyMirror('manifest'),
+      router: emptyMirror('router'),
+      controller: emptyMirror('controller'),
+      benchmark: emptyMirror('benchmark'),
+      media: emptyMirror('media'),
+      recipe: emptyMirror('recipe'),
+      manifest: emptyMirror('manifest'),
     },
     dropped: noDrops(),
     version: 0,

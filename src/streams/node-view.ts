@@ -5,7 +5,14 @@ import type { Filters } from '../schema/filters.js';
 import { observationPattern, resyncSubject } from '../schema/subjects.js';
 import { resilientSubscription, type Bus } from './bus.js';
 import { foldNode, type FoldEvent } from './fold-node.js';
-import { createNodeSnapshot, DEFAULT_MIRROR_CAP, DROP_REASONS, noDrops, type DropCounts, type NodeSnapshot } from './node-snapshot.js';
+import {
+  createNodeSnapshot,
+  DEFAULT_MIRROR_CAP,
+  DROP_REASONS,
+  noDrops,
+  type DropCounts,
+  type NodeSnapshot,
+} from './node-snapshot.js';
 import { queryNode, type QueryOptions } from './query-node.js';
 
 export interface NodeViewOptions {
@@ -62,13 +69,11 @@ export class NodeView {
       observed$,
       interval(this.opts.tickMs ?? 10_000).pipe(map((): FoldEvent => ({ type: 'tick' }))),
     );
-    this.sub = events$
-      .pipe(scan((s, e) => foldNode(s, e, this.now()), this.snap$.value))
-      .subscribe((s) => {
-        this.snap$.next(s);
-        this.maybeResync(s);
-        this.maybeReportDrops(s.dropped);
-      });
+    this.sub = events$.pipe(scan((s, e) => foldNode(s, e, this.now()), this.snap$.value)).subscribe((s) => {
+      this.snap$.next(s);
+      this.maybeResync(s);
+      this.maybeReportDrops(s.dropped);
+    });
     this.resync();
   }
 

@@ -14,7 +14,12 @@ const USER_TOKEN_RE = /^[A-Za-z0-9_-]{1,64}$/;
  * from the environment variables the configuration names, never from the file itself.
  * Thrown when: a named variable is unset (ConfigError naming the variable) or NATS refuses.
  */
-export async function openBus(nats: NatsConnection | undefined, env: NodeJS.ProcessEnv, logger: Logger, name: string): Promise<Bus> {
+export async function openBus(
+  nats: NatsConnection | undefined,
+  env: NodeJS.ProcessEnv,
+  logger: Logger,
+  name: string,
+): Promise<Bus> {
   if (!nats) return new InProcessBus();
   const secret = (v: string | undefined): string | undefined => {
     if (v === undefined) return undefined;

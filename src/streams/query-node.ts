@@ -1,5 +1,10 @@
 import { ACTIVE_STATES, OWNERS, type Owner, type ResultStatus, type SourceReason } from '../schema/enums.js';
-import { MAX_RECORDS_PER_RESULT, MAX_RECORDS_PER_SOURCE, type NodeResult, type SourceResult } from '../schema/envelopes.js';
+import {
+  MAX_RECORDS_PER_RESULT,
+  MAX_RECORDS_PER_SOURCE,
+  type NodeResult,
+  type SourceResult,
+} from '../schema/envelopes.js';
 import type { Filters } from '../schema/filters.js';
 import { formatTimestamp } from '../schema/primitives.js';
 import { SCHEMA_ID, type WorkloadRecord } from '../schema/record.js';
@@ -35,8 +40,10 @@ export interface SourceHealth {
 export function sourceHealth(m: SourceMirror, now: number, staleAfterMs: number): SourceHealth {
   if (!m.heard) return { status: 'unavailable', reason: 'no-observation', stale: false, countKnown: false };
   const age = now - m.freshMs;
-  if (age > staleAfterMs * UNAVAILABLE_AFTER_THRESHOLDS) return { status: 'unavailable', reason: 'timeout', stale: false, countKnown: false };
-  if (m.ownerStatus === 'unavailable') return { status: 'unavailable', reason: m.ownerReason ?? 'inspection-error', stale: false, countKnown: false };
+  if (age > staleAfterMs * UNAVAILABLE_AFTER_THRESHOLDS)
+    return { status: 'unavailable', reason: 'timeout', stale: false, countKnown: false };
+  if (m.ownerStatus === 'unavailable')
+    return { status: 'unavailable', reason: m.ownerReason ?? 'inspection-error', stale: false, countKnown: false };
   const stale = age > staleAfterMs;
   const doubtful = stale || m.gap || m.overflow || m.ownerStatus === 'partial' || m.ownerOmitted !== 0;
   if (!doubtful) return { status: 'complete', reason: undefined, stale: false, countKnown: true };
@@ -67,7 +74,14 @@ function entryNewestFirst(a: MirrorEntry, b: MirrorEntry): number {
  * The records of one mirror that the filters select: their count, and the `k` newest with
  * their stale labels. Only candidates that could enter the top `k` allocate anything.
  */
-function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: number, staleAfterMs: number, k: number): { matched: number; top: Match[] } {
+function matchSource(
+  m: SourceMirror,
+  health: SourceHealth,
+  f: Filters,
+  now: number,
+  staleAfterMs: number,
+  k: number,
+): { matched: number; top: Match[] } {
   const heap = new BoundedHeap<Match>(k, newestFirst);
   let matched = 0;
   for (const e of m.records.values()) {
@@ -76,11 +90,16 @@ function matchSource(m: SourceMirror, health: SourceHealth, f: Filters, now: num
     // active work the age of its last observation (selects() weighs it for active work only;
     // emit() labels such records `stale`).
     const aged = now - e.freshMs > staleAfterMs;
-    if (!selects(r, f, now, QUERY_SLACK_MS, health.stale || r.observation_quality === 'stale' || aged, e.updatedMs)) continue;
+    if (!selects(r, f, now, QUERY_SLACK_MS, health.stale || r.observation_quality === 'stale' || aged, e.updatedMs))
+      continue;
     matched++;
     const worst = heap.worst();
     if (heap.full && worst && entryNewestFirst(e, worst.e) >= 0) continue;
-    heap.offer({ e, stale: health.stale || r.observation_quality === 'stale' || (aged && ACTIVE_STATES.has(r.state)), owner: m.owner });
+    heap.offer({
+      e,
+      stale: health.stale || r.observation_quality === 'stale' || (aged && ACTIVE_STATES.has(r.state)),
+      owner: m.owner,
+    });
   }
   return { matched, top: heap.sorted() };
 }
@@ -103,10 +122,17 @@ export function queryNode(snap: NodeSnapshot, f: Filters, now: number, opts: Que
     const m = snap.sources[owner];
     const health = sourceHealth(m, now, opts.staleAfterMs);
     const isRelevant = relevant(owner, f);
-    const sel = isRelevant && health.status !== 'unavailable' ? matchSource(m, health, f, now, opts.staleAfterMs, perSource) : { matched: 0, top: [] };
+    const sel =
+      isRelevant && health.status !== 'unavailable'
+        ? matchSource(m, health, f, now, opts.staleAfterMs, perSource)
+        : { matched: 0, top: [] };
     return { owner, health, isRelevant, matched: sel.matched, top: sel.top };
   });
-  const kept = topK(parts.flatMap((p) => p.top), perNode, newestFirst);
+  const kept = topK(
+    parts.flatMap((p) => p.top),
+    perNode,
+    newestFirst,
+  );
   const keptPerOwner = new Map<Owner, WorkloadRecord[]>();
   for (const m of kept) {
     let list = keptPerOwner.get(m.owner);

@@ -1,6 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { formatTimestamp } from '../schema/primitives.js';
-import { NVIDIA_SMI_ARGS, aggregateMemory, parseNvidiaSmiCsv, type AggregateMemory, type GpuCard } from './nvidia-smi.js';
+import {
+  NVIDIA_SMI_ARGS,
+  aggregateMemory,
+  parseNvidiaSmiCsv,
+  type AggregateMemory,
+  type GpuCard,
+} from './nvidia-smi.js';
 
 /**
  * - `pending`: no sample taken yet;
@@ -57,7 +63,15 @@ export class GpuSampler {
 
   constructor(private readonly opts: GpuSamplerOptions) {
     this.historyPoints = opts.historyPoints ?? 120;
-    this.state = { status: 'pending', sampled_at: null, interval_ms: opts.intervalMs, cards: [], skipped_lines: 0, aggregate: aggregateMemory([]), series: [] };
+    this.state = {
+      status: 'pending',
+      sampled_at: null,
+      interval_ms: opts.intervalMs,
+      cards: [],
+      skipped_lines: 0,
+      aggregate: aggregateMemory([]),
+      series: [],
+    };
   }
 
   get current(): GpuTelemetry {
@@ -103,14 +117,26 @@ export class GpuSampler {
   private apply(o: RunOutcome, now: number): void {
     if (o.kind !== 'ok') {
       // The last good cards are not shown as current: a failed run is not a sample.
-      this.state = { ...this.state, status: o.kind, sampled_at: formatTimestamp(now), cards: [], skipped_lines: 0, aggregate: aggregateMemory([]), series: [...this.series.values()] };
+      this.state = {
+        ...this.state,
+        status: o.kind,
+        sampled_at: formatTimestamp(now),
+        cards: [],
+        skipped_lines: 0,
+        aggregate: aggregateMemory([]),
+        series: [...this.series.values()],
+      };
       return;
     }
     const { cards, skipped } = parseNvidiaSmiCsv(o.stdout);
     const t = Math.round(now / 100) / 10;
     for (const c of cards) {
       let s = this.series.get(c.uuid);
-      if (!s) this.series.set(c.uuid, (s = { uuid: c.uuid, name: c.name, index: c.index, t: [], memory_used_mib: [], utilization_pct: [] }));
+      if (!s)
+        this.series.set(
+          c.uuid,
+          (s = { uuid: c.uuid, name: c.name, index: c.index, t: [], memory_used_mib: [], utilization_pct: [] }),
+        );
       s.name = c.name;
       s.index = c.index;
       s.t.push(t);
@@ -126,8 +152,13 @@ export class GpuSampler {
     const horizon = t - (this.historyPoints * this.opts.intervalMs) / 1000;
     for (const [uuid, s] of this.series) if ((s.t.at(-1) ?? 0) < horizon) this.series.delete(uuid);
     this.state = {
-      status: 'ok', sampled_at: formatTimestamp(now), interval_ms: this.opts.intervalMs, cards, skipped_lines: skipped,
-      aggregate: aggregateMemory(cards), series: [...this.series.values()],
+      status: 'ok',
+      sampled_at: formatTimestamp(now),
+      interval_ms: this.opts.intervalMs,
+      cards,
+      skipped_lines: skipped,
+      aggregate: aggregateMemory(cards),
+      series: [...this.series.values()],
     };
   }
 }
@@ -178,7 +209,9 @@ function runOnce(binary: string, onStuck: (child: ChildProcess) => void): Promis
       if (size > MAX_OUTPUT_BYTES) give({ kind: 'failed' });
     });
     child.on('error', (err: NodeJS.ErrnoException) => give({ kind: err.code === 'ENOENT' ? 'absent' : 'failed' }));
-    child.on('close', (code) => give(code === 0 ? { kind: 'ok', stdout: Buffer.concat(out).toString('utf8') } : { kind: 'failed' }));
+    child.on('close', (code) =>
+      give(code === 0 ? { kind: 'ok', stdout: Buffer.concat(out).toString('utf8') } : { kind: 'failed' }),
+    );
     timer = setTimeout(() => {
       onStuck(child);
       child.unref();

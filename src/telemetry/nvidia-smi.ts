@@ -7,10 +7,22 @@
  */
 
 /** The fields we ask for, in order; the parser depends on this order. */
-export const QUERY_FIELDS = ['index', 'uuid', 'name', 'memory.used', 'memory.total', 'utilization.gpu', 'temperature.gpu', 'power.draw'] as const;
+export const QUERY_FIELDS = [
+  'index',
+  'uuid',
+  'name',
+  'memory.used',
+  'memory.total',
+  'utilization.gpu',
+  'temperature.gpu',
+  'power.draw',
+] as const;
 
 /** The exact arguments given to nvidia-smi. */
-export const NVIDIA_SMI_ARGS: readonly string[] = [`--query-gpu=${QUERY_FIELDS.join(',')}`, '--format=csv,noheader,nounits'];
+export const NVIDIA_SMI_ARGS: readonly string[] = [
+  `--query-gpu=${QUERY_FIELDS.join(',')}`,
+  '--format=csv,noheader,nounits',
+];
 
 /** One card as observed in one sample. Numbers are null when the driver did not report them. */
 export interface GpuCard {
@@ -39,7 +51,15 @@ const MAX_NAME = 64;
 // GPU UUIDs look like GPU-8f2e...; MIG-capable drivers may print MIG-... identities.
 const UUID_RE = /^(?:GPU|MIG)-[A-Za-z0-9-]{1,96}$/;
 const NUMBER_RE = /^-?[0-9]{1,9}(?:\.[0-9]{1,6})?$/;
-const MISSING = new Set(['[N/A]', 'N/A', '[Not Supported]', '[Unknown Error]', '[Insufficient Permissions]', '[GPU is lost]', '']);
+const MISSING = new Set([
+  '[N/A]',
+  'N/A',
+  '[Not Supported]',
+  '[Unknown Error]',
+  '[Insufficient Permissions]',
+  '[GPU is lost]',
+  '',
+]);
 
 /** A numeric field within [min, max], or null when missing, non-numeric or out of range. */
 function num(raw: string, min: number, max: number): number | null {
@@ -57,7 +77,12 @@ export function parseLine(line: string): GpuCard | undefined {
   const tail = fields.slice(-5) as [string, string, string, string, string];
   const index = /^[0-9]{1,3}$/.test(indexRaw) ? Number(indexRaw) : Number.NaN;
   if (!Number.isInteger(index) || !UUID_RE.test(uuid)) return undefined;
-  const name = fields.slice(2, -5).join(', ').replace(/[^\x20-\x7e]/g, '').slice(0, MAX_NAME).trim();
+  const name = fields
+    .slice(2, -5)
+    .join(', ')
+    .replace(/[^\x20-\x7e]/g, '')
+    .slice(0, MAX_NAME)
+    .trim();
   return {
     index,
     uuid,

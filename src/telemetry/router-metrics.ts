@@ -69,7 +69,12 @@ export function parseRouterMetrics(text: string): RouterModelFigures[] {
 export async function scrapeRouterMetrics(metricsUrl: string, now: () => string): Promise<RouterFigures> {
   try {
     // A whole-scrape deadline: a router that drips its body must not hold the telemetry frames.
-    const res = await request(metricsUrl, { method: 'GET', headersTimeout: 3_000, bodyTimeout: 3_000, signal: AbortSignal.timeout(SCRAPE_DEADLINE_MS) });
+    const res = await request(metricsUrl, {
+      method: 'GET',
+      headersTimeout: 3_000,
+      bodyTimeout: 3_000,
+      signal: AbortSignal.timeout(SCRAPE_DEADLINE_MS),
+    });
     if (res.statusCode !== 200) {
       res.body.on('error', () => undefined).destroy();
       return { status: 'unavailable', read_at: now() };

@@ -43,26 +43,54 @@ const ALIAS = 'sim-chat';
  * by default, NATS with `natsUrl`), with the generated local credentials.
  */
 export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
-  const bus: Bus = o.natsUrl ? await connectNatsBus({ servers: [...o.natsUrl], name: `svc-serving up ${o.hostId}`, logger: o.logger }) : new InProcessBus();
+  const bus: Bus = o.natsUrl
+    ? await connectNatsBus({ servers: [...o.natsUrl], name: `svc-serving up ${o.hostId}`, logger: o.logger })
+    : new InProcessBus();
   const closers: (() => Promise<void>)[] = [() => bus.close()];
   const closeAll = async (): Promise<void> => {
     for (const c of closers.reverse()) await c().catch(() => undefined);
   };
   try {
-    const engine = await startEngineSim({ host: '127.0.0.1', port: 0, logger: o.logger.child({ component: 'engine-sim' }), ttftMs: 150, tokenDelayMs: 40, tokens: 48, model: 'sim-model', maxModelLen: 8192 });
+    const engine = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: o.logger.child({ component: 'engine-sim' }),
+      ttftMs: 150,
+      tokenDelayMs: 40,
+      tokens: 48,
+      model: 'sim-model',
+      maxModelLen: 8192,
+    });
     closers.push(() => engine.close());
     const env = { ...process.env, SVC_LOCAL_ROUTER_KEYS: o.creds.routerKey };
     const routerCfg = routerConfigFrom(
       {
         server: {
-          host_id: o.hostId, listen: `${o.bindHost}:${o.routerPort}`, api_keys_env: 'SVC_LOCAL_ROUTER_KEYS', authorization_policy: o.creds.policyFile,
-          decision_log_path: join(o.creds.home, 'state', 'decisions.jsonl'), decision_log_max_bytes: 16 * 1024 * 1024, decision_log_max_files: 5,
-          buffer_size: 10_000, readiness_ttl_ms: 2_000, metrics_require_auth: false, stale_after_seconds: 30, max_body_bytes: 32 * 1024 * 1024,
+          host_id: o.hostId,
+          listen: `${o.bindHost}:${o.routerPort}`,
+          api_keys_env: 'SVC_LOCAL_ROUTER_KEYS',
+          authorization_policy: o.creds.policyFile,
+          decision_log_path: join(o.creds.home, 'state', 'decisions.jsonl'),
+          decision_log_max_bytes: 16 * 1024 * 1024,
+          decision_log_max_files: 5,
+          buffer_size: 10_000,
+          readiness_ttl_ms: 2_000,
+          metrics_require_auth: false,
+          stale_after_seconds: 30,
+          max_body_bytes: 32 * 1024 * 1024,
         },
-        models: [{
-          alias: ALIAS, upstream: `${engine.url}/v1`, upstream_model: 'sim-model', max_output_tokens: 256, max_concurrency: 8,
-          queue_timeout_ms: 30_000, upstream_timeout_ms: 120_000, readiness_path: '/health',
-        }],
+        models: [
+          {
+            alias: ALIAS,
+            upstream: `${engine.url}/v1`,
+            upstream_model: 'sim-model',
+            max_output_tokens: 256,
+            max_concurrency: 8,
+            queue_timeout_ms: 30_000,
+            upstream_timeout_ms: 120_000,
+            readiness_path: '/health',
+          },
+        ],
       },
       o.creds.home,
     );
@@ -70,8 +98,12 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
     closers.push(() => router.close());
     const controller = await startController(
       {
-        hostId: o.hostId, listen: { host: o.bindHost, port: o.controllerPort }, nats: undefined, policyPath: o.creds.policyFile,
-        staleAfterMs: 30_000, stateDir: join(o.creds.home, 'state'),
+        hostId: o.hostId,
+        listen: { host: o.bindHost, port: o.controllerPort },
+        nats: undefined,
+        policyPath: o.creds.policyFile,
+        staleAfterMs: 30_000,
+        stateDir: join(o.creds.home, 'state'),
         router: { url: router.url, keyEnv: 'SVC_LOCAL_ROUTER_KEYS' },
         // The demo's media jobs read their generated clips from here (media files come from a media directory only).
         ...(o.demoTraffic ? { mediaDir: demoMediaDir(o.creds.home) } : {}),
@@ -84,8 +116,12 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
     // reader token from its file into the Workloads tab.
     const dashboard = await startDashboard(
       {
-        host: o.bindHost, port: o.dashboardPort ?? 8200, workloadControllerUrl: controller.url, workloadExpectedNode: o.hostId,
-        workloadAuthorizationPolicy: o.creds.policyFile, routerMetricsUrl: `${router.url}/metrics`,
+        host: o.bindHost,
+        port: o.dashboardPort ?? 8200,
+        workloadControllerUrl: controller.url,
+        workloadExpectedNode: o.hostId,
+        workloadAuthorizationPolicy: o.creds.policyFile,
+        routerMetricsUrl: `${router.url}/metrics`,
       },
       { logger: o.logger, env },
     );
@@ -99,7 +135,13 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
       // while the demo's last requests finish and the rest stops.
       closers.push(() => dashboard.close());
     }
-    return { routerUrl: router.url, controllerUrl: controller.url, engineUrl: engine.url, dashboardUrl: dashboard.url, close: closeAll };
+    return {
+      routerUrl: router.url,
+      controllerUrl: controller.url,
+      engineUrl: engine.url,
+      dashboardUrl: dashboard.url,
+      close: closeAll,
+    };
   } catch (err) {
     await closeAll();
     throw err;
@@ -122,7 +164,12 @@ function startDemoTraffic(routerUrl: string, key: string, logger: Logger): () =>
     const res = await fetch(`${routerUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-svc-session-id': 'demo' },
-      body: JSON.stringify({ model: ALIAS, stream: true, max_tokens: 200, messages: [{ role: 'user', content: `demo sim:tokens=${tokens}` }] }),
+      body: JSON.stringify({
+        model: ALIAS,
+        stream: true,
+        max_tokens: 200,
+        messages: [{ role: 'user', content: `demo sim:tokens=${tokens}` }],
+      }),
     });
     await res.arrayBuffer();
   };
@@ -158,7 +205,11 @@ function startDemoJobs(jobs: JobService, home: string, logger: Logger): () => Pr
       logger.warn({ err }, 'demo job not started');
     }
   };
-  const bench = (): void => run({ name: 'benchmark.start', params: { alias: ALIAS, requests: 30, concurrency: 2, prompt_tokens: 64, max_tokens: 24 } });
+  const bench = (): void =>
+    run({
+      name: 'benchmark.start',
+      params: { alias: ALIAS, requests: 30, concurrency: 2, prompt_tokens: 64, max_tokens: 24 },
+    });
   const media = (): void => run({ name: 'media.submit', params: { alias: ALIAS, files } });
   bench();
   const t1 = setInterval(bench, 90_000);

@@ -14,7 +14,9 @@ import { eventually } from '../support/processes.js';
 function running(path: string) {
   const bus = new InProcessBus();
   const batches: ObservationBatch[] = [];
-  const sub = bus.subscribe('svc.v1.node-a.obs.benchmark').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+  const sub = bus
+    .subscribe('svc.v1.node-a.obs.benchmark')
+    .subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
   const actor = createJobActor({ host: 'node-a', owner: 'benchmark', storePath: path, bus, staleAfterMs: 30_000 });
   actor.start();
   return {
@@ -36,14 +38,28 @@ describe('job actor', () => {
     const store = JobStore.openForOwner(path);
     const t = Date.now();
     const row = (id: string, over: Record<string, number>) => ({
-      id: `bench_${id}`, kind: 'benchmark', native_state: 'running', outcome: null, progress_completed: 1, progress_total: 10, created_at: t, updated_at: t, heartbeat_at: t, summary: null, ...over,
+      id: `bench_${id}`,
+      kind: 'benchmark',
+      native_state: 'running',
+      outcome: null,
+      progress_completed: 1,
+      progress_total: 10,
+      created_at: t,
+      updated_at: t,
+      heartbeat_at: t,
+      summary: null,
+      ...over,
     });
     store.insert(row('0123456789abcdef01234567', {}));
-    store.insert(row('1123456789abcdef01234567', { progress_completed: 1_000_000_000_001, progress_total: 2_000_000_000_000 }));
+    store.insert(
+      row('1123456789abcdef01234567', { progress_completed: 1_000_000_000_001, progress_total: 2_000_000_000_000 }),
+    );
     // A time no timestamp can say, written behind the store's back (an edited file).
     store.insert(row('2123456789abcdef01234567', {}));
     const raw = new Database(path);
-    raw.prepare('update jobs set created_at = ?, updated_at = ? where id = ?').run(1e20, 1e20, 'bench_2123456789abcdef01234567');
+    raw
+      .prepare('update jobs set created_at = ?, updated_at = ? where id = ?')
+      .run(1e20, 1e20, 'bench_2123456789abcdef01234567');
     raw.close();
     const { batches, end } = running(path);
     try {
@@ -55,7 +71,11 @@ describe('job actor', () => {
       assert.equal(b.upserts.length, 2);
       const big = b.upserts.find((r) => r.progress === undefined);
       assert.ok(big, 'the record with a count past the contract is kept without progress');
-      assert.deepEqual(b.upserts.find((r) => r.progress !== undefined)?.progress, { completed: 1, total: 10, unit: 'requests' });
+      assert.deepEqual(b.upserts.find((r) => r.progress !== undefined)?.progress, {
+        completed: 1,
+        total: 10,
+        unit: 'requests',
+      });
     } finally {
       store.close();
       await end();
@@ -67,7 +87,18 @@ describe('job actor', () => {
     const path = join(dir, 'benchmark.db');
     const store = JobStore.openForOwner(path);
     const t = Date.now();
-    store.insert({ id: 'bench_0123456789abcdef01234567', kind: 'benchmark', native_state: 'running', outcome: null, progress_completed: 1, progress_total: 10, created_at: t, updated_at: t, heartbeat_at: t, summary: null });
+    store.insert({
+      id: 'bench_0123456789abcdef01234567',
+      kind: 'benchmark',
+      native_state: 'running',
+      outcome: null,
+      progress_completed: 1,
+      progress_total: 10,
+      created_at: t,
+      updated_at: t,
+      heartbeat_at: t,
+      summary: null,
+    });
     const { batches, actor, end } = running(path);
     try {
       await eventually(() => batches.some((b) => b.status === 'complete' && b.upserts.length === 1), 5_000);

@@ -6,8 +6,17 @@ import type { JobRow } from '../../src/stores/job-store.js';
 
 const T = Date.parse('2026-11-25T12:00:00.000Z');
 const row = (native: string, over: Partial<JobRow> = {}): JobRow => ({
-  id: 'bench_0123456789abcdef01234567', kind: 'benchmark', native_state: native, outcome: null, progress_completed: 3, progress_total: 10,
-  created_at: T, updated_at: T + 1000, heartbeat_at: T + 5000, summary: null, ...over,
+  id: 'bench_0123456789abcdef01234567',
+  kind: 'benchmark',
+  native_state: native,
+  outcome: null,
+  progress_completed: 3,
+  progress_total: 10,
+  created_at: T,
+  updated_at: T + 1000,
+  heartbeat_at: T + 5000,
+  summary: null,
+  ...over,
 });
 
 describe('job mapping: native store states -> canonical records', () => {

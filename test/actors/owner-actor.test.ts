@@ -17,9 +17,19 @@ const T0 = Date.parse('2026-11-26T00:00:00.000Z');
 function terminal(n: number, finishedAt = T0 + n): WorkloadRecord {
   const at = formatTimestamp(finishedAt);
   return {
-    schema: SCHEMA_ID, id: recordId('node-a', 'router', 'router-request', `r${n}`), host: 'node-a', owner: 'router', kind: 'router-request',
-    state: 'terminal', phase: 'completed', outcome: 'success', source_authority: 'router-memory', observation_quality: 'recorded',
-    created_at: at, updated_at: at, source_timestamp: at,
+    schema: SCHEMA_ID,
+    id: recordId('node-a', 'router', 'router-request', `r${n}`),
+    host: 'node-a',
+    owner: 'router',
+    kind: 'router-request',
+    state: 'terminal',
+    phase: 'completed',
+    outcome: 'success',
+    source_authority: 'router-memory',
+    observation_quality: 'recorded',
+    created_at: at,
+    updated_at: at,
+    source_timestamp: at,
   };
 }
 
@@ -27,9 +37,19 @@ function terminal(n: number, finishedAt = T0 + n): WorkloadRecord {
 function harness(cap = 2000, busMaxPayload?: number) {
   const bus = new InProcessBus(busMaxPayload === undefined ? {} : { maxPayload: busMaxPayload });
   const batches: ObservationBatch[] = [];
-  bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+  bus
+    .subscribe('svc.v1.node-a.obs.router')
+    .subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
   let reading: OwnerReading = { status: 'complete', records: [] };
-  const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, cap });
+  const actor = new OwnerActor({
+    host: 'node-a',
+    owner: 'router',
+    bus,
+    read: () => reading,
+    now: () => T0 + 1000,
+    staleAfterMs: 3_600_000,
+    cap,
+  });
   return {
     batches,
     set: (r: OwnerReading) => void (reading = r),
@@ -44,9 +64,14 @@ describe('owner actor', () => {
   it('a record the schema or a rule refuses is left out, not published: the others stay, the source partial (malformed) with an unknown count', async () => {
     const bus = new InProcessBus();
     const batches: ObservationBatch[] = [];
-    bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    bus
+      .subscribe('svc.v1.node-a.obs.router')
+      .subscribe((m) => batches.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
     const lines: Record<string, unknown>[] = [];
-    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    const logger = pino(
+      { ...LOG_OPTIONS, level: 'info' },
+      { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) },
+    );
     const good = terminal(1);
     const broken = [
       { ...terminal(2), phase: 'running' }, // a terminal record in a live phase
@@ -54,14 +79,25 @@ describe('owner actor', () => {
       { ...terminal(4), host: 'node-b' }, // another node's
     ] as unknown as WorkloadRecord[];
     let reading: OwnerReading = { status: 'complete', records: [good, ...broken] };
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, logger });
+    const actor = new OwnerActor({
+      host: 'node-a',
+      owner: 'router',
+      bus,
+      read: () => reading,
+      now: () => T0 + 1000,
+      staleAfterMs: 3_600_000,
+      logger,
+    });
     await actor.step(true);
     await new Promise((r) => setImmediate(r));
     assert.equal(batches.length, 1);
     assert.equal(batches[0]!.status, 'partial');
     assert.equal(batches[0]!.reason, 'malformed');
     assert.equal(batches[0]!.omitted, null);
-    assert.deepEqual(batches[0]!.upserts.map((r) => r.id), [good.id]);
+    assert.deepEqual(
+      batches[0]!.upserts.map((r) => r.id),
+      [good.id],
+    );
     const warned = lines.filter((l) => l['msg'] === 'owner records left out (malformed)');
     assert.equal(warned.length, 1);
     assert.equal(warned[0]!['records'], 3);
@@ -106,7 +142,7 @@ describe('owner actor', () => {
     assert.deepEqual(d.removals, [a.id]);
   });
 
-  it('a window over what the bus carries (a server\'s small max_payload) is split into parts that fit, not refused', async () => {
+  it("a window over what the bus carries (a server's small max_payload) is split into parts that fit, not refused", async () => {
     const h = harness(2000, 4096);
     const records = Array.from({ length: 40 }, (_, i) => terminal(i + 1));
     h.set({ status: 'complete', records });
@@ -142,18 +178,30 @@ describe('owner actor', () => {
       h.set({ status: 'complete', records });
       await h.step(true);
       assert.equal(h.batches.length, n, `${n} records: ${n} parts`);
-      assert.ok(h.batches.every((b) => b.upserts.length === 1 && b.snapshot?.parts === n && Buffer.byteLength(JSON.stringify(b)) <= limit));
+      assert.ok(
+        h.batches.every(
+          (b) => b.upserts.length === 1 && b.snapshot?.parts === n && Buffer.byteLength(JSON.stringify(b)) <= limit,
+        ),
+      );
       assert.deepEqual(h.batches.map((b) => b.upserts[0]!.id).sort(), records.map((r) => r.id).sort());
     }
   });
 
-  it('a record too large for the bus alone: nothing goes on the bus, but the owner\'s own fold still gets the window', async () => {
+  it("a record too large for the bus alone: nothing goes on the bus, but the owner's own fold still gets the window", async () => {
     const bus = new InProcessBus({ maxPayload: 300 });
     const seen: ObservationBatch[] = [];
     bus.subscribe('svc.v1.node-a.obs.router').subscribe(() => seen.push({} as ObservationBatch));
     const local: ObservationBatch[] = [];
     const records = [terminal(1), terminal(2), terminal(3)];
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => ({ status: 'complete', records }), now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => local.push(b) });
+    const actor = new OwnerActor({
+      host: 'node-a',
+      owner: 'router',
+      bus,
+      read: () => ({ status: 'complete', records }),
+      now: () => T0 + 1000,
+      staleAfterMs: 3_600_000,
+      local: (b) => local.push(b),
+    });
     await actor.step(true);
     await new Promise((r) => setImmediate(r));
     assert.equal(seen.length, 0);
@@ -167,7 +215,10 @@ describe('owner actor', () => {
     const recs = [terminal(1), terminal(3), terminal(2)];
     h.set({ status: 'complete', records: recs, bounded: true, omittedBefore: 7 });
     await h.step(true);
-    assert.deepEqual(h.batches[0]!.upserts.map((r) => r.id), recs.map((r) => r.id));
+    assert.deepEqual(
+      h.batches[0]!.upserts.map((r) => r.id),
+      recs.map((r) => r.id),
+    );
     assert.equal(h.batches[0]!.omitted, 7);
   });
 
@@ -176,7 +227,10 @@ describe('owner actor', () => {
     const recs = [terminal(1), terminal(2), terminal(3)];
     h.set({ status: 'complete', records: recs, bounded: true, omittedBefore: 1 });
     await h.step(true);
-    assert.deepEqual(h.batches[0]!.upserts.map((r) => r.id), [recs[2]!.id, recs[1]!.id]);
+    assert.deepEqual(
+      h.batches[0]!.upserts.map((r) => r.id),
+      [recs[2]!.id, recs[1]!.id],
+    );
     assert.equal(h.batches[0]!.omitted, 2);
   });
 
@@ -184,26 +238,48 @@ describe('owner actor', () => {
     const bus = new InProcessBus();
     const local: ObservationBatch[] = [];
     let reading: OwnerReading = { status: 'complete', records: [terminal(1), terminal(2)] };
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => local.push(b) });
+    const actor = new OwnerActor({
+      host: 'node-a',
+      owner: 'router',
+      bus,
+      read: () => reading,
+      now: () => T0 + 1000,
+      staleAfterMs: 3_600_000,
+      local: (b) => local.push(b),
+    });
     const subject = 'svc.v1.node-a.obs.router';
     assert.equal(bus.hasInterest(subject), false);
     await actor.step(true);
     reading = { status: 'complete', records: [terminal(2), terminal(3)] };
     await actor.step(false);
-    assert.deepEqual(local.map((b) => [b.seq, b.full]), [[1, true], [2, false]]);
+    assert.deepEqual(
+      local.map((b) => [b.seq, b.full]),
+      [
+        [1, true],
+        [2, false],
+      ],
+    );
     assert.deepEqual(local[1]!.removals, [terminal(1).id]);
 
     // Someone subscribes (a wildcard, as a controller's view does): batches go on the bus too,
     // byte for byte what the local fold was handed.
     const onBus: ObservationBatch[] = [];
-    const sub = bus.subscribe('svc.v1.node-a.obs.*').subscribe((m) => onBus.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    const sub = bus
+      .subscribe('svc.v1.node-a.obs.*')
+      .subscribe((m) => onBus.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
     assert.equal(bus.hasInterest(subject), true);
     reading = { status: 'complete', records: [terminal(3), terminal(4)] };
     await actor.step(false);
     await actor.step(true);
     await new Promise<void>((r) => setImmediate(r));
     assert.deepEqual(onBus, JSON.parse(JSON.stringify(local.slice(2))));
-    assert.deepEqual(onBus.map((b) => [b.seq, b.full]), [[3, false], [4, true]]);
+    assert.deepEqual(
+      onBus.map((b) => [b.seq, b.full]),
+      [
+        [3, false],
+        [4, true],
+      ],
+    );
     sub.unsubscribe();
     assert.equal(bus.hasInterest(subject), false, 'interest ends with the last subscription');
   });
@@ -212,8 +288,23 @@ describe('owner actor', () => {
     const bus = new InProcessBus();
     const own = new Subject<ObservationBatch>();
     const reading: OwnerReading = { status: 'complete', records: [terminal(1), terminal(2)] };
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => reading, now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => own.next(b) });
-    const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 3_600_000, owners: ['router'], now: () => T0 + 2000, local: own });
+    const actor = new OwnerActor({
+      host: 'node-a',
+      owner: 'router',
+      bus,
+      read: () => reading,
+      now: () => T0 + 1000,
+      staleAfterMs: 3_600_000,
+      local: (b) => own.next(b),
+    });
+    const view = new NodeView({
+      host: 'node-a',
+      bus,
+      staleAfterMs: 3_600_000,
+      owners: ['router'],
+      now: () => T0 + 2000,
+      local: own,
+    });
     view.start();
     assert.equal(bus.hasInterest('svc.v1.node-a.obs.router'), false);
     await actor.step(true);
@@ -229,29 +320,57 @@ describe('owner actor', () => {
     let reads = 0;
     let reading: OwnerReading = { status: 'complete', records: [terminal(1), terminal(2)] };
     const actor = new OwnerActor({
-      host: 'node-a', owner: 'router', bus, read: () => (reads++, reading), now: () => T0 + 1000, staleAfterMs: 3_600_000, local: (b) => local.push(b), onDemand: true,
+      host: 'node-a',
+      owner: 'router',
+      bus,
+      read: () => (reads++, reading),
+      now: () => T0 + 1000,
+      staleAfterMs: 3_600_000,
+      local: (b) => local.push(b),
+      onDemand: true,
     });
     await actor.step(false);
     await actor.step(true);
     assert.deepEqual([reads, local.length], [0, 0], 'nothing read or built while nobody looks');
     await actor.refresh();
     assert.equal(reads, 1);
-    assert.deepEqual(local.map((b) => [b.seq, b.full, b.upserts.length]), [[1, true, 2]]);
+    assert.deepEqual(
+      local.map((b) => [b.seq, b.full, b.upserts.length]),
+      [[1, true, 2]],
+    );
     reading = { status: 'complete', records: [terminal(2), terminal(3)] };
     await actor.refresh();
-    assert.deepEqual(local.map((b) => [b.seq, b.full]), [[1, true], [2, false]]);
+    assert.deepEqual(
+      local.map((b) => [b.seq, b.full]),
+      [
+        [1, true],
+        [2, false],
+      ],
+    );
     assert.deepEqual([local[1]!.upserts.map((r) => r.id), local[1]!.removals], [[terminal(3).id], [terminal(1).id]]);
 
     // A controller starts listening: the next round runs and is a whole window, on the bus too.
     const onBus: ObservationBatch[] = [];
-    const sub = bus.subscribe('svc.v1.node-a.obs.*').subscribe((m) => onBus.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
+    const sub = bus
+      .subscribe('svc.v1.node-a.obs.*')
+      .subscribe((m) => onBus.push(JSON.parse(new TextDecoder().decode(m.data)) as ObservationBatch));
     await actor.step(false);
     await new Promise<void>((r) => setImmediate(r));
-    assert.deepEqual(onBus.map((b) => [b.seq, b.full, b.upserts.length]), [[3, true, 2]]);
+    assert.deepEqual(
+      onBus.map((b) => [b.seq, b.full, b.upserts.length]),
+      [[3, true, 2]],
+    );
     reading = { status: 'complete', records: [terminal(3)] };
     await actor.step(false);
     await new Promise<void>((r) => setImmediate(r));
-    assert.deepEqual(onBus.map((b) => [b.seq, b.full]), [[3, true], [4, false]], 'then changes only, as usual');
+    assert.deepEqual(
+      onBus.map((b) => [b.seq, b.full]),
+      [
+        [3, true],
+        [4, false],
+      ],
+      'then changes only, as usual',
+    );
     sub.unsubscribe();
   });
 });

@@ -18,35 +18,85 @@ describe('authorization policy', () => {
   it('a missing, malformed or unknown credential is unauthenticated', () => {
     const p = writeTestPolicy();
     const policy = AuthorizationPolicy.load(p.path, p.env);
-    for (const h of [undefined, '', 'Bearer', `Basic ${p.tokens.reader}`, `Bearer ${p.tokens.reader}x`, 'Bearer not-a-token', ['Bearer a', 'Bearer b']]) {
+    for (const h of [
+      undefined,
+      '',
+      'Bearer',
+      `Basic ${p.tokens.reader}`,
+      `Bearer ${p.tokens.reader}x`,
+      'Bearer not-a-token',
+      ['Bearer a', 'Bearer b'],
+    ]) {
       assert.throws(() => policy.authorize(h as never, 'workloads:read'), UnauthenticatedError, String(h));
     }
-    assert.equal(policy.authorize(`bearer ${p.tokens.reader}`, 'workloads:read').id, 'ops-reader', 'the scheme is case-insensitive');
+    assert.equal(
+      policy.authorize(`bearer ${p.tokens.reader}`, 'workloads:read').id,
+      'ops-reader',
+      'the scheme is case-insensitive',
+    );
   });
   it('reads credentials from files relative to the policy', () => {
     const p = writeTestPolicy();
     writeFileSync(join(p.dir, 'reader.token'), 'file-token-0123456789\n');
-    writeFileSync(join(p.dir, 'p2.toml'), '[[clients]]\nid = "filer"\ngrants = ["workloads:read"]\ncredential_file = "reader.token"\n');
+    writeFileSync(
+      join(p.dir, 'p2.toml'),
+      '[[clients]]\nid = "filer"\ngrants = ["workloads:read"]\ncredential_file = "reader.token"\n',
+    );
     const policy = AuthorizationPolicy.load(join(p.dir, 'p2.toml'), {});
     assert.equal(policy.authorize('Bearer file-token-0123456789', 'workloads:read').id, 'filer');
   });
   const broken: [string, string, RegExp][] = [
-    ['unknown grant', '[[clients]]\nid = "a"\ngrants = ["workloads:write"]\ncredential_env = "X_TOKEN"\n', /^authorization policy: client "a": invalid member grants\/0$/],
-    ['repeated grant', '[[clients]]\nid = "a"\ngrants = ["workloads:read", "workloads:read"]\ncredential_env = "X_TOKEN"\n', /client "a": invalid member grants/],
-    ['malformed variable name', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "1X"\n', /client "a": invalid member credential_env/],
-    ['both credential sources', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\ncredential_file = "f"\n', /exactly one/],
+    [
+      'unknown grant',
+      '[[clients]]\nid = "a"\ngrants = ["workloads:write"]\ncredential_env = "X_TOKEN"\n',
+      /^authorization policy: client "a": invalid member grants\/0$/,
+    ],
+    [
+      'repeated grant',
+      '[[clients]]\nid = "a"\ngrants = ["workloads:read", "workloads:read"]\ncredential_env = "X_TOKEN"\n',
+      /client "a": invalid member grants/,
+    ],
+    [
+      'malformed variable name',
+      '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "1X"\n',
+      /client "a": invalid member credential_env/,
+    ],
+    [
+      'both credential sources',
+      '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\ncredential_file = "f"\n',
+      /exactly one/,
+    ],
     ['no credential source', '[[clients]]\nid = "a"\ngrants = []\n', /exactly one/],
-    ['unset variable', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "UNSET_VAR_XYZ"\n', /client "a": environment variable UNSET_VAR_XYZ is not set/],
-    ['duplicate id', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\n[[clients]]\nid = "a"\ngrants = []\ncredential_env = "Y_TOKEN"\n', /declared twice/],
-    ['shared credential', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\n[[clients]]\nid = "b"\ngrants = []\ncredential_env = "X_TOKEN"\n', /share one credential/],
+    [
+      'unset variable',
+      '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "UNSET_VAR_XYZ"\n',
+      /client "a": environment variable UNSET_VAR_XYZ is not set/,
+    ],
+    [
+      'duplicate id',
+      '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\n[[clients]]\nid = "a"\ngrants = []\ncredential_env = "Y_TOKEN"\n',
+      /declared twice/,
+    ],
+    [
+      'shared credential',
+      '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\n[[clients]]\nid = "b"\ngrants = []\ncredential_env = "X_TOKEN"\n',
+      /share one credential/,
+    ],
     ['bad id', '[[clients]]\nid = "1a"\ngrants = []\ncredential_env = "X_TOKEN"\n', /invalid member/],
-    ['extra member', '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\ntoken = "inline"\n', /invalid member/],
+    [
+      'extra member',
+      '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "X_TOKEN"\ntoken = "inline"\n',
+      /invalid member/,
+    ],
     ['not toml', '[[clients]\n', /not valid TOML/],
   ];
   it('says a credential variable that is set but empty is empty, not unset', () => {
     const p = writeTestPolicy();
     writeFileSync(join(p.dir, 'empty.toml'), '[[clients]]\nid = "a"\ngrants = []\ncredential_env = "EMPTY_VAR_XYZ"\n');
-    assert.throws(() => AuthorizationPolicy.load(join(p.dir, 'empty.toml'), { EMPTY_VAR_XYZ: ' ' }), /client "a": environment variable EMPTY_VAR_XYZ is empty/);
+    assert.throws(
+      () => AuthorizationPolicy.load(join(p.dir, 'empty.toml'), { EMPTY_VAR_XYZ: ' ' }),
+      /client "a": environment variable EMPTY_VAR_XYZ is empty/,
+    );
   });
   for (const [name, text, re] of broken) {
     it(`refuses to start on ${name}, without echoing a secret`, () => {

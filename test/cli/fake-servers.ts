@@ -28,7 +28,12 @@ export async function startFake(handler: Handler): Promise<FakeServer> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const hit = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
+      const hit = {
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      };
       hits.push(hit);
       handler(req, res, hit);
     });
@@ -74,19 +79,23 @@ export async function startTrapProxy(): Promise<TrapProxy> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
-  return { url: `http://127.0.0.1:${port}`, connections: () => count, close: () => new Promise((r) => server.close(() => r())) };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    connections: () => count,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
 }
 
 const NOW = Date.now();
 
 /** A valid router NodeResult for `host` (one active, one terminal record). */
 export function routerNodeResult(host: string): NodeResult {
-  const records = [
-    rec(host, 'router', 'a1', { at: NOW - 3_000 }),
-    done(host, 'router', 't1', NOW - 125_000),
-  ];
+  const records = [rec(host, 'router', 'a1', { at: NOW - 3_000 }), done(host, 'router', 't1', NOW - 125_000)];
   const r: NodeResult = {
-    schema: 'svc-workloads/v1', expected_host: host, status: 'complete', collected_at: formatTimestamp(NOW),
+    schema: 'svc-workloads/v1',
+    expected_host: host,
+    status: 'complete',
+    collected_at: formatTimestamp(NOW),
     sources: [{ owner: 'router', status: 'complete', records, truncation: { returned: 2, omitted: 0 } }],
     truncation: { returned: 2, omitted: 0 },
   };
@@ -97,8 +106,23 @@ export function routerNodeResult(host: string): NodeResult {
 /** A valid controller NodeResult for `host`: all six sources, the router's with `routerNodeResult`'s records. */
 export function controllerNodeResult(host: string): NodeResult {
   const r = routerNodeResult(host);
-  const empty = (owner: 'controller' | 'benchmark' | 'media' | 'recipe' | 'manifest') => ({ owner, status: 'complete' as const, records: [], truncation: { returned: 0, omitted: 0 } });
-  const n: NodeResult = { ...r, sources: [r.sources[0]!, empty('controller'), empty('benchmark'), empty('media'), empty('recipe'), empty('manifest')] };
+  const empty = (owner: 'controller' | 'benchmark' | 'media' | 'recipe' | 'manifest') => ({
+    owner,
+    status: 'complete' as const,
+    records: [],
+    truncation: { returned: 0, omitted: 0 },
+  });
+  const n: NodeResult = {
+    ...r,
+    sources: [
+      r.sources[0]!,
+      empty('controller'),
+      empty('benchmark'),
+      empty('media'),
+      empty('recipe'),
+      empty('manifest'),
+    ],
+  };
   if (!checkNodeResult.Check(n)) throw new Error('fixture is not a NodeResult');
   return n;
 }
@@ -106,13 +130,21 @@ export function controllerNodeResult(host: string): NodeResult {
 /** A fleet of `nodes`, plus an unreachable node `node-z` with no records. */
 export function fleetResult(nodes: NodeResult[]): FleetResult {
   const unreachable: NodeResult = {
-    schema: 'svc-workloads/v1', expected_host: 'node-z', status: 'unavailable', collected_at: formatTimestamp(NOW),
-    sources: [], truncation: { returned: 0, omitted: null }, condition: 'unreachable',
+    schema: 'svc-workloads/v1',
+    expected_host: 'node-z',
+    status: 'unavailable',
+    collected_at: formatTimestamp(NOW),
+    sources: [],
+    truncation: { returned: 0, omitted: null },
+    condition: 'unreachable',
   };
   const all = [...nodes, unreachable];
   const returned = all.reduce((n, x) => n + x.truncation.returned, 0);
   const f: FleetResult = {
-    schema: 'svc-workloads/v1', status: 'partial', collected_at: formatTimestamp(NOW), nodes: all,
+    schema: 'svc-workloads/v1',
+    status: 'partial',
+    collected_at: formatTimestamp(NOW),
+    nodes: all,
     truncation: { returned, omitted: null },
   };
   if (!checkFleetResult.Check(f)) throw new Error('fixture is not a FleetResult');
@@ -122,9 +154,18 @@ export function fleetResult(nodes: NodeResult[]): FleetResult {
 /** A valid terminal record; override any member. */
 export function terminalRecord(over: Partial<TerminalRecord> = {}): TerminalRecord {
   return {
-    request_id: 'req_0123456789abcdef0123456789abcdef', model: 'chat', route: 'chat.completions', outcome: 'success', status_code: 200,
-    started_at: '2026-11-25T12:00:00.000Z', finished_at: '2026-11-25T12:00:01.000Z',
-    latency_ms: 1000, readiness_check_ms: 1, admission_wait_ms: 0, upstream_duration_ms: 990, time_to_first_content_ms: 800,
+    request_id: 'req_0123456789abcdef0123456789abcdef',
+    model: 'chat',
+    route: 'chat.completions',
+    outcome: 'success',
+    status_code: 200,
+    started_at: '2026-11-25T12:00:00.000Z',
+    finished_at: '2026-11-25T12:00:01.000Z',
+    latency_ms: 1000,
+    readiness_check_ms: 1,
+    admission_wait_ms: 0,
+    upstream_duration_ms: 990,
+    time_to_first_content_ms: 800,
     finish_reason: 'stop',
     usage: { prompt_tokens: 10, completion_tokens: 20, prompt_source: 'upstream', completion_source: 'upstream' },
     output_limit: { requested: 100, effective: 100, clamped: false },
@@ -133,7 +174,11 @@ export function terminalRecord(over: Partial<TerminalRecord> = {}): TerminalReco
 }
 
 export const ROUTER_STATUS = {
-  host: 'node-a', package_version: '0.1.0', routing_config_hash: 'a'.repeat(64), started_at: '2026-11-25T11:00:00.000Z', models: ['chat'],
+  host: 'node-a',
+  package_version: '0.1.0',
+  routing_config_hash: 'a'.repeat(64),
+  started_at: '2026-11-25T11:00:00.000Z',
+  models: ['chat'],
 };
 
 export interface Relay {

@@ -14,7 +14,11 @@ import { CLI } from '../support/processes.js';
 function descendants(pid: number): number[] {
   let kids: number[] = [];
   try {
-    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x.length > 0).map(Number);
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter((x) => x.length > 0)
+      .map(Number);
   } catch {
     // gone
   }
@@ -22,9 +26,16 @@ function descendants(pid: number): number[] {
 }
 
 /** Runs the CLI on a pseudo-terminal; at the prompt types `keys`, or with a signal name sends it to the CLI's process. */
-async function atPrompt(args: string[], env: Record<string, string>, keys: string): Promise<{ code: number | null; out: string }> {
+async function atPrompt(
+  args: string[],
+  env: Record<string, string>,
+  keys: string,
+): Promise<{ code: number | null; out: string }> {
   const cmd = [process.execPath, CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  const child = spawn('script', ['-qec', cmd, '/dev/null'], { env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', TERM: 'dumb', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('script', ['-qec', cmd, '/dev/null'], {
+    env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '/tmp', TERM: 'dumb', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   let typed = false;
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -35,7 +46,8 @@ async function atPrompt(args: string[], env: Record<string, string>, keys: strin
       typed = true;
       if (keys === 'SIGINT') {
         // The CLI itself (not the terminal's line discipline) gets the signal, as from `kill -INT`.
-        for (const pid of descendants(child.pid!)) if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node') process.kill(pid, 'SIGINT');
+        for (const pid of descendants(child.pid!))
+          if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'node') process.kill(pid, 'SIGINT');
       } else child.stdin.write(keys);
     }
   });
@@ -55,7 +67,14 @@ describe('lifecycle commands against a misbehaving controller', () => {
   const controller = async (plan: string[], status: (n: number) => [number, unknown]) => {
     let polls = 0;
     const s = await startFake((_req, res, hit) => {
-      if (hit.url === '/v1/lifecycle/plan') return sendJson(res, 201, { operation_id: 'op_1', command: 'benchmark.start', plan, confirmation_token: 'a'.repeat(48), expires_at: '2026-11-26T00:00:00.000Z' });
+      if (hit.url === '/v1/lifecycle/plan')
+        return sendJson(res, 201, {
+          operation_id: 'op_1',
+          command: 'benchmark.start',
+          plan,
+          confirmation_token: 'a'.repeat(48),
+          expires_at: '2026-11-26T00:00:00.000Z',
+        });
       if (hit.url === '/v1/lifecycle/apply') return sendJson(res, 200, { operation_id: 'op_1', job_id: JOB });
       const [code, body] = status(++polls);
       return sendJson(res, code, body);
@@ -63,10 +82,18 @@ describe('lifecycle commands against a misbehaving controller', () => {
     servers.push(s);
     return s;
   };
-  const bench = (s: FakeServer) => runCli(['bench', 'run', '--controller-url', s.url, '--auth-env', 'TOK', '--alias', 'm', '--yes'], { TOK: token }, { timeoutMs: 20_000 });
+  const bench = (s: FakeServer) =>
+    runCli(
+      ['bench', 'run', '--controller-url', s.url, '--auth-env', 'TOK', '--alias', 'm', '--yes'],
+      { TOK: token },
+      { timeoutMs: 20_000 },
+    );
 
   it('a state the client does not know is a malformed answer (exit 4), not a reason to poll for ever', async () => {
-    const s = await controller(['run it'], () => [200, { id: JOB, state: 'SECRET_STATE', outcome: null, progress: null, summary: null }]);
+    const s = await controller(['run it'], () => [
+      200,
+      { id: JOB, state: 'SECRET_STATE', outcome: null, progress: null, summary: null },
+    ]);
     const r = await bench(s);
     assert.equal(r.code, 4, r.stderr);
     assert.match(r.stderr, /not a valid envelope of the expected schema/);
@@ -75,8 +102,15 @@ describe('lifecycle commands against a misbehaving controller', () => {
 
   it('bench cancel of a job that was interrupted (no summary recorded) says how far it got, never a summary of zeros', async () => {
     const bench = 'bench_0123456789abcdef01234567';
-    const s = await controller(['cancel it'], () => [200, { id: bench, state: 'interrupted', outcome: 'unknown', progress: { completed: 29, total: 500 }, summary: null }]);
-    const r = await runCli(['bench', 'cancel', '--controller-url', s.url, '--auth-env', 'TOK', '--job', bench, '--yes'], { TOK: token }, { timeoutMs: 20_000 });
+    const s = await controller(['cancel it'], () => [
+      200,
+      { id: bench, state: 'interrupted', outcome: 'unknown', progress: { completed: 29, total: 500 }, summary: null },
+    ]);
+    const r = await runCli(
+      ['bench', 'cancel', '--controller-url', s.url, '--auth-env', 'TOK', '--job', bench, '--yes'],
+      { TOK: token },
+      { timeoutMs: 20_000 },
+    );
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /had already ended: nothing to cancel/);
     assert.match(r.stdout, /29 of 500 requests ended before it stopped; no summary was recorded/);
@@ -84,7 +118,10 @@ describe('lifecycle commands against a misbehaving controller', () => {
   });
 
   it('plan lines from the server reach the terminal without control characters', async () => {
-    const s = await controller(['red \u001b[31mtext\u001b[0m and a bell \u0007', 'x'.repeat(1000)], () => [200, { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} }]);
+    const s = await controller(['red \u001b[31mtext\u001b[0m and a bell \u0007', 'x'.repeat(1000)], () => [
+      200,
+      { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} },
+    ]);
     const r = await bench(s);
     assert.doesNotMatch(r.stderr, /[\u0000-\u0008\u000b-\u001f\u007f]/);
     assert.match(r.stderr, /red \?\[31mtext\?\[0m and a bell \?/);
@@ -92,7 +129,10 @@ describe('lifecycle commands against a misbehaving controller', () => {
   });
 
   it('at the confirmation prompt on a terminal: Ctrl-C (or kill -INT) is "not started" with exit 130, "n" is "not started" with exit 0; nothing is applied', async () => {
-    const s = await controller(['run it'], () => [200, { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} }]);
+    const s = await controller(['run it'], () => [
+      200,
+      { id: JOB, state: 'succeeded', outcome: 'success', progress: null, summary: {} },
+    ]);
     const args = ['bench', 'run', '--controller-url', s.url, '--auth-env', 'TOK', '--alias', 'm'];
     const ctrlC = await atPrompt(args, { TOK: token }, '\u0003');
     assert.equal(ctrlC.code, 130, ctrlC.out);
@@ -107,7 +147,7 @@ describe('lifecycle commands against a misbehaving controller', () => {
     assert.equal(s.hits.filter((h) => h.url === '/v1/lifecycle/apply').length, 0);
   });
 
-  it('a success status other than the route\'s own (200 for a plan\'s 201) is a malformed answer, not a refusal', async () => {
+  it("a success status other than the route's own (200 for a plan's 201) is a malformed answer, not a refusal", async () => {
     const s = await startFake((_req, res) => sendJson(res, 200, { operation_id: 'op_1' }));
     servers.push(s);
     const r = await bench(s);
@@ -116,9 +156,13 @@ describe('lifecycle commands against a misbehaving controller', () => {
     assert.match(r.stderr, /not a valid envelope of the expected schema/);
   });
 
-  it('lifecycle refusals are said in the lifecycle\'s words', async () => {
-    const forbidden = await startFake((_req, res) => sendJson(res, 403, { type: 'about:blank', title: 'Forbidden', status: 403 }));
-    const missing = await startFake((_req, res) => sendJson(res, 404, { type: 'about:blank', title: 'Not found', status: 404 }));
+  it("lifecycle refusals are said in the lifecycle's words", async () => {
+    const forbidden = await startFake((_req, res) =>
+      sendJson(res, 403, { type: 'about:blank', title: 'Forbidden', status: 403 }),
+    );
+    const missing = await startFake((_req, res) =>
+      sendJson(res, 404, { type: 'about:blank', title: 'Not found', status: 404 }),
+    );
     const odd = await startFake((_req, res) => sendJson(res, 201, ['not', 'an', 'object']));
     servers.push(forbidden, missing, odd);
     const f = await bench(forbidden);
@@ -134,7 +178,14 @@ describe('lifecycle commands against a misbehaving controller', () => {
 
   it('a confirmation the controller refuses (the plan expired or was used) says so and to run it again, not "refused the read"', async () => {
     const s = await startFake((_req, res, hit) => {
-      if (hit.url === '/v1/lifecycle/plan') return sendJson(res, 201, { operation_id: 'op_1', command: 'benchmark.start', plan: ['run it'], confirmation_token: 'a'.repeat(48), expires_at: '2026-11-26T00:00:00.000Z' });
+      if (hit.url === '/v1/lifecycle/plan')
+        return sendJson(res, 201, {
+          operation_id: 'op_1',
+          command: 'benchmark.start',
+          plan: ['run it'],
+          confirmation_token: 'a'.repeat(48),
+          expires_at: '2026-11-26T00:00:00.000Z',
+        });
       return sendJson(res, 400, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
     });
     servers.push(s);

@@ -25,7 +25,11 @@ let emptyHome: string | undefined;
  * empty HOME and an empty SVC_SERVING_HOME (either may be overridden). Nothing else from the
  * test runner's environment is inherited: no proxy variables, no tokens.
  */
-export function runCli(args: readonly string[], env: Record<string, string> = {}, opts: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runCli(
+  args: readonly string[],
+  env: Record<string, string> = {},
+  opts: { cwd?: string; timeoutMs?: number } = {},
+): Promise<CliResult> {
   const t0 = Date.now();
   const child = spawn(process.execPath, [CLI, ...args], {
     env: baseEnv(env),
@@ -63,7 +67,10 @@ function baseEnv(env: Record<string, string>): Record<string, string> {
  * codes are the ones main() and the actions set; uncaught errors come back in `uncaught`.
  */
 export function runCliBatch(cases: readonly DriverCase[], env: Record<string, string> = {}): Promise<DriverResult[]> {
-  const child = spawn(process.execPath, [DRIVER], { env: { ...baseEnv(env), SVC_FUZZ_DRIVER: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [DRIVER], {
+    env: { ...baseEnv(env), SVC_FUZZ_DRIVER: '1' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));

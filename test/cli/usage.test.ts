@@ -15,9 +15,15 @@ describe('usage errors of every command (built CLI)', () => {
   it('too few file descriptors to load the program: one line and exit 1, never a stack trace', () => {
     for (const args of [['--version'], ['router', 'serve', '--config', 'x.toml'], ['engine', 'sim']]) {
       // The shell lowers its own limit, then becomes the CLI.
-      const r = spawnSync('/bin/sh', ['-c', 'ulimit -n 48 && exec "$0" "$@"', process.execPath, CLI, ...args], { encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync('/bin/sh', ['-c', 'ulimit -n 48 && exec "$0" "$@"', process.execPath, CLI, ...args], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       assert.equal(r.status, 1, r.stderr);
-      assert.match(r.stderr, /^svc-serving: error: cannot start: (too many open files \(raise the limit: ulimit -n\)|the program could not be loaded \([A-Z_]+\): check the open-file limit \(ulimit -n\) and the installation)\n$/);
+      assert.match(
+        r.stderr,
+        /^svc-serving: error: cannot start: (too many open files \(raise the limit: ulimit -n\)|the program could not be loaded \([A-Z_]+\): check the open-file limit \(ulimit -n\) and the installation)\n$/,
+      );
       assert.ok(!looksLikeStackTrace(r.stderr), r.stderr);
       assert.equal(r.stdout, '');
     }
@@ -25,7 +31,13 @@ describe('usage errors of every command (built CLI)', () => {
 
   it('a mistyped option is reported as unknown, also where a required option is missing too', async () => {
     const commands = [
-      ['router', 'serve'], ['controller', 'serve'], ['fleet', 'serve'], ['bench', 'run'], ['bench', 'cancel'], ['recipe', 'apply', 'qwen'], ['recipe', 'stop', 'qwen'],
+      ['router', 'serve'],
+      ['controller', 'serve'],
+      ['fleet', 'serve'],
+      ['bench', 'run'],
+      ['bench', 'cancel'],
+      ['recipe', 'apply', 'qwen'],
+      ['recipe', 'stop', 'qwen'],
     ];
     const cases = commands.flatMap((c) => [
       { args: [...c, '--bogus-Zq1'], want: /unknown option/ },
@@ -46,16 +58,34 @@ describe('usage errors of every command (built CLI)', () => {
       const r = await runCli(args);
       assert.equal(r.code, 2, args.join(' '));
       // The help to read is the group's own, which lists its subcommands.
-      assert.equal(r.stderr, `svc-serving: error: a command is missing (see svc-serving ${args.length > 0 ? `${args[0]} ` : ''}--help)\n`);
+      assert.equal(
+        r.stderr,
+        `svc-serving: error: a command is missing (see svc-serving ${args.length > 0 ? `${args[0]} ` : ''}--help)\n`,
+      );
       assert.equal(r.stdout, '');
     }
-    const leadingZero = await runCli(['bench', 'run', '--controller-url', 'http://127.0.0.1:1', '--auth-env', 'X', '--alias', 'm', '--requests', '01']);
+    const leadingZero = await runCli([
+      'bench',
+      'run',
+      '--controller-url',
+      'http://127.0.0.1:1',
+      '--auth-env',
+      'X',
+      '--alias',
+      'm',
+      '--requests',
+      '01',
+    ]);
     assert.equal(leadingZero.code, 2, 'a non-canonical integer is refused as by the read commands');
     const help = await runCli(['router', '--help']);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /Usage: svc-serving router/);
     // The `help` command the help lists works as it says.
-    const [top, sub, unknown] = await Promise.all([runCli(['help']), runCli(['help', 'router']), runCli(['help', 'nosuch'])]);
+    const [top, sub, unknown] = await Promise.all([
+      runCli(['help']),
+      runCli(['help', 'router']),
+      runCli(['help', 'nosuch']),
+    ]);
     assert.deepEqual([top.code, top.stderr], [0, '']);
     assert.match(top.stdout, /Usage: svc-serving /);
     assert.deepEqual([sub.code, sub.stderr], [0, '']);
@@ -63,7 +93,14 @@ describe('usage errors of every command (built CLI)', () => {
     assert.equal(unknown.code, 2);
     assert.equal(unknown.stderr, 'svc-serving: error: unknown command (see svc-serving --help)\n');
     // `help` takes command names only: an option after it is an unknown option, exit 2.
-    const withOptions = await Promise.all([['help', '--bogus-Zq1'], ['router', 'help', '--bogus-Zq1'], ['help', 'router', '--bogus-Zq1'], ['help', 'router', 'diagnose', '--json']].map((a) => runCli(a)));
+    const withOptions = await Promise.all(
+      [
+        ['help', '--bogus-Zq1'],
+        ['router', 'help', '--bogus-Zq1'],
+        ['help', 'router', '--bogus-Zq1'],
+        ['help', 'router', 'diagnose', '--json'],
+      ].map((a) => runCli(a)),
+    );
     for (const r of withOptions) {
       assert.equal(r.code, 2);
       assert.equal(r.stdout, '');
@@ -73,10 +110,12 @@ describe('usage errors of every command (built CLI)', () => {
     assert.equal((await runCli(['help', '--help'])).code, 0);
   });
 
-  it('output nobody reads is no crash: a closed pipe ends quietly with the command\'s own code; a full disk is one line and exit 1', async () => {
+  it("output nobody reads is no crash: a closed pipe ends quietly with the command's own code; a full disk is one line and exit 1", async () => {
     // The reader closes its end at once (`| true`): the help is still the command's success.
     const closed = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [CLI, 'router', 'diagnose', '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [CLI, 'router', 'diagnose', '--help'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       child.stdout.destroy();
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -98,21 +137,36 @@ describe('usage errors of every command (built CLI)', () => {
 
   it('a node configuration with router_url but no router_key_env is refused at start (jobs could never run)', async () => {
     const d = mkdtempSync(join(tmpdir(), 'svc-node-cfg-'));
-    writeFileSync(join(d, 'policy.toml'), '[[clients]]\nid = "r"\ngrants = ["workloads:read"]\ncredential_env = "X_TOK"\n');
-    writeFileSync(join(d, 'node.toml'), '[node]\nhost_id = "n"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\nrouter_url = "http://127.0.0.1:9"\n');
+    writeFileSync(
+      join(d, 'policy.toml'),
+      '[[clients]]\nid = "r"\ngrants = ["workloads:read"]\ncredential_env = "X_TOK"\n',
+    );
+    writeFileSync(
+      join(d, 'node.toml'),
+      '[node]\nhost_id = "n"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\nrouter_url = "http://127.0.0.1:9"\n',
+    );
     const r = await runCli(['controller', 'serve', '--config', join(d, 'node.toml')], { X_TOK: 'abcdefgh12345678' });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /router_url and router_key_env go together/);
   });
 
-  it('a usage error names the option the command defines (never the value typed) and the command\'s own help', async () => {
+  it("a usage error names the option the command defines (never the value typed) and the command's own help", async () => {
     const cases: [string[], string][] = [
-      [['bench', 'run', '--controller-url', 'http://127.0.0.1:9', '--auth-env', 'X', '--yes'], 'a required option is missing: --alias (see svc-serving bench run --help)'],
+      [
+        ['bench', 'run', '--controller-url', 'http://127.0.0.1:9', '--auth-env', 'X', '--yes'],
+        'a required option is missing: --alias (see svc-serving bench run --help)',
+      ],
       [['controller', 'serve'], 'a required option is missing: --config (see svc-serving controller serve --help)'],
-      [['up', '--router-port', 'Zq1-port'], 'invalid option value: --router-port (expected a port) (see svc-serving up --help)'],
+      [
+        ['up', '--router-port', 'Zq1-port'],
+        'invalid option value: --router-port (expected a port) (see svc-serving up --help)',
+      ],
       [['up', '--router-port'], 'an option needs a value: --router-port (see svc-serving up --help)'],
       [['bench', 'run', '--controler-url-Zq1', 'x'], 'unknown option (see svc-serving bench run --help)'],
-      [['router', 'diagnose', 'req_0123'], 'the credential environment variable is unset or empty (see svc-serving router diagnose --help)'],
+      [
+        ['router', 'diagnose', 'req_0123'],
+        'the credential environment variable is unset or empty (see svc-serving router diagnose --help)',
+      ],
     ];
     const results = await runCliBatch(cases.map(([args]) => ({ args })));
     results.forEach((r, i) => {
@@ -124,16 +178,27 @@ describe('usage errors of every command (built CLI)', () => {
 
   it('a router key no header can carry stops the controller at start (exit 2), naming the variable, never the key', async () => {
     const d = mkdtempSync(join(tmpdir(), 'svc-node-cfg-'));
-    writeFileSync(join(d, 'policy.toml'), '[[clients]]\nid = "r"\ngrants = ["workloads:read"]\ncredential_env = "X_TOK"\n');
-    writeFileSync(join(d, 'node.toml'), '[node]\nhost_id = "n"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\nrouter_url = "http://127.0.0.1:9"\nrouter_key_env = "X_KEY"\n');
-    const r = await runCli(['controller', 'serve', '--config', join(d, 'node.toml')], { X_TOK: 'abcdefgh12345678', X_KEY: 'CANARY key with spaces' });
+    writeFileSync(
+      join(d, 'policy.toml'),
+      '[[clients]]\nid = "r"\ngrants = ["workloads:read"]\ncredential_env = "X_TOK"\n',
+    );
+    writeFileSync(
+      join(d, 'node.toml'),
+      '[node]\nhost_id = "n"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\nrouter_url = "http://127.0.0.1:9"\nrouter_key_env = "X_KEY"\n',
+    );
+    const r = await runCli(['controller', 'serve', '--config', join(d, 'node.toml')], {
+      X_TOK: 'abcdefgh12345678',
+      X_KEY: 'CANARY key with spaces',
+    });
     assert.equal(r.code, 2, r.stderr);
     assert.match(r.stderr, /X_KEY \(router_key_env\) holds a key that is not 1-4096 printable ASCII/);
     assert.doesNotMatch(r.stderr, /CANARY/);
   });
 
   it('required options given: the command goes on to check their values', async () => {
-    const [r] = await runCliBatch([{ args: ['recipe', 'apply', 'qwen', '--controller-url', 'http://127.0.0.1:9', '--auth-env', 'UNSET_Zq1'] }]);
+    const [r] = await runCliBatch([
+      { args: ['recipe', 'apply', 'qwen', '--controller-url', 'http://127.0.0.1:9', '--auth-env', 'UNSET_Zq1'] },
+    ]);
     assert.equal(r!.code, 2);
     assert.match(r!.stderr, /unset or empty/);
   });
@@ -157,7 +222,13 @@ describe('usage errors of every command (built CLI)', () => {
   });
 
   it('up refuses a host ID outside the grammar before starting anything', async () => {
-    const results = await runCliBatch([['up', '--host-id', '1bad'], ['up', '--host-id', 'a'.repeat(65)], ['up', '--host-id', 'bad id']].map((args) => ({ args })));
+    const results = await runCliBatch(
+      [
+        ['up', '--host-id', '1bad'],
+        ['up', '--host-id', 'a'.repeat(65)],
+        ['up', '--host-id', 'bad id'],
+      ].map((args) => ({ args })),
+    );
     for (const r of results) {
       assert.equal(r.code, 2, r.stderr);
       assert.match(r.stderr, /invalid option value/);
@@ -166,46 +237,91 @@ describe('usage errors of every command (built CLI)', () => {
   });
 
   it('help texts show plain defaults and the right command in examples', async () => {
-    const [sim, stop] = await runCliBatch([{ args: ['engine', 'sim', '--help'] }, { args: ['recipe', 'stop', '--help'] }]);
+    const [sim, stop] = await runCliBatch([
+      { args: ['engine', 'sim', '--help'] },
+      { args: ['recipe', 'stop', '--help'] },
+    ]);
     assert.match(sim!.stdout, /\(default: 127\.0\.0\.1:8001\)/);
     assert.ok(!sim!.stdout.includes('{"host"'));
     assert.match(stop!.stdout, /svc-serving recipe stop qwen-7b/);
     assert.ok(!stop!.stdout.includes('recipe apply'));
   });
 
-  it('every command\'s own help lists its exit codes, 130 for Ctrl-C included', async () => {
+  it("every command's own help lists its exit codes, 130 for Ctrl-C included", async () => {
     const commands = [
-      ['up'], ['bench', 'run'], ['bench', 'cancel'], ['router', 'serve'], ['router', 'workloads'], ['router', 'diagnose'], ['fleet', 'serve'],
-      ['fleet', 'workloads'], ['fleet', 'diagnose'], ['controller', 'serve'], ['engine', 'sim'], ['dashboard', 'serve'], ['recipe', 'status'], ['recipe', 'apply'], ['recipe', 'stop'],
+      ['up'],
+      ['bench', 'run'],
+      ['bench', 'cancel'],
+      ['router', 'serve'],
+      ['router', 'workloads'],
+      ['router', 'diagnose'],
+      ['fleet', 'serve'],
+      ['fleet', 'workloads'],
+      ['fleet', 'diagnose'],
+      ['controller', 'serve'],
+      ['engine', 'sim'],
+      ['dashboard', 'serve'],
+      ['recipe', 'status'],
+      ['recipe', 'apply'],
+      ['recipe', 'stop'],
     ];
     const results = await runCliBatch(commands.map((c) => ({ args: [...c, '--help'] })));
     for (const [i, r] of results.entries()) {
       assert.equal(r.code, 0, commands[i]!.join(' '));
       assert.match(r.stdout, /Exit codes:[\s\S]*\b2\b[\s\S]*\b130 interrupted/, commands[i]!.join(' '));
       // A read starts nothing and runs no job: its 1 is a bug only.
-      const read = ['router workloads', 'router diagnose', 'fleet workloads', 'fleet diagnose', 'recipe status'].includes(commands[i]!.join(' '));
+      const read = [
+        'router workloads',
+        'router diagnose',
+        'fleet workloads',
+        'fleet diagnose',
+        'recipe status',
+      ].includes(commands[i]!.join(' '));
       const text = r.stdout.replace(/\s+/g, ' ');
       if (read) assert.match(text, /1 only an unexpected internal error/, commands[i]!.join(' '));
       // A read follows no job and asks for no confirmation.
       if (read) assert.doesNotMatch(text, /following a job|confirmation prompt/, commands[i]!.join(' '));
-      assert.equal(/a server that cannot start|cannot start \(/.test(text), ['up', 'router serve', 'fleet serve', 'controller serve', 'engine sim', 'dashboard serve'].includes(commands[i]!.join(' ')), commands[i]!.join(' '));
+      assert.equal(
+        /a server that cannot start|cannot start \(/.test(text),
+        ['up', 'router serve', 'fleet serve', 'controller serve', 'engine sim', 'dashboard serve'].includes(
+          commands[i]!.join(' '),
+        ),
+        commands[i]!.join(' '),
+      );
     }
   });
 
-  it('each server command\'s help names every key its configuration takes', async () => {
-    const [router, controller, fleet] = await runCliBatch([{ args: ['router', 'serve', '--help'] }, { args: ['controller', 'serve', '--help'] }, { args: ['fleet', 'serve', '--help'] }]);
-    const keys = (o: { properties: Record<string, unknown> }, table: string): string[] => Object.keys((o.properties[table] as { properties: Record<string, unknown> }).properties);
+  it("each server command's help names every key its configuration takes", async () => {
+    const [router, controller, fleet] = await runCliBatch([
+      { args: ['router', 'serve', '--help'] },
+      { args: ['controller', 'serve', '--help'] },
+      { args: ['fleet', 'serve', '--help'] },
+    ]);
+    const keys = (o: { properties: Record<string, unknown> }, table: string): string[] =>
+      Object.keys((o.properties[table] as { properties: Record<string, unknown> }).properties);
     const cases: Array<[string, string[]]> = [
       [router!.stdout, [...keys(RouterConfigSchema, 'server'), ...Object.keys(ModelSchema.properties)]],
       [controller!.stdout, keys(NodeConfigSchema, 'node')],
-      [fleet!.stdout, [...keys(FleetConfigSchema, 'fleet'), ...Object.keys((FleetConfigSchema.properties.nodes as unknown as { items: { properties: Record<string, unknown> } }).items.properties)]],
+      [
+        fleet!.stdout,
+        [
+          ...keys(FleetConfigSchema, 'fleet'),
+          ...Object.keys(
+            (FleetConfigSchema.properties.nodes as unknown as { items: { properties: Record<string, unknown> } }).items
+              .properties,
+          ),
+        ],
+      ],
     ];
     for (const [text, names] of cases) for (const k of names) assert.match(text, new RegExp(`\\b${k}\\b`), k);
   });
 
   it('help names commands at any depth: `help router diagnose` is the diagnose help; an unknown name after help is an unknown command', async () => {
     const [deep, unknownSub, unknownTop, bare, extra] = await runCliBatch([
-      { args: ['help', 'router', 'diagnose'] }, { args: ['router', 'help', 'nope'] }, { args: ['help', 'nope'] }, { args: ['router', 'help'] },
+      { args: ['help', 'router', 'diagnose'] },
+      { args: ['router', 'help', 'nope'] },
+      { args: ['help', 'nope'] },
+      { args: ['router', 'help'] },
       { args: ['help', 'recipe', 'status', 'qwen'] },
     ]);
     // Help never runs the command it names, whatever follows it.
@@ -223,9 +339,31 @@ describe('usage errors of every command (built CLI)', () => {
 
   it('an environment variable named like a JavaScript object member (constructor, __proto__) is unset, not a crash', async () => {
     const results = await runCliBatch([
-      { args: ['router', 'workloads', '--router-url', 'http://127.0.0.1:1', '--auth-env', 'constructor', '--expected-node', 'a'] },
+      {
+        args: [
+          'router',
+          'workloads',
+          '--router-url',
+          'http://127.0.0.1:1',
+          '--auth-env',
+          'constructor',
+          '--expected-node',
+          'a',
+        ],
+      },
       { args: ['router', 'diagnose', '--active', '--router-url', 'http://127.0.0.1:1', '--auth-env', 'toString'] },
-      { args: ['bench', 'cancel', '--controller-url', 'http://127.0.0.1:1', '--auth-env', '__proto__', '--job', 'bench_0123456789abcdef01234567'] },
+      {
+        args: [
+          'bench',
+          'cancel',
+          '--controller-url',
+          'http://127.0.0.1:1',
+          '--auth-env',
+          '__proto__',
+          '--job',
+          'bench_0123456789abcdef01234567',
+        ],
+      },
     ]);
     for (const r of results) {
       assert.equal(r.code, 2, r.stderr);
@@ -235,9 +373,15 @@ describe('usage errors of every command (built CLI)', () => {
   });
 
   it('SVC_LOG_LEVEL: empty is the default; a name that is no level stops a server at start with exit 2, naming the variable', async () => {
-    assert.deepEqual([logLevel({}), logLevel({ SVC_LOG_LEVEL: '' }), logLevel({ SVC_LOG_LEVEL: ' Debug ' })], ['info', 'info', 'debug']);
+    assert.deepEqual(
+      [logLevel({}), logLevel({ SVC_LOG_LEVEL: '' }), logLevel({ SVC_LOG_LEVEL: ' Debug ' })],
+      ['info', 'info', 'debug'],
+    );
     const bogus = await runCli(['engine', 'sim', '--listen', '127.0.0.1:0'], { SVC_LOG_LEVEL: 'loud' });
     assert.equal(bogus!.code, 2);
-    assert.match(bogus!.stderr, /invalid configuration: environment variable SVC_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/);
+    assert.match(
+      bogus!.stderr,
+      /invalid configuration: environment variable SVC_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/,
+    );
   });
 });

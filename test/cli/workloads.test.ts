@@ -18,13 +18,18 @@ describe('router workloads and fleet workloads against a real router and control
   let policy: TestPolicy;
   let dir: string;
   const rw = (args: string[], token?: string): Promise<CliResult> =>
-    runCli(['router', 'workloads', '--router-url', h.routerUrl, '--auth-env', READER, ...args], { [READER]: token ?? h.readerToken });
+    runCli(['router', 'workloads', '--router-url', h.routerUrl, '--auth-env', READER, ...args], {
+      [READER]: token ?? h.readerToken,
+    });
 
   before(async () => {
     h = await startRouterHarness({ models: [{ alias: 'chat', max_output_tokens: 16 }] });
     dir = mkdtempSync(join(tmpdir(), 'svc-cli-ctl-'));
     policy = writeTestPolicy(dir);
-    writeFileSync(join(dir, 'node.toml'), '[node]\nhost_id = "node-c"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\n');
+    writeFileSync(
+      join(dir, 'node.toml'),
+      '[node]\nhost_id = "node-c"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\n',
+    );
     controller = await spawnNode(CLI, ['controller', 'serve', '--config', join(dir, 'node.toml')], { env: policy.env });
     await h.client().chat.completions.create({ model: 'chat', messages: [{ role: 'user', content: 'hi' }] });
     // The router's own fold sees the terminal record shortly after the request ends.
@@ -39,7 +44,7 @@ describe('router workloads and fleet workloads against a real router and control
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('prints a table of the router\'s records and its source line', async () => {
+  it("prints a table of the router's records and its source line", async () => {
     const r = await rw(['--expected-node', 'node-a']);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^HOST\s+OWNER\s+KIND\s+STATE\s+PHASE\s+OUTCOME\s+PROGRESS\s+QUALITY\s+AGE$/m);
@@ -49,7 +54,19 @@ describe('router workloads and fleet workloads against a real router and control
   });
 
   it('--json prints a NodeResult that honours the filters; --host only filters', async () => {
-    const r = await rw(['--expected-node', 'node-a', '--owner', 'router', '--state', 'terminal', '--limit', '1', '--recent-seconds', '600', '--json']);
+    const r = await rw([
+      '--expected-node',
+      'node-a',
+      '--owner',
+      'router',
+      '--state',
+      'terminal',
+      '--limit',
+      '1',
+      '--recent-seconds',
+      '600',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const body = JSON.parse(r.stdout) as NodeResult;
     assert.ok(checkNodeResult.Check(body));
@@ -78,7 +95,7 @@ describe('router workloads and fleet workloads against a real router and control
     });
   });
 
-  it('a router answer is held to the fleet\'s checks: counts, hosts, repeated members, hopeful status', async () => {
+  it("a router answer is held to the fleet's checks: counts, hosts, repeated members, hopeful status", async () => {
     const answers: (() => string)[] = [
       () => JSON.stringify({ ...routerNodeResult('node-a'), truncation: { returned: 5, omitted: 0 } }),
       () => {
@@ -86,7 +103,11 @@ describe('router workloads and fleet workloads against a real router and control
         r.sources[0]!.records[0] = { ...r.sources[0]!.records[0]!, host: 'node-b' };
         return JSON.stringify(r);
       },
-      () => JSON.stringify(routerNodeResult('node-a')).replace('"expected_host":"node-a"', '"expected_host":"other","expected_host":"node-a"'),
+      () =>
+        JSON.stringify(routerNodeResult('node-a')).replace(
+          '"expected_host":"node-a"',
+          '"expected_host":"other","expected_host":"node-a"',
+        ),
       // The record rules the fleet holds a node to: owner/kind pairing, outcome only on ended
       // records, state/phase, each record once, and records in an unavailable source.
       ...[
@@ -105,15 +126,29 @@ describe('router workloads and fleet workloads against a real router and control
       },
       () => {
         const r = routerNodeResult('node-a');
-        r.sources[0] = { owner: 'router', status: 'unavailable', reason: 'timeout', records: r.sources[0]!.records, truncation: { returned: 2, omitted: 0 } } as (typeof r.sources)[0];
+        r.sources[0] = {
+          owner: 'router',
+          status: 'unavailable',
+          reason: 'timeout',
+          records: r.sources[0]!.records,
+          truncation: { returned: 2, omitted: 0 },
+        } as (typeof r.sources)[0];
         return JSON.stringify(r);
       },
     ];
     let i = 0;
     const fake = await startFake((_req, res) => sendJson(res, 200, answers[i++]!()));
     try {
-      for (const want of [/not a valid envelope/, /answered for a different node/, /not a valid envelope/, ...Array.from({ length: 5 }, () => /not a valid envelope/)]) {
-        const r = await runCli(['router', 'workloads', '--router-url', fake.url, '--auth-env', READER, '--expected-node', 'node-a'], { [READER]: 'reader-token-0123' });
+      for (const want of [
+        /not a valid envelope/,
+        /answered for a different node/,
+        /not a valid envelope/,
+        ...Array.from({ length: 5 }, () => /not a valid envelope/),
+      ]) {
+        const r = await runCli(
+          ['router', 'workloads', '--router-url', fake.url, '--auth-env', READER, '--expected-node', 'node-a'],
+          { [READER]: 'reader-token-0123' },
+        );
         assert.equal(r.code, 4, r.stderr);
         assert.match(r.stderr, want);
       }
@@ -122,11 +157,20 @@ describe('router workloads and fleet workloads against a real router and control
     }
     // A "complete" node over an unavailable source is shown as unavailable, never as idle.
     const hopeful = routerNodeResult('node-a');
-    hopeful.sources[0] = { owner: 'router', status: 'unavailable', reason: 'timeout', records: [], truncation: { returned: 0, omitted: null } };
+    hopeful.sources[0] = {
+      owner: 'router',
+      status: 'unavailable',
+      reason: 'timeout',
+      records: [],
+      truncation: { returned: 0, omitted: null },
+    };
     hopeful.truncation = { returned: 0, omitted: 0 };
     const fake2 = await startFake((_req, res) => sendJson(res, 200, hopeful));
     try {
-      const r = await runCli(['router', 'workloads', '--router-url', fake2.url, '--auth-env', READER, '--expected-node', 'node-a', '--json'], { [READER]: 'reader-token-0123' });
+      const r = await runCli(
+        ['router', 'workloads', '--router-url', fake2.url, '--auth-env', READER, '--expected-node', 'node-a', '--json'],
+        { [READER]: 'reader-token-0123' },
+      );
       assert.equal(r.code, 0, r.stderr);
       const body = JSON.parse(r.stdout) as NodeResult;
       assert.deepEqual([body.status, body.truncation.omitted], ['unavailable', null]);
@@ -136,12 +180,18 @@ describe('router workloads and fleet workloads against a real router and control
   });
 
   it('a node controller does not serve fleet_workloads: exit 4 with the fixed message', async () => {
-    const r = await runCli(['fleet', 'workloads', '--controller-url', controller.url, '--auth-env', READER, '--expected-node', 'node-c'], { [READER]: policy.tokens.reader });
+    const r = await runCli(
+      ['fleet', 'workloads', '--controller-url', controller.url, '--auth-env', READER, '--expected-node', 'node-c'],
+      { [READER]: policy.tokens.reader },
+    );
     assert.equal(r.code, 4, r.stderr);
-    assert.match(r.stderr, /^svc-serving: error: the server at --controller-url does not serve fleet reads \(fleet_workloads\): check that it is the fleet controller \(a node controller answers node_workloads; a router answers neither\) of this version\n$/);
+    assert.match(
+      r.stderr,
+      /^svc-serving: error: the server at --controller-url does not serve fleet reads \(fleet_workloads\): check that it is the fleet controller \(a node controller answers node_workloads; a router answers neither\) of this version\n$/,
+    );
   });
 
-  it('renders a fleet built from the real controller\'s node_workloads (six sources, unavailable ones in words)', async () => {
+  it("renders a fleet built from the real controller's node_workloads (six sources, unavailable ones in words)", async () => {
     const res = await fetch(`${controller.url}/tools/call`, {
       method: 'POST',
       headers: { authorization: `Bearer ${policy.tokens.reader}`, 'content-type': 'application/json' },
@@ -150,11 +200,18 @@ describe('router workloads and fleet workloads against a real router and control
     const node = (await res.json()) as NodeResult;
     assert.ok(checkNodeResult.Check(node));
     const fleet = await startFake((_req, out) => sendJson(out, 200, fleetResult([node])));
-    const r = await runCli(['fleet', 'workloads', '--controller-url', fleet.url, '--auth-env', READER, '--expected-node', 'node-c'], { [READER]: 'fleet-token' });
+    const r = await runCli(
+      ['fleet', 'workloads', '--controller-url', fleet.url, '--auth-env', READER, '--expected-node', 'node-c'],
+      { [READER]: 'fleet-token' },
+    );
     await fleet.close();
     assert.equal(r.code, 0, r.stderr);
-    for (const owner of ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest']) assert.match(r.stdout, new RegExp(`  source ${owner}: `));
-    assert.match(r.stdout, /source router: unavailable — NOT idle: the owner could not be read \(no-observation\); returned 0, omitted count unknown/);
+    for (const owner of ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'])
+      assert.match(r.stdout, new RegExp(`  source ${owner}: `));
+    assert.match(
+      r.stdout,
+      /source router: unavailable — NOT idle: the owner could not be read \(no-observation\); returned 0, omitted count unknown/,
+    );
     assert.match(r.stdout, /node node-c: (partial|unavailable)/);
     assert.match(r.stdout, /node node-z: unavailable — NOT idle/);
   });
@@ -171,23 +228,44 @@ describe('router workloads and fleet workloads against a real router and control
       [[...conn, '--active-only', '--active-only'], /more than once/],
       [[...conn, '--router-url', 'http://127.0.0.1:9'], /more than once/],
       [['--router-url', 'http://127.0.0.1:9', '--auth-env', READER], /connection options are required/],
-      [['--router-url', 'http://127.0.0.1:9/v1Zq1', '--auth-env', READER, '--expected-node', 'node-a'], /must be an origin/],
-      [['--router-url', 'http://Zq1.example.com', '--auth-env', READER, '--expected-node', 'node-a'], /plain HTTP is allowed only/],
-      [['--router-url', 'http://127.0.0.1:9', '--auth-env', 'UNSET_Zq1', '--expected-node', 'node-a'], /unset or empty/],
-      [['--router-url', 'http://127.0.0.1:9', '--auth-env', READER, '--expected-node', '9Zq1'], /--expected-node must be a host ID/],
+      [
+        ['--router-url', 'http://127.0.0.1:9/v1Zq1', '--auth-env', READER, '--expected-node', 'node-a'],
+        /must be an origin/,
+      ],
+      [
+        ['--router-url', 'http://Zq1.example.com', '--auth-env', READER, '--expected-node', 'node-a'],
+        /plain HTTP is allowed only/,
+      ],
+      [
+        ['--router-url', 'http://127.0.0.1:9', '--auth-env', 'UNSET_Zq1', '--expected-node', 'node-a'],
+        /unset or empty/,
+      ],
+      [
+        ['--router-url', 'http://127.0.0.1:9', '--auth-env', READER, '--expected-node', '9Zq1'],
+        /--expected-node must be a host ID/,
+      ],
     ];
-    const results = await runCliBatch(cases.map(([args]) => ({ args: ['router', 'workloads', ...args] })), { [READER]: 'tok' });
+    const results = await runCliBatch(
+      cases.map(([args]) => ({ args: ['router', 'workloads', ...args] })),
+      { [READER]: 'tok' },
+    );
     results.forEach((r, j) => {
       const [args, message] = cases[j]!;
       assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, message, args.join(' '));
       assert.equal(r.stdout, '');
       assert.deepEqual(r.uncaught, []);
-      assert.ok(!r.stderr.includes('Zq1') && !r.stderr.includes('127.0.0.1') && !looksLikeStackTrace(r.stderr), r.stderr);
+      assert.ok(
+        !r.stderr.includes('Zq1') && !r.stderr.includes('127.0.0.1') && !looksLikeStackTrace(r.stderr),
+        r.stderr,
+      );
     });
     // And once as a real process: the exit code and the single stderr line.
     const real = await runCli(['router', 'workloads', ...cases[2]![0]], { [READER]: 'tok' });
     assert.equal(real.code, 2);
-    assert.equal(real.stderr, 'svc-serving: error: a filter value is invalid or out of range (see svc-serving router workloads --help)\n');
+    assert.equal(
+      real.stderr,
+      'svc-serving: error: a filter value is invalid or out of range (see svc-serving router workloads --help)\n',
+    );
   });
 });

@@ -32,8 +32,26 @@ describe('configuration, policy, settings and credential files are read bounded 
     const diag = await runCli(['router', 'diagnose', '--active', '--config', fifo], {}, { timeoutMs: 10_000 });
     assert.equal(diag.code, 2, diag.stderr);
     const policyToml = join(dir, 'router.toml');
-    writeFileSync(policyToml, ['[server]', 'host_id = "r"', 'listen = "127.0.0.1:0"', 'api_keys_env = "K"', `authorization_policy = ${JSON.stringify(fifo)}`, '', '[[models]]', 'alias = "m"', 'upstream = "http://127.0.0.1:1/v1"', ''].join('\n'));
-    const policy = await runCli(['router', 'serve', '--config', policyToml], { K: 'key-0123456789' }, { timeoutMs: 10_000 });
+    writeFileSync(
+      policyToml,
+      [
+        '[server]',
+        'host_id = "r"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "K"',
+        `authorization_policy = ${JSON.stringify(fifo)}`,
+        '',
+        '[[models]]',
+        'alias = "m"',
+        'upstream = "http://127.0.0.1:1/v1"',
+        '',
+      ].join('\n'),
+    );
+    const policy = await runCli(
+      ['router', 'serve', '--config', policyToml],
+      { K: 'key-0123456789' },
+      { timeoutMs: 10_000 },
+    );
     assert.equal(policy.code, 2, policy.stderr);
     assert.match(policy.stderr, /authorization policy file is not readable/);
   });

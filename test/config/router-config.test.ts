@@ -15,8 +15,22 @@ let n = 0;
 /** A router configuration file: `server` and `model` lines added to a valid one. */
 function file(server: string[] = [], model: string[] = []): string {
   const path = join(dir, `r${++n}.toml`);
-  writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "CFG_KEYS"', ...server, '',
-    '[[models]]', 'alias = "m1"', ...(model.some((l) => l.startsWith('upstream =')) ? [] : ['upstream = "http://127.0.0.1:9/v1"']), ...model, ''].join('\n'));
+  writeFileSync(
+    path,
+    [
+      '[server]',
+      'host_id = "node-a"',
+      'listen = "127.0.0.1:0"',
+      'api_keys_env = "CFG_KEYS"',
+      ...server,
+      '',
+      '[[models]]',
+      'alias = "m1"',
+      ...(model.some((l) => l.startsWith('upstream =')) ? [] : ['upstream = "http://127.0.0.1:9/v1"']),
+      ...model,
+      '',
+    ].join('\n'),
+  );
   return path;
 }
 
@@ -29,42 +43,80 @@ describe('router configuration: values that could never work are refused at star
       [['buffer_size = 1e3'], [], '/server/buffer_size'],
       [['buffer_size = 9223372036854775807'], [], '/server/buffer_size'],
     ] as const) {
-      assert.throws(() => loadRouterConfig(file([...server], [...model])), (e: unknown) => e instanceof ConfigError && e.message.includes(member), `${server} ${model}`);
+      assert.throws(
+        () => loadRouterConfig(file([...server], [...model])),
+        (e: unknown) => e instanceof ConfigError && e.message.includes(member),
+        `${server} ${model}`,
+      );
     }
     // The same values as integers are fine.
     assert.equal(loadRouterConfig(file(['buffer_size = 1000'], ['max_concurrency = 2'])).bufferSize, 1000);
   });
 
   it('a nats_url that could never be reached (port out of range or empty, no host, spaces, credentials, a path) is refused, not "unreachable"', () => {
-    for (const url of ['nats://127.0.0.1:99999', 'nats://127.0.0.1:0', 'nats://127.0.0.1:', 'nats://%%%', 'nats://a b', 'nats://u:p@h:4222', 'nats://h:4222/x', 'http://h:4222', 'nats://']) {
+    for (const url of [
+      'nats://127.0.0.1:99999',
+      'nats://127.0.0.1:0',
+      'nats://127.0.0.1:',
+      'nats://%%%',
+      'nats://a b',
+      'nats://u:p@h:4222',
+      'nats://h:4222/x',
+      'http://h:4222',
+      'nats://',
+    ]) {
       assert.throws(() => loadRouterConfig(file([`nats_url = "${url}"`])), /invalid member \/server\/nats_url/, url);
     }
-    for (const url of ['nats://127.0.0.1:4222', 'nats://nats', 'tls://nats.example.com:4443', 'nats://[::1]:4222', 'nats://nats_1:65535']) {
+    for (const url of [
+      'nats://127.0.0.1:4222',
+      'nats://nats',
+      'tls://nats.example.com:4443',
+      'nats://[::1]:4222',
+      'nats://nats_1:65535',
+    ]) {
       assert.equal(loadRouterConfig(file([`nats_url = "${url}"`])).nats?.url, url);
     }
   });
 
   it('an upstream with no host or port 0, or a readiness path that cannot go on the wire as it is, is refused', () => {
     for (const upstream of ['http:///v1', 'http://127.0.0.1:0/v1', 'http:/x/v1']) {
-      assert.throws(() => loadRouterConfig(file([], [`upstream = "${upstream}"`])), /upstream of "m1" is not a URL|must be a plain origin|invalid member \/models\/0\/upstream/, upstream);
+      assert.throws(
+        () => loadRouterConfig(file([], [`upstream = "${upstream}"`])),
+        /upstream of "m1" is not a URL|must be a plain origin|invalid member \/models\/0\/upstream/,
+        upstream,
+      );
     }
     for (const path of ['/\\u0000x', '/health#f', '/h\\u00e9alth', '/a b', 'health']) {
-      assert.throws(() => loadRouterConfig(file([], [`readiness_path = "${path}"`])), /invalid member \/models\/0\/readiness_path/, path);
+      assert.throws(
+        () => loadRouterConfig(file([], [`readiness_path = "${path}"`])),
+        /invalid member \/models\/0\/readiness_path/,
+        path,
+      );
     }
-    assert.equal(loadRouterConfig(file([], ['readiness_path = "/health?ready=1"'])).models[0]!.readinessPath, '/health?ready=1');
+    assert.equal(
+      loadRouterConfig(file([], ['readiness_path = "/health?ready=1"'])).models[0]!.readinessPath,
+      '/health?ready=1',
+    );
   });
 
   it('a second router naming the same decision log through a symbolic link is refused: one log, one lock', async () => {
     const env = { CFG_KEYS: 'good-key-0123456789abcdef' };
-    const logIn = (dir: string, side: 'a' | 'b') => file([`decision_log_path = "${join(dir, side, 'decisions.jsonl')}"`]);
+    const logIn = (dir: string, side: 'a' | 'b') =>
+      file([`decision_log_path = "${join(dir, side, 'decisions.jsonl')}"`]);
     // `b/decisions.jsonl` links to `a/decisions.jsonl` (made first, or left for the router to make).
-    for (const [targetExists, firstSide, secondSide] of [[true, 'a', 'b'], [false, 'b', 'a']] as const) {
+    for (const [targetExists, firstSide, secondSide] of [
+      [true, 'a', 'b'],
+      [false, 'b', 'a'],
+    ] as const) {
       const d = mkdtempSync(join(tmpdir(), 'svc-router-link-'));
       mkdirSync(join(d, 'a'));
       mkdirSync(join(d, 'b'));
       if (targetExists) writeFileSync(join(d, 'a', 'decisions.jsonl'), '');
       symlinkSync(join(d, 'a', 'decisions.jsonl'), join(d, 'b', 'decisions.jsonl'));
-      const first = await startRouter(loadRouterConfig(logIn(d, firstSide)), { logger: pino({ level: 'silent' }), env });
+      const first = await startRouter(loadRouterConfig(logIn(d, firstSide)), {
+        logger: pino({ level: 'silent' }),
+        env,
+      });
       try {
         // Another process (a lock is one process's): `router serve` as an operator runs it.
         const r = await runCli(['router', 'serve', '--config', logIn(d, secondSide)], env, { timeoutMs: 20_000 });
@@ -77,15 +129,29 @@ describe('router configuration: values that could never work are refused at star
   });
 
   it('data-plane and upstream keys no header can carry stop the start, naming the variable, never the key', async () => {
-    const start = (env: Record<string, string>, model: string[] = []) => startRouter(loadRouterConfig(file([], model)), { logger: pino({ level: 'silent' }), env });
-    for (const keys of ['CANARY-KEY é-long-enough', 'CANARY KEY-with-a-space', `CANARY-${'a'.repeat(5000)}`, 'good-key-0123456789abcdef,CANARY\u0001x']) {
-      const err = await start({ CFG_KEYS: keys }).then(() => undefined, (e: unknown) => e);
+    const start = (env: Record<string, string>, model: string[] = []) =>
+      startRouter(loadRouterConfig(file([], model)), { logger: pino({ level: 'silent' }), env });
+    for (const keys of [
+      'CANARY-KEY é-long-enough',
+      'CANARY KEY-with-a-space',
+      `CANARY-${'a'.repeat(5000)}`,
+      'good-key-0123456789abcdef,CANARY\u0001x',
+    ]) {
+      const err = await start({ CFG_KEYS: keys }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof ConfigError, JSON.stringify(keys.slice(0, 30)));
       assert.match(err.message, /CFG_KEYS holds a key that is not 1-4096 printable ASCII/);
       assert.doesNotMatch(err.message, /CANARY/);
     }
     for (const up of ['CANARY-UP\r\nX-Evil: 1', 'CANARY\u0001', 'CANARY☃']) {
-      const err = await start({ CFG_KEYS: 'good-key-0123456789abcdef', CFG_UP: up }, ['upstream_api_key_env = "CFG_UP"']).then(() => undefined, (e: unknown) => e);
+      const err = await start({ CFG_KEYS: 'good-key-0123456789abcdef', CFG_UP: up }, [
+        'upstream_api_key_env = "CFG_UP"',
+      ]).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof ConfigError);
       assert.match(err.message, /CFG_UP \(upstream key of "m1"\) is not 1-4096 printable ASCII/);
       assert.doesNotMatch(err.message, /CANARY/);

@@ -22,12 +22,24 @@ describe('controller POST /tools/call', () => {
   let app: FastifyInstance;
   const reader = { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json' };
   const call = (body: unknown, headers: Record<string, string> = reader) =>
-    app.inject({ method: 'POST', url: '/tools/call', headers, payload: typeof body === 'string' ? body : JSON.stringify(body) });
+    app.inject({
+      method: 'POST',
+      url: '/tools/call',
+      headers,
+      payload: typeof body === 'string' ? body : JSON.stringify(body),
+    });
 
   before(async () => {
     view.start();
-    bus.publish(observationSubject(H, 'media'), enc(batch(H, 'media', { at: now, upserts: [rec(H, 'media', 'j1', { at: now })] })));
-    app = await buildControllerApp({ logger: pino({ level: 'silent' }), policy: AuthorizationPolicy.load(p.path, p.env), view });
+    bus.publish(
+      observationSubject(H, 'media'),
+      enc(batch(H, 'media', { at: now, upserts: [rec(H, 'media', 'j1', { at: now })] })),
+    );
+    app = await buildControllerApp({
+      logger: pino({ level: 'silent' }),
+      policy: AuthorizationPolicy.load(p.path, p.env),
+      view,
+    });
   });
   after(async () => {
     await app.close();
@@ -40,7 +52,10 @@ describe('controller POST /tools/call', () => {
     assert.equal(res.statusCode, 200);
     const body = res.json();
     assert.ok(checkNodeResult.Check(body));
-    assert.deepEqual(body.sources.map((s: { owner: string }) => s.owner), ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest']);
+    assert.deepEqual(
+      body.sources.map((s: { owner: string }) => s.owner),
+      ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'],
+    );
     assert.equal(body.sources[3]!.records.length, 1);
     assert.equal(body.status, 'partial', 'owners without actors are unavailable, so the node is partial');
     assert.equal(body.sources[0]!.status, 'unavailable');
@@ -74,16 +89,29 @@ describe('controller POST /tools/call', () => {
     for (const headers of cases) {
       const res = await app.inject({ method: 'POST', url: '/tools/call', headers, payload: JSON.stringify(body) });
       assert.equal(res.statusCode, 400);
-      assert.deepEqual(res.json(), { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+      assert.deepEqual(res.json(), {
+        type: 'urn:svc-serving:problem:invalid-input',
+        title: 'Invalid input',
+        status: 400,
+      });
     }
     // One copy of each is the normal answer.
     assert.equal((await call(body)).statusCode, 200);
   });
 
   it('a query string on /tools/call is refused, not ignored (filters travel in the body)', async () => {
-    const res = await app.inject({ method: 'POST', url: '/tools/call?owner=router', headers: reader, payload: JSON.stringify({ name: 'node_workloads' }) });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/tools/call?owner=router',
+      headers: reader,
+      payload: JSON.stringify({ name: 'node_workloads' }),
+    });
     assert.equal(res.statusCode, 400);
-    assert.deepEqual(res.json(), { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+    assert.deepEqual(res.json(), {
+      type: 'urn:svc-serving:problem:invalid-input',
+      title: 'Invalid input',
+      status: 400,
+    });
   });
 
   it('authenticates before reading the body', async () => {
@@ -103,19 +131,31 @@ describe('controller POST /tools/call', () => {
     ['wrong case', { name: 'node_workloads', arguments: { owner: 'Media' } }],
     ['array body', [1]],
     ['repeated filter', '{"name":"node_workloads","arguments":{"limit":5,"limit":6}}'],
-    ['repeated filter, spelled with an escape', '{"name":"node_workloads","arguments":{"owner":"media","\\u006fwner":"router"}}'],
+    [
+      'repeated filter, spelled with an escape',
+      '{"name":"node_workloads","arguments":{"owner":"media","\\u006fwner":"router"}}',
+    ],
     ['repeated member', '{"name":"node_workloads","name":"node_workloads","arguments":{}}'],
   ];
   for (const [name, body] of bad) {
     it(`400 problem+json for ${name}, echoing nothing`, async () => {
       const res = await call(body);
       assert.equal(res.statusCode, 400);
-      assert.deepEqual(res.json(), { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+      assert.deepEqual(res.json(), {
+        type: 'urn:svc-serving:problem:invalid-input',
+        title: 'Invalid input',
+        status: 400,
+      });
     });
   }
 
   it('fixed problems for wrong content type, oversized body, unknown route and fleet tool', async () => {
-    const ct = await app.inject({ method: 'POST', url: '/tools/call', headers: { ...reader, 'content-type': 'text/plain' }, payload: 'x' });
+    const ct = await app.inject({
+      method: 'POST',
+      url: '/tools/call',
+      headers: { ...reader, 'content-type': 'text/plain' },
+      payload: 'x',
+    });
     assert.equal(ct.statusCode, 415);
     const big = await call({ name: 'node_workloads', arguments: { host: 'a'.repeat(100_000) } });
     assert.equal(big.statusCode, 413);

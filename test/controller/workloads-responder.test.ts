@@ -28,9 +28,13 @@ function node(maxPayload: number, perOwner: number) {
     const upserts = Array.from({ length: perOwner }, (_, i) => rec('node-a', owner, `n${i}`, { at: now - i * 1000 }));
     foldBatch(snap, batch('node-a', owner, { seq: 1, at: now, upserts }));
   }
-  const service = serveNodeWorkloads(bus, 'node-a', (f) => queryNode(snap, f, Date.now(), { staleAfterMs: 3_600_000, owners: CONTROLLER_OWNERS }));
+  const service = serveNodeWorkloads(bus, 'node-a', (f) =>
+    queryNode(snap, f, Date.now(), { staleAfterMs: 3_600_000, owners: CONTROLLER_OWNERS }),
+  );
   const ask = async (args: unknown): Promise<{ bytes: number; body: Record<string, unknown> }> => {
-    const reply = await bus.request(workloadsSubject('node-a'), encoder.encode(JSON.stringify(args)), { timeoutMs: 2_000 });
+    const reply = await bus.request(workloadsSubject('node-a'), encoder.encode(JSON.stringify(args)), {
+      timeoutMs: 2_000,
+    });
     return { bytes: reply.byteLength, body: JSON.parse(decoder.decode(reply)) as Record<string, unknown> };
   };
   return { ask, close: async () => (service.stop(), await bus.close()) };
@@ -58,7 +62,11 @@ describe('node_workloads over the bus', () => {
     const n = node(600, 2);
     try {
       const { body } = await n.ask({});
-      assert.deepEqual(body, { type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 });
+      assert.deepEqual(body, {
+        type: 'urn:svc-serving:problem:unavailable',
+        title: 'Service unavailable',
+        status: 503,
+      });
     } finally {
       await n.close();
     }
@@ -66,7 +74,9 @@ describe('node_workloads over the bus', () => {
 });
 
 describe('a node on a nats-server with a small max_payload', () => {
-  it('its owner\'s window arrives in parts and the fleet reads the node (fewer records, the rest counted), not unreachable', { timeout: 30_000 }, async (t) => {
+  it("its owner's window arrives in parts and the fleet reads the node (fewer records, the rest counted), not unreachable", {
+    timeout: 30_000,
+  }, async (t) => {
     const server = await startNatsServer({ configText: 'max_payload: 4096\n' });
     t.after(() => server.stop());
     const connect = () => connectNatsBus({ servers: server.url });
@@ -81,7 +91,14 @@ describe('a node on a nats-server with a small max_payload', () => {
     const responder = serveNodeWorkloads(controllerBus, 'node-a', (f) => view.query(f));
     t.after(() => responder.stop());
     await controllerBus.flush();
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus: ownerBus, read: () => ({ status: 'complete', records }), staleAfterMs: 60_000, pollMs: 200 });
+    const actor = new OwnerActor({
+      host: 'node-a',
+      owner: 'router',
+      bus: ownerBus,
+      read: () => ({ status: 'complete', records }),
+      staleAfterMs: 60_000,
+      pollMs: 200,
+    });
     actor.start();
     t.after(() => actor.stop());
     // Every record of the window reached the controller's fold, though no part could carry it whole.

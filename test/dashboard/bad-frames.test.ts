@@ -45,7 +45,9 @@ describe('frames the dashboard page cannot read', { timeout: 120_000 }, () => {
     passThrough = false;
     for (const gpu of ['garbage', null, { status: 'ok', cards: 'x' }]) {
       toPage!(JSON.stringify({ type: 'telemetry', gpu, router: null }));
-      await status.filter({ hasText: 'the dashboard server sent a frame this page cannot read' }).waitFor({ timeout: 5_000 });
+      await status
+        .filter({ hasText: 'the dashboard server sent a frame this page cannot read' })
+        .waitFor({ timeout: 5_000 });
       assert.equal(await b.page.locator('#gpu-aggregate').isHidden(), true, JSON.stringify(gpu));
     }
     // The real server's next frame is drawn again.

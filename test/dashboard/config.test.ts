@@ -10,7 +10,11 @@ import { writeTestPolicy } from '../support/policy.js';
 const policy = writeTestPolicy();
 const base: DashboardOptions = { host: '127.0.0.1', port: 0 };
 const full = (over: Partial<DashboardOptions> = {}): DashboardOptions => ({
-  ...base, workloadControllerUrl: 'http://127.0.0.1:8100', workloadExpectedNode: 'node-a', workloadAuthorizationPolicy: policy.path, ...over,
+  ...base,
+  workloadControllerUrl: 'http://127.0.0.1:8100',
+  workloadExpectedNode: 'node-a',
+  workloadAuthorizationPolicy: policy.path,
+  ...over,
 });
 const reason = (o: DashboardOptions, env: Record<string, string> = policy.env) => {
   const s = workloadService(o, env, telemetryGate(o, env));
@@ -27,7 +31,13 @@ describe('dashboard options: when workload reads are enabled', () => {
   });
 
   it('uses the CLI origin rules: plain HTTP only to loopback or private IP literals, bare origins only', () => {
-    for (const url of ['http://controller.example.com', 'http://8.8.8.8:8100', 'http://127.0.0.1:8100/tools', 'http://u:p@127.0.0.1:1', 'ftp://127.0.0.1']) {
+    for (const url of [
+      'http://controller.example.com',
+      'http://8.8.8.8:8100',
+      'http://127.0.0.1:8100/tools',
+      'http://u:p@127.0.0.1:1',
+      'ftp://127.0.0.1',
+    ]) {
       assert.equal(reason(full({ workloadControllerUrl: url })), 'invalid-controller-url', url);
     }
     assert.equal(reason(full({ workloadControllerUrl: 'http://10.1.2.3:8100' })), 'enabled');
@@ -42,7 +52,10 @@ describe('dashboard options: when workload reads are enabled', () => {
   it('is disabled when a workload client shares the telemetry credential', () => {
     const env = { ...policy.env, DASH_TOKEN: policy.tokens.media };
     assert.equal(reason(full({ authEnv: 'DASH_TOKEN' }), env), 'collision');
-    assert.equal(reason(full({ authEnv: 'DASH_TOKEN' }), { ...policy.env, DASH_TOKEN: 'telemetry-only-secret' }), 'enabled');
+    assert.equal(
+      reason(full({ authEnv: 'DASH_TOKEN' }), { ...policy.env, DASH_TOKEN: 'telemetry-only-secret' }),
+      'enabled',
+    );
   });
 });
 
@@ -57,10 +70,16 @@ describe('dashboard options: the telemetry gate', () => {
     assert.throws(() => telemetryGate({ ...base, authEnv: 'NOPE' }, {}), /NOPE is not set/);
     // Set but empty is told apart from unset: the operator exported it, with nothing in it.
     assert.throws(() => telemetryGate({ ...base, authEnv: 'NOPE' }, { NOPE: '  ' }), /NOPE is empty/);
-    assert.throws(() => telemetryGate({ ...base, authEnv: 'BAD' }, { BAD: 'two words' }), (e: Error) => !e.message.includes('two words'));
+    assert.throws(
+      () => telemetryGate({ ...base, authEnv: 'BAD' }, { BAD: 'two words' }),
+      (e: Error) => !e.message.includes('two words'),
+    );
     assert.throws(() => telemetryGate({ ...base, authEnv: 'not-a-name' }, {}), ConfigError);
     const gate = telemetryGate({ ...base, authEnv: 'T' }, { T: 'tele-secret' });
-    assert.deepEqual([gate.allows('tele-secret'), gate.allows('tele-secreT'), gate.allows(undefined)], [true, false, false]);
+    assert.deepEqual(
+      [gate.allows('tele-secret'), gate.allows('tele-secreT'), gate.allows(undefined)],
+      [true, false, false],
+    );
   });
 });
 
@@ -79,8 +98,21 @@ describe('dashboard controller reader', () => {
   };
   after(() => server?.close());
   const OWNERS = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
-  const result = (host: string, sources: unknown[] = OWNERS.map((owner) => ({ owner, status: 'complete', records: [], truncation: { returned: 0, omitted: 0 } }))) => ({
-    schema: 'svc-workloads/v1', expected_host: host, status: 'complete', collected_at: '2026-11-25T12:00:00.000Z', sources, truncation: { returned: 0, omitted: 0 },
+  const result = (
+    host: string,
+    sources: unknown[] = OWNERS.map((owner) => ({
+      owner,
+      status: 'complete',
+      records: [],
+      truncation: { returned: 0, omitted: 0 },
+    })),
+  ) => ({
+    schema: 'svc-workloads/v1',
+    expected_host: host,
+    status: 'complete',
+    collected_at: '2026-11-25T12:00:00.000Z',
+    sources,
+    truncation: { returned: 0, omitted: 0 },
   });
 
   it('forwards the same credential as a bearer and verifies the answering node', async () => {
@@ -97,12 +129,24 @@ describe('dashboard controller reader', () => {
     // "complete" node over an unavailable source is shown as partial, never as idle.
     reply = { status: 200, body: result('node-a', []) };
     assert.deepEqual(await reader.read('t', {}, signal), { kind: 'failure', failure: 'malformed' });
-    const dark = OWNERS.map((owner) => ({ owner, status: owner === 'media' ? 'unavailable' : 'complete', ...(owner === 'media' ? { reason: 'timeout' } : {}), records: [], truncation: { returned: 0, omitted: owner === 'media' ? null : 0 } }));
+    const dark = OWNERS.map((owner) => ({
+      owner,
+      status: owner === 'media' ? 'unavailable' : 'complete',
+      ...(owner === 'media' ? { reason: 'timeout' } : {}),
+      records: [],
+      truncation: { returned: 0, omitted: owner === 'media' ? null : 0 },
+    }));
     reply = { status: 200, body: result('node-a', dark) };
     const held = await reader.read('t', {}, signal);
     assert.equal(held.kind === 'result' && held.result.status, 'partial');
     assert.deepEqual(held.kind === 'result' && held.result.truncation, { returned: 0, omitted: null });
-    for (const [status, failure] of [[401, 'controller-unauthenticated'], [403, 'controller-forbidden'], [404, 'not-served'], [302, 'redirect'], [503, 'failed']] as const) {
+    for (const [status, failure] of [
+      [401, 'controller-unauthenticated'],
+      [403, 'controller-forbidden'],
+      [404, 'not-served'],
+      [302, 'redirect'],
+      [503, 'failed'],
+    ] as const) {
       reply = { status, body: {} };
       assert.deepEqual(await reader.read('t', {}, signal), { kind: 'failure', failure }, String(status));
     }
@@ -111,7 +155,10 @@ describe('dashboard controller reader', () => {
 
   it('reports a stopped controller as unreachable', async () => {
     const reader = new ControllerReader('http://127.0.0.1:9', 'node-a');
-    assert.deepEqual(await reader.read('t', {}, new AbortController().signal), { kind: 'failure', failure: 'unreachable' });
+    assert.deepEqual(await reader.read('t', {}, new AbortController().signal), {
+      kind: 'failure',
+      failure: 'unreachable',
+    });
     await reader.close();
   });
 });

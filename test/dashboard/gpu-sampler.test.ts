@@ -31,7 +31,10 @@ describe('GPU sampler over nvidia-smi', () => {
   it('a real H200 recording is one sampled card with its history started', async () => {
     const t = await firstSample(fakeNvidiaSmi('h200-recorded.csv'));
     assert.equal(t.status, 'ok');
-    assert.deepEqual(t.cards.map((c) => [c.uuid, c.name, c.memory_total_mib, c.power_w]), [['GPU-0ed127a3-aaaf-bd46-d58d-483944756ab2', 'NVIDIA H200', 143771, 125.56]]);
+    assert.deepEqual(
+      t.cards.map((c) => [c.uuid, c.name, c.memory_total_mib, c.power_w]),
+      [['GPU-0ed127a3-aaaf-bd46-d58d-483944756ab2', 'NVIDIA H200', 143771, 125.56]],
+    );
     assert.equal(t.series.length, 1);
     assert.equal(t.series[0]!.t.length, 1);
   });
@@ -48,7 +51,9 @@ describe('GPU sampler over nvidia-smi', () => {
     assert.equal(t.status, 'absent');
   });
 
-  it('a run that ignores SIGTERM is over at the 5 s timeout: failed, and it and what it started are killed', { timeout: 20_000 }, async () => {
+  it('a run that ignores SIGTERM is over at the 5 s timeout: failed, and it and what it started are killed', {
+    timeout: 20_000,
+  }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-hung-smi-'));
     const path = join(dir, 'nvidia-smi');
     const pidFile = join(dir, 'child.pid');

@@ -27,7 +27,8 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
     // A controller whose own policy does not know the reader credential the dashboard's does.
     controller = await startFake((_req, res) => {
       asked++;
-      if (answer === 'refuse') sendJson(res, 401, { type: 'urn:svc-serving:problem:unauthenticated', title: 'Unauthenticated', status: 401 });
+      if (answer === 'refuse')
+        sendJson(res, 401, { type: 'urn:svc-serving:problem:unauthenticated', title: 'Unauthenticated', status: 401 });
       else sendJson(res, 200, sixSources(Date.now() + (answer === 'future' ? 90_000 : 0)));
     });
     b = await launchBrowser();
@@ -40,7 +41,17 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
 
   /** A dashboard reading the fake controller, its Workloads tab open and Connect pressed with the reader. */
   const connectWorkloads = async (): Promise<RunningProcess> => {
-    const d = await serveDashboard(['--workload-controller-url', controller.url, '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], policy.env);
+    const d = await serveDashboard(
+      [
+        '--workload-controller-url',
+        controller.url,
+        '--workload-expected-node',
+        'node-a',
+        '--workload-authorization-policy',
+        policy.path,
+      ],
+      policy.env,
+    );
     running.push(d);
     await b.page.goto(d.url);
     await b.page.click('#tab-workloads');
@@ -51,8 +62,10 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
 
   it('a credential the controller refuses turns the pill from connected to refused, and back once it is taken', async () => {
     await connectWorkloads();
-    await b.page.locator('#session-status', { hasText: 'the controller refused the credential (HTTP 401)' }).waitFor({ timeout: 5_000 });
-    assert.match(await b.page.locator('#session-status').getAttribute('class') ?? '', /pill-bad/);
+    await b.page
+      .locator('#session-status', { hasText: 'the controller refused the credential (HTTP 401)' })
+      .waitFor({ timeout: 5_000 });
+    assert.match((await b.page.locator('#session-status').getAttribute('class')) ?? '', /pill-bad/);
     assert.match(await b.page.locator('#node-status').innerText(), /did not accept the credential \(HTTP 401\)/);
     // Refused: the page polls slowly (one read per 10 s), not every 2 s.
     const before = asked;
@@ -105,11 +118,16 @@ describe('the dashboard page does not claim what it does not know', { timeout: 1
   });
 
   it('locked telemetry says locked, not "waiting for the first sample"', async () => {
-    const d = await serveDashboard(['--auth-env', 'DASH_TELEMETRY'], { DASH_TELEMETRY: 'telemetry-credential-0123456789', SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') });
+    const d = await serveDashboard(['--auth-env', 'DASH_TELEMETRY'], {
+      DASH_TELEMETRY: 'telemetry-credential-0123456789',
+      SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv'),
+    });
     running.push(d);
     await b.page.goto(d.url);
     await b.page.locator('#telemetry-auth').waitFor();
-    await b.page.locator('#gpu-status', { hasText: 'GPU telemetry: locked — enter the telemetry credential' }).waitFor({ timeout: 5_000 });
+    await b.page
+      .locator('#gpu-status', { hasText: 'GPU telemetry: locked — enter the telemetry credential' })
+      .waitFor({ timeout: 5_000 });
     assert.doesNotMatch(await b.page.locator('#gpu-status').innerText(), /waiting/);
     // No router is wired to this dashboard: its figures are not "not current", they are locked.
     const router = await b.page.locator('#router-status').innerText();

@@ -14,9 +14,19 @@ import { writeTestPolicy } from '../support/policy.js';
 
 const policy = writeTestPolicy();
 const loaded = AuthorizationPolicy.load(policy.path, policy.env);
-const enabled: WorkloadService = { enabled: true, origin: 'http://127.0.0.1:1', expectedNode: 'node-a', policy: loaded };
+const enabled: WorkloadService = {
+  enabled: true,
+  origin: 'http://127.0.0.1:1',
+  expectedNode: 'node-a',
+  policy: loaded,
+};
 const node = (n: number): NodeResult => ({
-  schema: 'svc-workloads/v1', expected_host: 'node-a', status: 'complete', collected_at: '2026-11-25T12:00:00.000Z', sources: [], truncation: { returned: n, omitted: 0 },
+  schema: 'svc-workloads/v1',
+  expected_host: 'node-a',
+  status: 'complete',
+  collected_at: '2026-11-25T12:00:00.000Z',
+  sources: [],
+  truncation: { returned: n, omitted: 0 },
 });
 
 /** A reader whose reads stay pending until the test settles them. */
@@ -33,9 +43,15 @@ function session(service: WorkloadService = enabled, logger = pino({ level: 'sil
   const frames: string[] = [];
   const { reader, calls } = fakeReader();
   const s = new DashboardSession({
-    sink: { send: (f) => frames.push(f) }, gate: new TelemetryGate(undefined), service, reader,
-    subscribeTelemetry: () => () => undefined, logger,
-    refusedLines: new LineBudget(10, (skipped) => logger.info({ skipped }, 'workload session refused lines left out (rate bound)')),
+    sink: { send: (f) => frames.push(f) },
+    gate: new TelemetryGate(undefined),
+    service,
+    reader,
+    subscribeTelemetry: () => () => undefined,
+    logger,
+    refusedLines: new LineBudget(10, (skipped) =>
+      logger.info({ skipped }, 'workload session refused lines left out (rate bound)'),
+    ),
   });
   const msg = (m: object) => s.handle(JSON.stringify(m));
   const parsed = () => frames.map((f) => JSON.parse(f) as Record<string, unknown>);
@@ -58,13 +74,23 @@ describe('dashboard workload session', () => {
     t.msg({ type: 'connect', gen: 1, credential: 'no-such-token', filters: {} });
     t.msg({ type: 'connect', gen: 2, credential: policy.tokens.lifecycle, filters: {} });
     t.msg({ type: 'connect', gen: 3, credential: 'has space', filters: {} });
-    assert.deepEqual(t.parsed().map((f) => [f['gen'], f['code'], f['status']]), [[1, 'unauthenticated', 401], [2, 'forbidden', 403], [3, 'unauthenticated', 401]]);
+    assert.deepEqual(
+      t.parsed().map((f) => [f['gen'], f['code'], f['status']]),
+      [
+        [1, 'unauthenticated', 401],
+        [2, 'forbidden', 403],
+        [3, 'unauthenticated', 401],
+      ],
+    );
     assert.equal(t.calls.length, 0, 'nothing is forwarded to the controller');
   });
 
   it('a storm of refused connects (no credential needed) writes at most 10 log lines a second, each still answered', () => {
     const lines: string[] = [];
-    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const logger = pino(
+      { ...LOG_OPTIONS, level: 'info' },
+      new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }),
+    );
     const t = session(enabled, logger);
     for (let gen = 1; gen <= 500; gen++) t.msg({ type: 'connect', gen, credential: 'nope', filters: {} });
     assert.equal(t.parsed().filter((f) => f['code'] === 'unauthenticated').length, 500, 'every connect is answered');
@@ -84,7 +110,10 @@ describe('dashboard workload session', () => {
     t.calls[1]!.settle({ kind: 'result', result: node(2) });
     await tick();
     const results = t.parsed().filter((f) => f['type'] === 'workloads');
-    assert.deepEqual(results.map((f) => [f['gen'], (f['result'] as NodeResult).truncation.returned]), [[2, 2]]);
+    assert.deepEqual(
+      results.map((f) => [f['gen'], (f['result'] as NodeResult).truncation.returned]),
+      [[2, 2]],
+    );
     t.msg({ type: 'read', gen: 1, filters: {} }); // an older generation is ignored
     assert.equal(t.calls.length, 2);
   });
@@ -119,8 +148,13 @@ describe('dashboard workload session', () => {
     const last = t.parsed().at(-1)!;
     assert.equal(last['failure'], 'unreachable');
     assert.deepEqual(last['result'], {
-      schema: 'svc-workloads/v1', expected_host: 'node-a', status: 'unavailable', collected_at: last['read_at'], sources: [],
-      truncation: { returned: 0, omitted: null }, condition: 'unreachable',
+      schema: 'svc-workloads/v1',
+      expected_host: 'node-a',
+      status: 'unavailable',
+      collected_at: last['read_at'],
+      sources: [],
+      truncation: { returned: 0, omitted: null },
+      condition: 'unreachable',
     });
   });
 
@@ -137,7 +171,8 @@ describe('dashboard workload session', () => {
 
   it('ignores malformed messages without answering', () => {
     const t = session();
-    for (const raw of ['', 'null', '[]', '{"type":"connect"}', '{"type":"read","gen":-1}', '{"type":"x","gen":1}']) t.s.handle(raw);
+    for (const raw of ['', 'null', '[]', '{"type":"connect"}', '{"type":"read","gen":-1}', '{"type":"x","gen":1}'])
+      t.s.handle(raw);
     assert.deepEqual(t.frames, []);
   });
 });
@@ -145,7 +180,13 @@ describe('dashboard workload session', () => {
 describe('dashboard socket sink', () => {
   const fakeSocket = () => {
     const sent: string[] = [];
-    const s = { readyState: 1, bufferedAmount: 0, terminated: 0, send: (f: string) => void sent.push(f), terminate: () => void (s.terminated++, (s.readyState = 2)) };
+    const s = {
+      readyState: 1,
+      bufferedAmount: 0,
+      terminated: 0,
+      send: (f: string) => void sent.push(f),
+      terminate: () => void (s.terminated++, (s.readyState = 2)),
+    };
     return { s, sent };
   };
 

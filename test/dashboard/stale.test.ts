@@ -30,14 +30,34 @@ describe('dashboard labels stale records with their age', { timeout: 120_000 }, 
   before(async () => {
     nats = await startNatsServer();
     const config = join(dir, 'node.toml');
-    writeFileSync(config, `[node]\nhost_id = "${H}"\nlisten = "127.0.0.1:0"\nnats_url = "${nats.url}"\nauthorization_policy = "policy.toml"\nstale_after_seconds = ${STALE_S}\n`);
+    writeFileSync(
+      config,
+      `[node]\nhost_id = "${H}"\nlisten = "127.0.0.1:0"\nnats_url = "${nats.url}"\nauthorization_policy = "policy.toml"\nstale_after_seconds = ${STALE_S}\n`,
+    );
     const recordsFile = join(dir, 'records.json');
     writeFileSync(recordsFile, JSON.stringify([rec(H, 'router', 'req-1', { at: Date.now() })]));
     controller = await spawnNode(CLI, ['controller', 'serve', '--config', config], { env: policy.env });
     actor = await spawnNode(FIXTURE, [], {
-      env: { NATS_URL: nats.url, HOST_ID: H, OWNER: 'router', RECORDS_FILE: recordsFile, POLL_MS: '100', STALE_MS: String(STALE_S * 1000) },
+      env: {
+        NATS_URL: nats.url,
+        HOST_ID: H,
+        OWNER: 'router',
+        RECORDS_FILE: recordsFile,
+        POLL_MS: '100',
+        STALE_MS: String(STALE_S * 1000),
+      },
     });
-    dash = await serveDashboard(['--workload-controller-url', controller.url, '--workload-expected-node', H, '--workload-authorization-policy', policy.path], policy.env);
+    dash = await serveDashboard(
+      [
+        '--workload-controller-url',
+        controller.url,
+        '--workload-expected-node',
+        H,
+        '--workload-authorization-policy',
+        policy.path,
+      ],
+      policy.env,
+    );
     b = await launchBrowser();
   });
   after(async () => {
@@ -52,7 +72,7 @@ describe('dashboard labels stale records with their age', { timeout: 120_000 }, 
     }
   });
 
-  it('keeps the record\'s state, labels it stale with the age of its evidence, and marks the source partial', async () => {
+  it("keeps the record's state, labels it stale with the age of its evidence, and marks the source partial", async () => {
     await b.page.goto(dash.url);
     await b.page.click('#tab-workloads');
     await b.page.selectOption('#f-owner', 'router');
@@ -68,7 +88,15 @@ describe('dashboard labels stale records with their age', { timeout: 120_000 }, 
     assert.equal(await row.getAttribute('data-state'), 'streaming', 'a stale record keeps its original state');
     const source = b.page.locator('#sources tr[data-owner="router"]');
     assert.match(await source.innerText(), /partial\s+its observations are too old/);
-    assert.match(await b.page.locator('#node-status').innerText(), /partial — trust the records shown, but this is not the whole inventory/);
-    await assertNoCanary(b, policy.tokens.reader, { dashboard: dash.output(), controller: controller.output() }, 'stale');
+    assert.match(
+      await b.page.locator('#node-status').innerText(),
+      /partial — trust the records shown, but this is not the whole inventory/,
+    );
+    await assertNoCanary(
+      b,
+      policy.tokens.reader,
+      { dashboard: dash.output(), controller: controller.output() },
+      'stale',
+    );
   });
 });

@@ -10,7 +10,6 @@ import { CLI, spawnNode, type RunningProcess } from '../support/processes.js';
 export const CHROMIUM = '/usr/bin/chromium';
 /** Browser suites skip (visibly, with the reason) on a machine without it; CI has it. */
 
-
 export const FIXTURES = fileURLToPath(new URL('../../../test/fixtures/nvidia-smi/', import.meta.url));
 export const ARTIFACTS = fileURLToPath(new URL('../../../test-artifacts/', import.meta.url));
 const QUERY = '--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw';
@@ -29,7 +28,15 @@ export async function launchBrowser(): Promise<Browser> {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1280, height: 820 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   const page = context.pages()[0] ?? (await context.newPage());
   const frames: Browser['frames'] = [];
@@ -44,7 +51,9 @@ export async function launchBrowser(): Promise<Browser> {
     if (m.type() === 'error' && !/WebSocket connection|ERR_CONNECTION_REFUSED/.test(m.text())) errors.push(m.text());
   });
   return {
-    context, page, frames,
+    context,
+    page,
+    frames,
     async close() {
       await context.close();
       assert.deepEqual(errors, [], 'no page errors or console errors');
@@ -56,21 +65,31 @@ export async function launchBrowser(): Promise<Browser> {
 export function fakeNvidiaSmi(fixture: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'svc-fake-smi-'));
   const path = join(dir, 'nvidia-smi');
-  writeFileSync(path, `#!/bin/sh\n[ "$1" = "${QUERY}" ] || exit 6\n[ "$2" = "--format=csv,noheader,nounits" ] || exit 7\nexec cat '${join(FIXTURES, fixture)}'\n`);
+  writeFileSync(
+    path,
+    `#!/bin/sh\n[ "$1" = "${QUERY}" ] || exit 6\n[ "$2" = "--format=csv,noheader,nounits" ] || exit 7\nexec cat '${join(FIXTURES, fixture)}'\n`,
+  );
   chmodSync(path, 0o755);
   return path;
 }
 
 /** `svc-serving dashboard serve` on a free loopback port, as its own process. */
 export function serveDashboard(args: string[], env: Record<string, string> = {}): Promise<RunningProcess> {
-  return spawnNode(CLI, ['dashboard', 'serve', '--host', '127.0.0.1', '--port', '0', ...args], { env: { SVC_NVIDIA_SMI: '/nonexistent/nvidia-smi', ...env } });
+  return spawnNode(CLI, ['dashboard', 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+    env: { SVC_NVIDIA_SMI: '/nonexistent/nvidia-smi', ...env },
+  });
 }
 
 /**
  * Looks for `canary` everywhere the credential must never be: cookies, both storages, the URL,
  * the DOM (text, markup and input values) and the given server logs. Thrown when: found.
  */
-export async function assertNoCanary(b: Browser, canary: string, logs: Record<string, string>, step: string): Promise<void> {
+export async function assertNoCanary(
+  b: Browser,
+  canary: string,
+  logs: Record<string, string>,
+  step: string,
+): Promise<void> {
   const places: string[] = [];
   const cookies = await b.context.cookies();
   if (JSON.stringify(cookies).includes(canary)) places.push('cookies');
@@ -85,7 +104,8 @@ export async function assertNoCanary(b: Browser, canary: string, logs: Record<st
   })`);
   for (const [where, text] of Object.entries(page)) if (text.includes(canary)) places.push(where);
   if (b.page.url().includes(canary)) places.push('page url');
-  for (const f of b.frames) if (f.dir === 'received' && f.payload.includes(canary)) places.push('a frame from the server');
+  for (const f of b.frames)
+    if (f.dir === 'received' && f.payload.includes(canary)) places.push('a frame from the server');
   for (const [name, text] of Object.entries(logs)) if (text.includes(canary)) places.push(`${name} log`);
   assert.deepEqual(places, [], `after "${step}" the canary credential appears in: ${places.join(', ')}`);
 }

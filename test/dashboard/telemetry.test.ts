@@ -11,7 +11,11 @@ import { assertNoCanary, fakeNvidiaSmi, launchBrowser, serveDashboard, type Brow
 
 const policy = writeTestPolicy();
 const CANARY = `svc-canary-reader-${'c0ffee'.repeat(4)}`;
-const MIXED = ['GPU-11111111-2222-3333-4444-555555555555', 'GPU-66666666-7777-8888-9999-000000000000', 'GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee'];
+const MIXED = [
+  'GPU-11111111-2222-3333-4444-555555555555',
+  'GPU-66666666-7777-8888-9999-000000000000',
+  'GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee',
+];
 
 /** Raw HTTP with chosen headers (fetch forbids setting Host). */
 function status(url: string, headers: Record<string, string>): Promise<number> {
@@ -45,8 +49,13 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     await b.page.fill('#credential', credential);
     await b.page.click('#connect');
     await b.page.locator('#node-status', { hasText: 'Workload reads are disabled on this dashboard' }).waitFor();
-    const denials = b.frames.slice(before).filter((f) => f.dir === 'received' && f.payload.includes('workloads-denied'));
-    assert.deepEqual(denials.map((f) => f.payload), [DISABLED_FRAME]);
+    const denials = b.frames
+      .slice(before)
+      .filter((f) => f.dir === 'received' && f.payload.includes('workloads-denied'));
+    assert.deepEqual(
+      denials.map((f) => f.payload),
+      [DISABLED_FRAME],
+    );
     assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'no unauthenticated empty inventory');
     await b.page.click('#tab-telemetry');
   };
@@ -63,7 +72,10 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     const d = await serve([], { SVC_NVIDIA_SMI: fakeNvidiaSmi('mixed-na.csv') });
     await b.page.goto(d.url);
     await b.page.locator('#gpu-cards article').nth(2).waitFor();
-    assert.deepEqual(await b.page.locator('#gpu-cards article').evaluateAll((els) => els.map((e) => e.getAttribute('data-uuid'))), MIXED);
+    assert.deepEqual(
+      await b.page.locator('#gpu-cards article').evaluateAll((els) => els.map((e) => e.getAttribute('data-uuid'))),
+      MIXED,
+    );
     const a100 = await b.page.locator(`article[data-uuid="${MIXED[1]}"]`).innerText();
     assert.match(a100, /GPU 1 · NVIDIA A100-SXM4-40GB/);
     assert.match(a100, /memory not reported \/ not reported GiB/, '[N/A] is shown as not reported, never 0');
@@ -71,10 +83,18 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     assert.match(aggregate, /Aggregate GPU memory: 22\.5 \/ 39\.0 GiB used across 2 card\(s\)/);
     assert.match(aggregate, /display sum of per-card memory, not one unified capacity/);
     assert.match(aggregate, /1 card\(s\) did not report memory/);
-    assert.equal(await b.page.locator('#telemetry-auth').isVisible(), false, 'open telemetry on loopback asks for nothing');
+    assert.equal(
+      await b.page.locator('#telemetry-auth').isVisible(),
+      false,
+      'open telemetry on loopback asks for nothing',
+    );
 
     await expectDenial(CANARY);
-    assert.match(await b.page.locator('#gpu-status').innerText(), /3 GPU card\(s\) sampled by nvidia-smi/, 'telemetry keeps working');
+    assert.match(
+      await b.page.locator('#gpu-status').innerText(),
+      /3 GPU card\(s\) sampled by nvidia-smi/,
+      'telemetry keeps working',
+    );
     assert.match(d.output(), /"reason":"not-configured"/);
     await assertNoCanary(b, CANARY, { dashboard: d.output() }, 'denied connect');
   });
@@ -82,7 +102,9 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
   it('says "no GPU telemetry" when nvidia-smi is absent', async () => {
     const d = await serve([]);
     await b.page.goto(d.url);
-    await b.page.locator('#gpu-status', { hasText: 'no GPU telemetry: nvidia-smi is not installed on this host' }).waitFor();
+    await b.page
+      .locator('#gpu-status', { hasText: 'no GPU telemetry: nvidia-smi is not installed on this host' })
+      .waitFor();
     assert.equal(await b.page.locator('#gpu-cards article').count(), 0);
     assert.equal(await b.page.locator('#gpu-aggregate').isVisible(), false);
   });
@@ -90,11 +112,33 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
   it('incomplete or invalid workload options: the same fixed denial, telemetry keeps working', async () => {
     const cases: [string[], string][] = [
       [['--workload-controller-url', 'http://127.0.0.1:8100', '--workload-expected-node', 'node-a'], 'incomplete'],
-      [['--workload-controller-url', 'http://controller.example.com', '--workload-expected-node', 'node-a', '--workload-authorization-policy', policy.path], 'invalid-controller-url'],
-      [['--workload-controller-url', 'http://127.0.0.1:8100', '--workload-expected-node', '9-not-a-host', '--workload-authorization-policy', policy.path], 'invalid-expected-node'],
+      [
+        [
+          '--workload-controller-url',
+          'http://controller.example.com',
+          '--workload-expected-node',
+          'node-a',
+          '--workload-authorization-policy',
+          policy.path,
+        ],
+        'invalid-controller-url',
+      ],
+      [
+        [
+          '--workload-controller-url',
+          'http://127.0.0.1:8100',
+          '--workload-expected-node',
+          '9-not-a-host',
+          '--workload-authorization-policy',
+          policy.path,
+        ],
+        'invalid-expected-node',
+      ],
     ];
     // Started together: each process start costs about a second of module loading.
-    const started = await Promise.all(cases.map(([args]) => serve(args, { ...policy.env, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') })));
+    const started = await Promise.all(
+      cases.map(([args]) => serve(args, { ...policy.env, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') })),
+    );
     for (const [i, d] of started.entries()) {
       assert.match(d.output(), new RegExp(`"reason":"${cases[i]![1]}"`));
       await b.page.goto(d.url);
@@ -105,8 +149,19 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
 
   it('--auth-env gates telemetry; a workload client with the same credential disables workload reads', async () => {
     const env = { ...policy.env, DASH_TELEMETRY: policy.tokens.reader, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x2.csv') };
-    const d = await serve(['--auth-env', 'DASH_TELEMETRY', '--workload-controller-url', 'http://127.0.0.1:8100', '--workload-expected-node', 'node-a',
-      '--workload-authorization-policy', policy.path], env);
+    const d = await serve(
+      [
+        '--auth-env',
+        'DASH_TELEMETRY',
+        '--workload-controller-url',
+        'http://127.0.0.1:8100',
+        '--workload-expected-node',
+        'node-a',
+        '--workload-authorization-policy',
+        policy.path,
+      ],
+      env,
+    );
     assert.match(d.output(), /"reason":"collision"/);
     await b.page.goto(d.url);
     await b.page.locator('#telemetry-auth').waitFor();
@@ -124,7 +179,12 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
   it('refuses foreign Host headers (DNS rebinding) and cross-origin WebSocket upgrades', async () => {
     const d = await serve([]);
     const host = new URL(d.url).host;
-    const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+    const upgrade = {
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      'sec-websocket-version': '13',
+      'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+    };
     assert.equal(await status(d.url, { ...upgrade, host, origin: `http://${host}` }), 101);
     assert.equal(await status(d.url, { ...upgrade, host, origin: 'http://evil.example' }), 403);
     assert.equal(await status(d.url, { ...upgrade, host }), 403, 'no Origin at all');
@@ -146,7 +206,10 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     ws.send('x'.repeat(17 * 1024));
     assert.equal(await closed, 1009);
     const lines = await eventually(() => {
-      const l = d.output().split('\n').filter((x) => x.includes('websocket closed on a protocol error'));
+      const l = d
+        .output()
+        .split('\n')
+        .filter((x) => x.includes('websocket closed on a protocol error'));
       return l.length > 0 ? l : undefined;
     }, 3_000);
     const line = JSON.parse(lines[0]!) as { level: number; err: Record<string, unknown> };
@@ -158,7 +221,14 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
   it(`holds at most ${MAX_SOCKETS} WebSockets open, ${MAX_SOCKETS_PER_ADDRESS} per remote address; the next upgrade is the fixed 503 until one closes`, async () => {
     const d = await serve([]);
     const host = new URL(d.url).host;
-    const upgrade = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', host, origin: `http://${host}` };
+    const upgrade = {
+      connection: 'Upgrade',
+      upgrade: 'websocket',
+      'sec-websocket-version': '13',
+      'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      host,
+      origin: `http://${host}`,
+    };
     const open: Socket[] = [];
     /** One upgrade from a chosen loopback source address (all of 127/8 reaches the server); an accepted socket stays open. */
     const from = (localAddress: string): Promise<number> =>
@@ -180,7 +250,8 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
       assert.equal(await from('127.0.0.1'), 503);
       let n = MAX_SOCKETS_PER_ADDRESS;
       for (let a = 2; n < MAX_SOCKETS; a++) {
-        for (let i = 0; i < MAX_SOCKETS_PER_ADDRESS && n < MAX_SOCKETS; i++, n++) assert.equal(await from(`127.0.0.${a}`), 101);
+        for (let i = 0; i < MAX_SOCKETS_PER_ADDRESS && n < MAX_SOCKETS; i++, n++)
+          assert.equal(await from(`127.0.0.${a}`), 101);
       }
       // Every slot is taken: a fresh address is refused too, until a socket closes.
       assert.equal(await from('127.0.0.200'), 503);

@@ -21,7 +21,8 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
   let routerKey = '';
   const logs = () => ({ dashboard: dash.output(), node: node.output() });
   const scan = (step: string) => assertNoCanary(b, CANARY, logs(), step);
-  const reads = (since: number) => b.frames.filter((f) => f.dir === 'sent' && f.at >= since && f.payload.includes('"type":"read"')).length;
+  const reads = (since: number) =>
+    b.frames.filter((f) => f.dir === 'sent' && f.at >= since && f.payload.includes('"type":"read"')).length;
   const chat = (content: string) =>
     fetch(`${routerUrl}/v1/chat/completions`, {
       method: 'POST',
@@ -37,12 +38,21 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
 
   before(async () => {
     writeFileSync(join(home, 'reader.token'), `${CANARY}\n`, { mode: 0o600 });
-    node = await spawnNode(CLI, ['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { env: { SVC_SERVING_HOME: home, SVC_NVIDIA_SMI: '/nonexistent' } });
+    node = await spawnNode(CLI, ['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], {
+      env: { SVC_SERVING_HOME: home, SVC_NVIDIA_SMI: '/nonexistent' },
+    });
     await eventually(() => /dashboard +http/.test(node.output()), 10_000);
     routerUrl = /router +(http:\/\/\S+)/.exec(node.output())![1]!;
     const controllerUrl = /controller +(http:\/\/\S+)/.exec(node.output())![1]!;
     routerKey = readFileSync(join(home, 'router.key'), 'utf8').trim();
-    dash = await serveDashboard(['--workload-controller-url', controllerUrl, '--workload-expected-node', 'local', '--workload-authorization-policy', join(home, 'policy.toml')]);
+    dash = await serveDashboard([
+      '--workload-controller-url',
+      controllerUrl,
+      '--workload-expected-node',
+      'local',
+      '--workload-authorization-policy',
+      join(home, 'policy.toml'),
+    ]);
     b = await launchBrowser();
   });
   after(async () => {
@@ -85,7 +95,10 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await (await chat('quick sim:tokens=2 sim:ttft_ms=0')).text();
     const gensBefore = b.frames.filter((f) => f.dir === 'sent').map((f) => JSON.parse(f.payload).gen as number);
     await b.page.selectOption('#f-owner', 'router');
-    const sent = await eventually(() => b.frames.find((f) => f.dir === 'sent' && f.payload.includes('"owner":"router"')), 3_000);
+    const sent = await eventually(
+      () => b.frames.find((f) => f.dir === 'sent' && f.payload.includes('"owner":"router"')),
+      3_000,
+    );
     assert.ok(JSON.parse(sent.payload).gen > Math.max(...gensBefore), 'a newer generation');
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     const owners = await b.page.locator('#records tbody tr td:first-child').allInnerTexts();
@@ -103,7 +116,9 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     const before = b.page.viewportSize();
     await b.page.setViewportSize({ width: 360, height: 800 });
     try {
-      const widths = await b.page.evaluate<{ page: number; view: number }>('({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth })');
+      const widths = await b.page.evaluate<{ page: number; view: number }>(
+        '({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth })',
+      );
       assert.ok(widths.page <= widths.view, `page ${widths.page} px wide in a ${widths.view} px window`);
       assert.ok(await b.page.locator('#session-status').isVisible());
     } finally {
@@ -115,7 +130,9 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     const t = Date.now();
     await setLimit('0');
-    await b.page.locator('#node-status', { hasText: 'Nothing is shown: a filter value is invalid' }).waitFor({ timeout: 3_000 });
+    await b.page
+      .locator('#node-status', { hasText: 'Nothing is shown: a filter value is invalid' })
+      .waitFor({ timeout: 3_000 });
     assert.equal(await b.page.locator('#records tbody tr').count(), 0);
     // The field is named, with what it takes, and marked for assistive technology.
     assert.match(await b.page.locator('#filter-status').innerText(), /limit: a whole number from 1 to 1000/);
@@ -125,7 +142,10 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     assert.equal(reads(t), 0, 'no read with filters other than those shown');
     assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'and no late answer drawn');
     await setLimit('5');
-    await eventually(() => b.frames.find((f) => f.dir === 'sent' && f.at >= t && f.payload.includes('"limit":5')), 3_000);
+    await eventually(
+      () => b.frames.find((f) => f.dir === 'sent' && f.at >= t && f.payload.includes('"limit":5')),
+      3_000,
+    );
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     assert.ok((await b.page.locator('#records tbody tr').count()) <= 5);
     assert.equal(await b.page.getAttribute('#f-limit', 'aria-invalid'), 'false');
@@ -135,9 +155,26 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     await b.page.locator('#records tbody tr').first().waitFor({ timeout: 5_000 });
     const typed = Date.now();
     await b.page.locator('#f-host').pressSequentially('othernode');
-    assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'nothing drawn under filters it was not read with');
-    await eventually(() => b.frames.find((f) => f.dir === 'sent' && f.at >= typed && f.payload.includes('"host":"othernode"')), 3_000);
-    assert.ok(!b.frames.some((f) => f.dir === 'sent' && f.at >= typed && f.payload.includes('"type":"read"') && /"host":"o[a-z]{0,7}"/.test(f.payload) && !f.payload.includes('"host":"othernode"')), 'no read with half-typed filters');
+    assert.equal(
+      await b.page.locator('#records tbody tr').count(),
+      0,
+      'nothing drawn under filters it was not read with',
+    );
+    await eventually(
+      () => b.frames.find((f) => f.dir === 'sent' && f.at >= typed && f.payload.includes('"host":"othernode"')),
+      3_000,
+    );
+    assert.ok(
+      !b.frames.some(
+        (f) =>
+          f.dir === 'sent' &&
+          f.at >= typed &&
+          f.payload.includes('"type":"read"') &&
+          /"host":"o[a-z]{0,7}"/.test(f.payload) &&
+          !f.payload.includes('"host":"othernode"'),
+      ),
+      'no read with half-typed filters',
+    );
     await b.page.locator('#node-status', { hasText: 'Node local:' }).waitFor({ timeout: 5_000 });
     assert.equal(await b.page.locator('#records tbody tr').count(), 0, 'no record of host local under host=othernode');
     await b.page.fill('#f-host', '');
@@ -147,7 +184,11 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
 
   it('shows a slow streaming request move from active to terminal (screenshot while it streams)', async () => {
     const slow = chat('slow sim:ttft_ms=200 sim:tokens=50 sim:token_delay_ms=100');
-    const active = b.page.locator('#records tbody tr:is([data-state="checking"],[data-state="admitted"],[data-state="dispatched"],[data-state="streaming"])').first();
+    const active = b.page
+      .locator(
+        '#records tbody tr:is([data-state="checking"],[data-state="admitted"],[data-state="dispatched"],[data-state="streaming"])',
+      )
+      .first();
     await active.waitFor({ timeout: 6_000 });
     const id = await active.getAttribute('data-id');
     await b.page.screenshot({ path: join(artifactsDir(), 'workloads.png'), fullPage: true });
@@ -192,7 +233,10 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
       await b.page.click('#connect');
       await b.page.locator('#session-status', { hasText: 'not a credential' }).waitFor();
       await sleep(1_500);
-      assert.ok(!b.frames.some((f) => f.at >= t && f.dir === 'sent' && f.payload.includes('"type":"connect"')), 'no connect message');
+      assert.ok(
+        !b.frames.some((f) => f.at >= t && f.dir === 'sent' && f.payload.includes('"type":"connect"')),
+        'no connect message',
+      );
       assert.equal(await b.page.locator('#credential').inputValue(), '', 'the input is emptied');
     }
     assert.doesNotMatch(await b.page.locator('body').innerText(), /unreachable/);
@@ -203,10 +247,16 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     const t = Date.now();
     await b.page.fill('#credential', CANARY);
     await b.page.click('#connect');
-    await b.page.locator('#session-status', { hasText: 'waiting for valid filters to connect' }).waitFor({ timeout: 3_000 });
+    await b.page
+      .locator('#session-status', { hasText: 'waiting for valid filters to connect' })
+      .waitFor({ timeout: 3_000 });
     await sleep(1_000);
     const sentSince = (re: RegExp) => b.frames.filter((f) => f.dir === 'sent' && f.at >= t && re.test(f.payload));
-    assert.equal(sentSince(/"type":"(connect|read)"/).length, 0, 'no connect or read with filters other than those shown');
+    assert.equal(
+      sentSince(/"type":"(connect|read)"/).length,
+      0,
+      'no connect or read with filters other than those shown',
+    );
     await setLimit('3');
     await b.page.locator('#session-status', { hasText: 'connected as local-reader' }).waitFor({ timeout: 5_000 });
     assert.match(sentSince(/"type":"connect"/)[0]!.payload, /"limit":3/);
@@ -219,7 +269,9 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
   it('shows `unavailable` (not an empty inventory) when the controller stops', async () => {
     await connect();
     await node.stop();
-    await b.page.locator('#node-status', { hasText: 'the controller could not be reached' }).waitFor({ timeout: 8_000 });
+    await b.page
+      .locator('#node-status', { hasText: 'the controller could not be reached' })
+      .waitFor({ timeout: 8_000 });
     const status = await b.page.locator('#node-status').innerText();
     assert.match(status, /unavailable/);
     assert.match(status, /left out: count unknown/);

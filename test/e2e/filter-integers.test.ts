@@ -41,7 +41,9 @@ describe('integer filters written as plain integers only, at every entry point (
   let reader = '';
 
   before(async () => {
-    node = await spawnNode(CLI, ['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], { env: { SVC_SERVING_HOME: home } });
+    node = await spawnNode(CLI, ['up', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'], {
+      env: { SVC_SERVING_HOME: home },
+    });
     await eventually(() => /controller +(http:\/\/\S+)/.test(node.output()), 10_000);
     routerUrl = /router +(http:\/\/\S+)/.exec(node.output())![1]!;
     controllerUrl = /controller +(http:\/\/\S+)/.exec(node.output())![1]!;
@@ -52,47 +54,68 @@ describe('integer filters written as plain integers only, at every entry point (
   });
 
   const post = (path: string, text: string, extra: Record<string, string> = {}): Promise<Response> =>
-    fetch(`${controllerUrl}${path}`, { method: 'POST', headers: { authorization: `Bearer ${reader}`, 'content-type': 'application/json', ...extra }, body: text });
+    fetch(`${controllerUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${reader}`, 'content-type': 'application/json', ...extra },
+      body: text,
+    });
 
-  it('the router\'s HTTP query', async () => {
+  it("the router's HTTP query", async () => {
     for (const m of MEMBERS) {
       for (const { written, accepted } of TABLE) {
-        const res = await fetch(`${routerUrl}/v1/workloads?${m}=${encodeURIComponent(written)}`, { headers: { authorization: `Bearer ${reader}` } });
+        const res = await fetch(`${routerUrl}/v1/workloads?${m}=${encodeURIComponent(written)}`, {
+          headers: { authorization: `Bearer ${reader}` },
+        });
         await res.arrayBuffer();
         assert.equal(res.status, accepted ? 200 : 400, `${m}=${written}`);
       }
     }
   });
 
-  it('the controller\'s /tools/call, with the number written as the client wrote it', async () => {
+  it("the controller's /tools/call, with the number written as the client wrote it", async () => {
     for (const m of MEMBERS) {
       for (const { written, accepted } of TABLE) {
         const res = await post('/tools/call', `{"name":"node_workloads","arguments":{"${m}":${written}}}`);
         const body = (await res.json()) as Record<string, unknown>;
         assert.equal(res.status, accepted ? 200 : 400, `${m}: ${written}`);
-        if (!accepted && written.length > 1) assert.ok(!JSON.stringify(body).includes(written), `the refusal does not repeat the value: ${JSON.stringify(body)}`);
+        if (!accepted && written.length > 1)
+          assert.ok(
+            !JSON.stringify(body).includes(written),
+            `the refusal does not repeat the value: ${JSON.stringify(body)}`,
+          );
       }
     }
   });
 
-  it('the controller\'s /mcp tools/call (raw JSON-RPC text)', async () => {
+  it("the controller's /mcp tools/call (raw JSON-RPC text)", async () => {
     for (const m of MEMBERS) {
       for (const { written, accepted } of TABLE) {
-        const res = await post('/mcp', `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"node_workloads","arguments":{"${m}":${written}}}}`, {
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': '2025-06-18',
-        });
+        const res = await post(
+          '/mcp',
+          `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"node_workloads","arguments":{"${m}":${written}}}}`,
+          {
+            accept: 'application/json, text/event-stream',
+            'mcp-protocol-version': '2025-06-18',
+          },
+        );
         const body = (await res.json()) as { id: unknown; result?: { isError?: boolean; structuredContent?: unknown } };
         assert.equal(res.status, 200, `${m}: ${written}`);
         assert.equal(body.id, 7);
-        assert.equal(body.result?.isError === true, !accepted, `${m}: ${written} ${accepted ? 'answered' : 'refused as a tool error'}`);
+        assert.equal(
+          body.result?.isError === true,
+          !accepted,
+          `${m}: ${written} ${accepted ? 'answered' : 'refused as a tool error'}`,
+        );
         if (accepted) assert.ok(body.result?.structuredContent);
       }
     }
   });
 
   it('a JSON-RPC id written with a fraction is not echoed back as something else', async () => {
-    const res = await post('/mcp', '{"jsonrpc":"2.0","id":7.0,"method":"tools/list"}', { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' });
+    const res = await post('/mcp', '{"jsonrpc":"2.0","id":7.0,"method":"tools/list"}', {
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+    });
     const body = (await res.json()) as { id: unknown; error?: { code: number } };
     assert.equal(res.status, 400);
     assert.equal(body.id, null);
@@ -102,11 +125,19 @@ describe('integer filters written as plain integers only, at every entry point (
   it('NATS request/reply (node_workloads on svc.v1.<host>.workloads)', async () => {
     const bus = new InProcessBus();
     const snap = createNodeSnapshot('node-a');
-    const service = serveNodeWorkloads(bus, 'node-a', (f) => queryNode(snap, f, Date.now(), { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS }));
+    const service = serveNodeWorkloads(bus, 'node-a', (f) =>
+      queryNode(snap, f, Date.now(), { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS }),
+    );
     try {
       for (const m of MEMBERS) {
         for (const { written, accepted } of TABLE) {
-          const reply = JSON.parse(new TextDecoder().decode(await bus.request(workloadsSubject('node-a'), new TextEncoder().encode(`{"${m}":${written}}`), { timeoutMs: 1000 }))) as Record<string, unknown>;
+          const reply = JSON.parse(
+            new TextDecoder().decode(
+              await bus.request(workloadsSubject('node-a'), new TextEncoder().encode(`{"${m}":${written}}`), {
+                timeoutMs: 1000,
+              }),
+            ),
+          ) as Record<string, unknown>;
           assert.equal(reply['schema'] === 'svc-workloads/v1', accepted, `${m}: ${written}`);
           if (!accepted) assert.equal(reply['status'], 400);
         }
@@ -118,9 +149,27 @@ describe('integer filters written as plain integers only, at every entry point (
   });
 
   it('the CLI (exit 2 before any read; the value is not repeated)', async () => {
-    for (const [m, flag] of [['limit', '--limit'], ['recent_seconds', '--recent-seconds']] as const) {
+    for (const [m, flag] of [
+      ['limit', '--limit'],
+      ['recent_seconds', '--recent-seconds'],
+    ] as const) {
       for (const { written, accepted } of TABLE) {
-        const r = await runCli(['router', 'workloads', '--router-url', routerUrl, '--auth-env', 'TOKEN', '--expected-node', 'local', flag, written, '--json'], { TOKEN: reader });
+        const r = await runCli(
+          [
+            'router',
+            'workloads',
+            '--router-url',
+            routerUrl,
+            '--auth-env',
+            'TOKEN',
+            '--expected-node',
+            'local',
+            flag,
+            written,
+            '--json',
+          ],
+          { TOKEN: reader },
+        );
         assert.equal(r.code, accepted ? 0 : 2, `${m} ${written}: ${r.stderr}`);
         if (!accepted && written.length > 1) assert.ok(!r.stderr.includes(written), 'the error omits the operand');
       }

@@ -29,17 +29,41 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
 
   const startRouter = async (host: string): Promise<void> => {
     const cfg = join(dir, `${host}.toml`);
-    writeFileSync(cfg, [
-      '[server]', `host_id = "${host}"`, 'listen = "127.0.0.1:0"', 'api_keys_env = "SVC_ROUTER_KEYS"', 'authorization_policy = "policy.toml"',
-      `nats_url = "${nats.url}"`, `nats_user = "${host}"`, 'nats_password_env = "NODE_NATS_PASSWORD"', '',
-      '[[models]]', 'alias = "m"', `upstream = "${sim.url}/v1"`, 'upstream_model = "sim-model"', 'max_output_tokens = 3',
-    ].join('\n'));
-    routers.set(host, await spawnNode(CLI, ['router', 'serve', '--config', cfg], { env: { ...policy.env, SVC_ROUTER_KEYS: KEY, NODE_NATS_PASSWORD: users.passwords[host]! } }));
+    writeFileSync(
+      cfg,
+      [
+        '[server]',
+        `host_id = "${host}"`,
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "SVC_ROUTER_KEYS"',
+        'authorization_policy = "policy.toml"',
+        `nats_url = "${nats.url}"`,
+        `nats_user = "${host}"`,
+        'nats_password_env = "NODE_NATS_PASSWORD"',
+        '',
+        '[[models]]',
+        'alias = "m"',
+        `upstream = "${sim.url}/v1"`,
+        'upstream_model = "sim-model"',
+        'max_output_tokens = 3',
+      ].join('\n'),
+    );
+    routers.set(
+      host,
+      await spawnNode(CLI, ['router', 'serve', '--config', cfg], {
+        env: { ...policy.env, SVC_ROUTER_KEYS: KEY, NODE_NATS_PASSWORD: users.passwords[host]! },
+      }),
+    );
   };
   // Real chat requests through each router with the official SDK; the id is what the router answered with.
   const chat = async (host: string, session: string): Promise<string> => {
     const client = new OpenAI({ baseURL: `${routers.get(host)!.url}/v1`, apiKey: KEY, maxRetries: 0 });
-    const { response } = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: CANARY }] }, { headers: { 'X-Svc-Session-Id': session } }).withResponse();
+    const { response } = await client.chat.completions
+      .create(
+        { model: 'm', messages: [{ role: 'user', content: CANARY }] },
+        { headers: { 'X-Svc-Session-Id': session } },
+      )
+      .withResponse();
     return response.headers.get('x-svc-request-id')!;
   };
   const diagnose = (args: string[], token = policy.tokens.requests) =>
@@ -54,15 +78,45 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
 
   before(async () => {
     nats = await startNatsServer({ configText: users.configText });
-    sim = await spawnNode(CLI, ['engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '8']);
+    sim = await spawnNode(CLI, [
+      'engine',
+      'sim',
+      '--listen',
+      '127.0.0.1:0',
+      '--ttft-ms',
+      '0',
+      '--token-delay-ms',
+      '0',
+      '--tokens',
+      '8',
+    ]);
     await Promise.all(['node-a', 'node-b'].map(startRouter));
     const cfg = join(dir, 'fleet.toml');
-    writeFileSync(cfg, [
-      '[fleet]', 'listen = "127.0.0.1:0"', `nats_url = "${nats.url}"`, 'nats_user = "fleet"', 'nats_password_env = "FLEET_NATS_PASSWORD"',
-      'authorization_policy = "policy.toml"', 'node_timeout_ms = 700', '',
-      '[[nodes]]', 'host_id = "node-a"', '', '[[nodes]]', 'host_id = "node-b"', '', '[[nodes]]', 'host_id = "node-s"', 'sleeping = true',
-    ].join('\n'));
-    fleet = await spawnNode(CLI, ['fleet', 'serve', '--config', cfg], { env: { ...policy.env, FLEET_NATS_PASSWORD: users.passwords['fleet']! } });
+    writeFileSync(
+      cfg,
+      [
+        '[fleet]',
+        'listen = "127.0.0.1:0"',
+        `nats_url = "${nats.url}"`,
+        'nats_user = "fleet"',
+        'nats_password_env = "FLEET_NATS_PASSWORD"',
+        'authorization_policy = "policy.toml"',
+        'node_timeout_ms = 700',
+        '',
+        '[[nodes]]',
+        'host_id = "node-a"',
+        '',
+        '[[nodes]]',
+        'host_id = "node-b"',
+        '',
+        '[[nodes]]',
+        'host_id = "node-s"',
+        'sleeping = true',
+      ].join('\n'),
+    );
+    fleet = await spawnNode(CLI, ['fleet', 'serve', '--config', cfg], {
+      env: { ...policy.env, FLEET_NATS_PASSWORD: users.passwords['fleet']! },
+    });
     ids['a'] = await chat('node-a', 'shared-session');
     ids['b'] = await chat('node-b', 'shared-session');
   });
@@ -71,7 +125,7 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
     await nats?.stop();
   });
 
-  it('finds the router holding a request and prints router diagnose\'s text with its host', async () => {
+  it("finds the router holding a request and prints router diagnose's text with its host", async () => {
     const r = await diagnose([ids['b']!]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^host: node-b$/m);
@@ -87,7 +141,13 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
 
   it('a session across both routers: each request with its host, newest first', async () => {
     const d = await diagnoseJson(['--session-id', 'shared-session']);
-    assert.deepEqual(d.requests!.map((e) => [e.host, e.request.request_id]), [['node-b', ids['b']], ['node-a', ids['a']]]);
+    assert.deepEqual(
+      d.requests!.map((e) => [e.host, e.request.request_id]),
+      [
+        ['node-b', ids['b']],
+        ['node-a', ids['a']],
+      ],
+    );
     assert.deepEqual(d.search.holders.hosts, ['node-a', 'node-b']);
     const text = await diagnose(['--session-id', 'shared-session']);
     assert.match(text.stdout, new RegExp(`node-a  ${ids['a']}`));
@@ -100,19 +160,37 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
     assert.equal((await diagnoseJson(['never-sent-id'])).search.outcome, 'not_found');
   });
 
-  it('no prompt text on the wire; another node\'s user cannot ask a router\'s lookups', async () => {
-    const asFleet = await connectNatsBus({ servers: nats.url, user: 'fleet', pass: users.passwords['fleet']!, inboxPrefix: '_INBOX_fleet' });
-    const asB = await connectNatsBus({ servers: nats.url, user: 'node-b', pass: users.passwords['node-b']!, inboxPrefix: '_INBOX_node-b' });
+  it("no prompt text on the wire; another node's user cannot ask a router's lookups", async () => {
+    const asFleet = await connectNatsBus({
+      servers: nats.url,
+      user: 'fleet',
+      pass: users.passwords['fleet']!,
+      inboxPrefix: '_INBOX_fleet',
+    });
+    const asB = await connectNatsBus({
+      servers: nats.url,
+      user: 'node-b',
+      pass: users.passwords['node-b']!,
+      inboxPrefix: '_INBOX_node-b',
+    });
     try {
       const replies = await Promise.all([
-        asFleet.request('svc.v1.node-a.requests.get', new TextEncoder().encode(JSON.stringify({ id: ids['a'] })), { timeoutMs: 2000 }),
-        asFleet.request('svc.v1.node-a.requests.session', new TextEncoder().encode('{"session_id":"shared-session"}'), { timeoutMs: 2000 }),
+        asFleet.request('svc.v1.node-a.requests.get', new TextEncoder().encode(JSON.stringify({ id: ids['a'] })), {
+          timeoutMs: 2000,
+        }),
+        asFleet.request('svc.v1.node-a.requests.session', new TextEncoder().encode('{"session_id":"shared-session"}'), {
+          timeoutMs: 2000,
+        }),
         asFleet.request('svc.v1.node-b.requests.active', new TextEncoder().encode('{}'), { timeoutMs: 2000 }),
       ]);
       const texts = replies.map((b) => new TextDecoder().decode(b));
       assert.ok(texts[0]!.startsWith('{"request":{'));
       for (const t of texts) assert.ok(!t.includes('prompt-canary-e2e-83f1'), 'no prompt text in a lookup reply');
-      await assert.rejects(asB.request('svc.v1.node-a.requests.get', new TextEncoder().encode(JSON.stringify({ id: ids['a'] })), { timeoutMs: 1000 }));
+      await assert.rejects(
+        asB.request('svc.v1.node-a.requests.get', new TextEncoder().encode(JSON.stringify({ id: ids['a'] })), {
+          timeoutMs: 1000,
+        }),
+      );
     } finally {
       await asFleet.close();
       await asB.close();
@@ -122,18 +200,31 @@ describe('fleet diagnose across two routers on one nats-server with per-host per
   it('MCP: the tools are listed only with requests:read; a workloads:read client is refused on /tools/call', async () => {
     const connect = async (token: string) => {
       const c = new Client({ name: 'agent', version: '1.0.0' });
-      await c.connect(new StreamableHTTPClientTransport(new URL(`${fleet.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      await c.connect(
+        new StreamableHTTPClientTransport(new URL(`${fleet.url}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
       return c;
     };
     const agent = await connect(policy.tokens.requests);
-    assert.deepEqual((await agent.listTools()).tools.map((t) => t.name), ['request_diagnosis', 'session_diagnosis']);
+    assert.deepEqual(
+      (await agent.listTools()).tools.map((t) => t.name),
+      ['request_diagnosis', 'session_diagnosis'],
+    );
     const res = await agent.callTool({ name: 'session_diagnosis', arguments: { session_id: 'shared-session' } });
     const d = res.structuredContent as FleetDiagnosis;
     assert.equal(d.requests!.length, 2);
-    assert.ok(d.requests!.every((e) => e.interpretation.includes('length_finish')), 'the agent sees which calls hit a length finish');
+    assert.ok(
+      d.requests!.every((e) => e.interpretation.includes('length_finish')),
+      'the agent sees which calls hit a length finish',
+    );
     await agent.close();
     const ops = await connect(policy.tokens.reader);
-    assert.deepEqual((await ops.listTools()).tools.map((t) => t.name), ['fleet_workloads']);
+    assert.deepEqual(
+      (await ops.listTools()).tools.map((t) => t.name),
+      ['fleet_workloads'],
+    );
     await ops.close();
     const refused = await fetch(`${fleet.url}/tools/call`, {
       method: 'POST',

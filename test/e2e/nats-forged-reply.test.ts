@@ -24,8 +24,18 @@ const SHIPPED_CONF = fileURLToPath(new URL('../../../deploy/nats.conf', import.m
 function forgedNodeA(): Buffer {
   const now = Date.now();
   const snap = createNodeSnapshot('node-a');
-  for (const owner of CONTROLLER_OWNERS) foldBatch(snap, batch('node-a', owner, { seq: 1, at: now, upserts: owner === 'manifest' ? [rec('node-a', 'manifest', 'forged-by-b', { at: now })] : [] }));
-  return Buffer.from(nodeResultJson(queryNode(snap, resolveFilters({}), now, { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS })));
+  for (const owner of CONTROLLER_OWNERS)
+    foldBatch(
+      snap,
+      batch('node-a', owner, {
+        seq: 1,
+        at: now,
+        upserts: owner === 'manifest' ? [rec('node-a', 'manifest', 'forged-by-b', { at: now })] : [],
+      }),
+    );
+  return Buffer.from(
+    nodeResultJson(queryNode(snap, resolveFilters({}), now, { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS })),
+  );
 }
 
 /** Reply subjects an attacker would try next to one it saw: counted tokens (decimal and base 36) and their neighbours. */
@@ -53,7 +63,11 @@ function neighbours(reply: string): string[] {
 describe('a node cannot answer the fleet for another node (unguessable reply tokens, shipped permissions)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'svc-forge-'));
   const policy = writeTestPolicy(dir);
-  const pw = { 'node-a': `p${randomBytes(12).toString('hex')}`, 'node-b': `p${randomBytes(12).toString('hex')}`, fleet: `p${randomBytes(12).toString('hex')}` };
+  const pw = {
+    'node-a': `p${randomBytes(12).toString('hex')}`,
+    'node-b': `p${randomBytes(12).toString('hex')}`,
+    fleet: `p${randomBytes(12).toString('hex')}`,
+  };
   let nats: NatsServerHandle;
   const procs: RunningProcess[] = [];
   let attacker: RawNats;
@@ -62,13 +76,52 @@ describe('a node cannot answer the fleet for another node (unguessable reply tok
   let stop = false;
 
   before(async () => {
-    nats = await startNatsServer({ configFile: SHIPPED_CONF, jetstream: false, env: { NODE_A_NATS_PASSWORD: pw['node-a'], NODE_B_NATS_PASSWORD: pw['node-b'], FLEET_NATS_PASSWORD: pw.fleet } });
+    nats = await startNatsServer({
+      configFile: SHIPPED_CONF,
+      jetstream: false,
+      env: { NODE_A_NATS_PASSWORD: pw['node-a'], NODE_B_NATS_PASSWORD: pw['node-b'], FLEET_NATS_PASSWORD: pw.fleet },
+    });
     const nodeCfg = join(dir, 'node-a.toml');
-    writeFileSync(nodeCfg, ['[node]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', `nats_url = "${nats.url}"`, 'nats_user = "node-a"', 'nats_password_env = "NODE_NATS_PASSWORD"', 'authorization_policy = "policy.toml"', 'state_dir = "state-a"'].join('\n'));
-    procs.push(await spawnNode(CLI, ['controller', 'serve', '--config', nodeCfg], { env: { ...policy.env, NODE_NATS_PASSWORD: pw['node-a'] } }));
+    writeFileSync(
+      nodeCfg,
+      [
+        '[node]',
+        'host_id = "node-a"',
+        'listen = "127.0.0.1:0"',
+        `nats_url = "${nats.url}"`,
+        'nats_user = "node-a"',
+        'nats_password_env = "NODE_NATS_PASSWORD"',
+        'authorization_policy = "policy.toml"',
+        'state_dir = "state-a"',
+      ].join('\n'),
+    );
+    procs.push(
+      await spawnNode(CLI, ['controller', 'serve', '--config', nodeCfg], {
+        env: { ...policy.env, NODE_NATS_PASSWORD: pw['node-a'] },
+      }),
+    );
     const fleetCfg = join(dir, 'fleet.toml');
-    writeFileSync(fleetCfg, ['[fleet]', 'listen = "127.0.0.1:0"', `nats_url = "${nats.url}"`, 'nats_user = "fleet"', 'nats_password_env = "FLEET_NATS_PASSWORD"', 'authorization_policy = "policy.toml"', 'node_timeout_ms = 1000', '', '[[nodes]]', 'host_id = "node-a"', '', '[[nodes]]', 'host_id = "node-b"'].join('\n'));
-    const fleet = await spawnNode(CLI, ['fleet', 'serve', '--config', fleetCfg], { env: { ...policy.env, FLEET_NATS_PASSWORD: pw.fleet } });
+    writeFileSync(
+      fleetCfg,
+      [
+        '[fleet]',
+        'listen = "127.0.0.1:0"',
+        `nats_url = "${nats.url}"`,
+        'nats_user = "fleet"',
+        'nats_password_env = "FLEET_NATS_PASSWORD"',
+        'authorization_policy = "policy.toml"',
+        'node_timeout_ms = 1000',
+        '',
+        '[[nodes]]',
+        'host_id = "node-a"',
+        '',
+        '[[nodes]]',
+        'host_id = "node-b"',
+      ].join('\n'),
+    );
+    const fleet = await spawnNode(CLI, ['fleet', 'serve', '--config', fleetCfg], {
+      env: { ...policy.env, FLEET_NATS_PASSWORD: pw.fleet },
+    });
     procs.push(fleet);
     fleetUrl = fleet.url;
     attacker = await RawNats.open(nats.port, 'node-b', pw['node-b']);
@@ -96,9 +149,13 @@ describe('a node cannot answer the fleet for another node (unguessable reply tok
     await nats?.stop();
   });
 
-  it('over many reads, node-a\'s entry is always node-a\'s own answer, never the forged one', async () => {
+  it("over many reads, node-a's entry is always node-a's own answer, never the forged one", async () => {
     const read = async (): Promise<FleetResult> => {
-      const res = await fetch(`${fleetUrl}/tools/call`, { method: 'POST', headers: { authorization: `Bearer ${policy.tokens.reader}`, 'content-type': 'application/json' }, body: '{"name":"fleet_workloads","arguments":{}}' });
+      const res = await fetch(`${fleetUrl}/tools/call`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${policy.tokens.reader}`, 'content-type': 'application/json' },
+        body: '{"name":"fleet_workloads","arguments":{}}',
+      });
       assert.equal(res.status, 200);
       return (await res.json()) as FleetResult;
     };
@@ -107,9 +164,12 @@ describe('a node cannot answer the fleet for another node (unguessable reply tok
       const r = await read();
       const a = r.nodes.find((n) => n.expected_host === 'node-a')!;
       const ids = a.sources.flatMap((s) => s.records.map((x) => x.id));
-      assert.ok(!ids.includes(rec('node-a', 'manifest', 'forged-by-b').id), `read ${i}: the forged record was believed`);
+      assert.ok(
+        !ids.includes(rec('node-a', 'manifest', 'forged-by-b').id),
+        `read ${i}: the forged record was believed`,
+      );
     }
-    assert.ok(seen.length >= 25, 'the attacker saw the fleet\'s requests');
+    assert.ok(seen.length >= 25, "the attacker saw the fleet's requests");
     const tokens = seen.map((s) => s.slice(s.lastIndexOf('.') + 1));
     assert.equal(new Set(tokens).size, tokens.length, 'no token repeats');
     for (const t of tokens) assert.match(t, /^[0-9a-f]{32}$/, 'a token carries 128 random bits');

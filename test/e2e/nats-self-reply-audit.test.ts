@@ -28,25 +28,88 @@ interface Case {
   readonly pw: Record<string, string>;
 }
 
-const pw = (...users: string[]): Record<string, string> => Object.fromEntries(users.map((u) => [u, `p${randomBytes(12).toString('hex')}`]));
+const pw = (...users: string[]): Record<string, string> =>
+  Object.fromEntries(users.map((u) => [u, `p${randomBytes(12).toString('hex')}`]));
 const shipped = pw('node-a', 'node-b', 'fleet');
 const site = pw('node-c', 'node-d');
 const test = natsUsers(['node-a', 'node-b']);
 
 const cases: Case[] = [
-  { name: 'deploy/nats.conf', attacker: 'node-b', victim: 'node-a', pw: shipped,
-    start: () => startNatsServer({ configFile: deployFile('nats.conf'), jetstream: false, env: { NODE_A_NATS_PASSWORD: shipped['node-a']!, NODE_B_NATS_PASSWORD: shipped['node-b']!, FLEET_NATS_PASSWORD: shipped.fleet! } }) },
-  { name: 'deploy/nats-cluster (users.conf)', attacker: 'node-b', victim: 'node-a', pw: shipped,
-    start: async () => startNatsServer({ configFile: deployFile('nats-cluster/nats-1.conf'), jetstream: false, env: {
-      NODE_A_NATS_PASSWORD: shipped['node-a']!, NODE_B_NATS_PASSWORD: shipped['node-b']!, FLEET_NATS_PASSWORD: shipped.fleet!, NATS_ROUTE_PASSWORD: 'r',
-      NATS_ROUTE_2: `nats-route://route:r@127.0.0.1:${await freePort()}`, NATS_ROUTE_3: `nats-route://route:r@127.0.0.1:${await freePort()}`,
-    } }) },
-  { name: 'deploy/nats-leaf/hub.conf', attacker: 'node-b', victim: 'node-a', pw: shipped,
-    start: () => startNatsServer({ configFile: deployFile('nats-leaf/hub.conf'), jetstream: false, env: { NODE_A_NATS_PASSWORD: shipped['node-a']!, NODE_B_NATS_PASSWORD: shipped['node-b']!, FLEET_NATS_PASSWORD: shipped.fleet!, SITE_EAST_LEAF_PASSWORD: 'l' } }) },
-  { name: 'deploy/nats-leaf/site-east.conf', attacker: 'node-d', victim: 'node-c', pw: site,
-    start: async () => startNatsServer({ configFile: deployFile('nats-leaf/site-east.conf'), jetstream: false, env: { NODE_C_NATS_PASSWORD: site['node-c']!, NODE_D_NATS_PASSWORD: site['node-d']!, HUB_LEAF_URL: `nats-leaf://site-east:l@127.0.0.1:${await freePort()}` } }) },
-  { name: 'test/support/nats-permissions.ts', attacker: 'node-b', victim: 'node-a', pw: test.passwords,
-    start: () => startNatsServer({ configText: test.configText, jetstream: false }) },
+  {
+    name: 'deploy/nats.conf',
+    attacker: 'node-b',
+    victim: 'node-a',
+    pw: shipped,
+    start: () =>
+      startNatsServer({
+        configFile: deployFile('nats.conf'),
+        jetstream: false,
+        env: {
+          NODE_A_NATS_PASSWORD: shipped['node-a']!,
+          NODE_B_NATS_PASSWORD: shipped['node-b']!,
+          FLEET_NATS_PASSWORD: shipped.fleet!,
+        },
+      }),
+  },
+  {
+    name: 'deploy/nats-cluster (users.conf)',
+    attacker: 'node-b',
+    victim: 'node-a',
+    pw: shipped,
+    start: async () =>
+      startNatsServer({
+        configFile: deployFile('nats-cluster/nats-1.conf'),
+        jetstream: false,
+        env: {
+          NODE_A_NATS_PASSWORD: shipped['node-a']!,
+          NODE_B_NATS_PASSWORD: shipped['node-b']!,
+          FLEET_NATS_PASSWORD: shipped.fleet!,
+          NATS_ROUTE_PASSWORD: 'r',
+          NATS_ROUTE_2: `nats-route://route:r@127.0.0.1:${await freePort()}`,
+          NATS_ROUTE_3: `nats-route://route:r@127.0.0.1:${await freePort()}`,
+        },
+      }),
+  },
+  {
+    name: 'deploy/nats-leaf/hub.conf',
+    attacker: 'node-b',
+    victim: 'node-a',
+    pw: shipped,
+    start: () =>
+      startNatsServer({
+        configFile: deployFile('nats-leaf/hub.conf'),
+        jetstream: false,
+        env: {
+          NODE_A_NATS_PASSWORD: shipped['node-a']!,
+          NODE_B_NATS_PASSWORD: shipped['node-b']!,
+          FLEET_NATS_PASSWORD: shipped.fleet!,
+          SITE_EAST_LEAF_PASSWORD: 'l',
+        },
+      }),
+  },
+  {
+    name: 'deploy/nats-leaf/site-east.conf',
+    attacker: 'node-d',
+    victim: 'node-c',
+    pw: site,
+    start: async () =>
+      startNatsServer({
+        configFile: deployFile('nats-leaf/site-east.conf'),
+        jetstream: false,
+        env: {
+          NODE_C_NATS_PASSWORD: site['node-c']!,
+          NODE_D_NATS_PASSWORD: site['node-d']!,
+          HUB_LEAF_URL: `nats-leaf://site-east:l@127.0.0.1:${await freePort()}`,
+        },
+      }),
+  },
+  {
+    name: 'test/support/nats-permissions.ts',
+    attacker: 'node-b',
+    victim: 'node-a',
+    pw: test.passwords,
+    start: () => startNatsServer({ configText: test.configText, jetstream: false }),
+  },
 ];
 
 for (const c of cases) {
@@ -66,7 +129,7 @@ for (const c of cases) {
       await nats?.stop();
     });
 
-    it('the forged publish on the victim\'s subjects is refused and never delivered', async () => {
+    it("the forged publish on the victim's subjects is refused and never delivered", async () => {
       const victim = await conn(c.victim);
       victim.sub(`svc.v1.${c.victim}.>`);
       await victim.flush();
@@ -79,18 +142,25 @@ for (const c of cases) {
         asker.pub(`svc.v1.${c.attacker}.trick`, 'x', target);
         await asker.flush();
         await sleep(50);
-        assert.equal(answerer.msgs.at(-1)?.reply, target, 'the request reached the attacker\'s second connection');
+        assert.equal(answerer.msgs.at(-1)?.reply, target, "the request reached the attacker's second connection");
         answerer.pub(target, '{"forged":true}');
         await answerer.flush();
       }
       await sleep(200);
-      assert.deepEqual(victim.msgs.map((m) => m.subject), [], 'nothing was published on the victim host\'s subjects');
+      assert.deepEqual(
+        victim.msgs.map((m) => m.subject),
+        [],
+        "nothing was published on the victim host's subjects",
+      );
       for (const target of targets) {
-        assert.ok(answerer.errors.some((e) => e.includes(`Permissions Violation for Publish to "${target}"`)), `publish on ${target} refused`);
+        assert.ok(
+          answerer.errors.some((e) => e.includes(`Permissions Violation for Publish to "${target}"`)),
+          `publish on ${target} refused`,
+        );
       }
     });
 
-    it('a node still answers a request on its own inbox and on the fleet\'s inbox', async () => {
+    it("a node still answers a request on its own inbox and on the fleet's inbox", async () => {
       const node = await conn(c.victim);
       node.sub(`svc.v1.${c.victim}.workloads`);
       await node.flush();
@@ -117,8 +187,15 @@ for (const c of cases) {
       node.pub('_INBOX_fleet.f.1', '{"answer":2}');
       await node.flush();
       await sleep(100);
-      assert.deepEqual(self.msgs.map((m) => m.subject), [`_INBOX_${c.victim}.self.1`]);
-      if (fleet) assert.deepEqual(fleet.msgs.map((m) => m.subject), ['_INBOX_fleet.f.1']);
+      assert.deepEqual(
+        self.msgs.map((m) => m.subject),
+        [`_INBOX_${c.victim}.self.1`],
+      );
+      if (fleet)
+        assert.deepEqual(
+          fleet.msgs.map((m) => m.subject),
+          ['_INBOX_fleet.f.1'],
+        );
       assert.deepEqual(node.errors, [], 'no permission refused the answers');
     });
   });

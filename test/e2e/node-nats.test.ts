@@ -43,7 +43,14 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
   const manifestSource = (r: NodeResult) => r.sources.find((s) => s.owner === 'manifest')!;
   const startActor = () =>
     spawnNode(FIXTURE, [], {
-      env: { NATS_URL: nats.url, HOST_ID: H, OWNER: 'manifest', RECORDS_FILE: recordsFile, POLL_MS: '100', STALE_MS: String(STALE_S * 1000) },
+      env: {
+        NATS_URL: nats.url,
+        HOST_ID: H,
+        OWNER: 'manifest',
+        RECORDS_FILE: recordsFile,
+        POLL_MS: '100',
+        STALE_MS: String(STALE_S * 1000),
+      },
     });
 
   before(async () => {
@@ -81,10 +88,14 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     writeRecords([rec(H, 'manifest', 'recipe-1', { at: Date.now() })]);
     actor = await startActor();
     const t0 = Date.now();
-    const r = await eventually(async () => {
-      const x = await read({ owner: 'manifest' });
-      return manifestSource(x).records.length === 1 ? x : undefined;
-    }, 3000, 20);
+    const r = await eventually(
+      async () => {
+        const x = await read({ owner: 'manifest' });
+        return manifestSource(x).records.length === 1 ? x : undefined;
+      },
+      3000,
+      20,
+    );
     assert.ok(Date.now() - t0 < 1000, `seen after ${Date.now() - t0} ms`);
     assert.equal(manifestSource(r).status, 'complete');
     assert.equal(manifestSource(r).records[0]!.state, 'configured');
@@ -92,20 +103,52 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
 
   it('an update in the authority follows', async () => {
     const created = Date.now() - 1000;
-    writeRecords([rec(H, 'manifest', 'recipe-1', { at: Date.now(), created_at: formatTimestamp(created), state: 'absent', phase: 'absent', observation_quality: 'absent' })]);
+    writeRecords([
+      rec(H, 'manifest', 'recipe-1', {
+        at: Date.now(),
+        created_at: formatTimestamp(created),
+        state: 'absent',
+        phase: 'absent',
+        observation_quality: 'absent',
+      }),
+    ]);
     await eventually(async () => manifestSource(await read()).records[0]?.state === 'absent', 3000);
   });
 
   it('answers node_workloads over NATS request/reply, and bad filters with a fixed problem', async () => {
-    const reply = JSON.parse(new TextDecoder().decode(await client.request(workloadsSubject(H), new TextEncoder().encode('{"owner":"manifest"}'), { timeoutMs: 2000 })));
+    const reply = JSON.parse(
+      new TextDecoder().decode(
+        await client.request(workloadsSubject(H), new TextEncoder().encode('{"owner":"manifest"}'), {
+          timeoutMs: 2000,
+        }),
+      ),
+    );
     assert.ok(checkNodeResult.Check(reply));
     assert.equal(reply.expected_host, H);
-    const bad = JSON.parse(new TextDecoder().decode(await client.request(workloadsSubject(H), new TextEncoder().encode('{"owner":"MEDIA-CANARY"}'), { timeoutMs: 2000 })));
+    const bad = JSON.parse(
+      new TextDecoder().decode(
+        await client.request(workloadsSubject(H), new TextEncoder().encode('{"owner":"MEDIA-CANARY"}'), {
+          timeoutMs: 2000,
+        }),
+      ),
+    );
     assert.deepEqual(bad, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
     // A filter named twice (escaped or not) is refused, as on HTTP, whichever copy comes last.
-    for (const body of ['{"owner":"controller","owner":"router"}', '{"owner":"router","owner":"controller"}', '{"limit":5,"\\u006cimit":6}']) {
-      const twice = JSON.parse(new TextDecoder().decode(await client.request(workloadsSubject(H), new TextEncoder().encode(body), { timeoutMs: 2000 })));
-      assert.deepEqual(twice, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 }, body);
+    for (const body of [
+      '{"owner":"controller","owner":"router"}',
+      '{"owner":"router","owner":"controller"}',
+      '{"limit":5,"\\u006cimit":6}',
+    ]) {
+      const twice = JSON.parse(
+        new TextDecoder().decode(
+          await client.request(workloadsSubject(H), new TextEncoder().encode(body), { timeoutMs: 2000 }),
+        ),
+      );
+      assert.deepEqual(
+        twice,
+        { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 },
+        body,
+      );
     }
   });
 
@@ -120,10 +163,14 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     assert.equal(stale.records[0]!.state, 'absent', 'a stale record keeps its state');
     assert.equal(stale.records[0]!.observation_quality, 'stale');
     assert.equal(stale.truncation.omitted, null);
-    const gone = await eventually(async () => {
-      const x = manifestSource(await read());
-      return x.status === 'unavailable' ? x : undefined;
-    }, 15_000, 200);
+    const gone = await eventually(
+      async () => {
+        const x = manifestSource(await read());
+        return x.status === 'unavailable' ? x : undefined;
+      },
+      15_000,
+      200,
+    );
     assert.equal(gone.reason, 'timeout');
     assert.deepEqual(gone.records, []);
   });
@@ -133,17 +180,33 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
     await eventually(async () => manifestSource(await read()).status === 'complete', 5000);
     await nats.restart();
     writeRecords([rec(H, 'manifest', 'recipe-2', { at: Date.now() })]);
-    const r = await eventually(async () => {
-      const x = manifestSource(await read());
-      return x.status === 'complete' && x.records.some((y) => y.id === rec(H, 'manifest', 'recipe-2').id) ? x : undefined;
-    }, 15_000, 100);
+    const r = await eventually(
+      async () => {
+        const x = manifestSource(await read());
+        return x.status === 'complete' && x.records.some((y) => y.id === rec(H, 'manifest', 'recipe-2').id)
+          ? x
+          : undefined;
+      },
+      15_000,
+      100,
+    );
     assert.ok(r);
-    const reply = await eventually(() => client.request(workloadsSubject(H), new Uint8Array(0), { timeoutMs: 1000 }), 10_000, 200);
+    const reply = await eventually(
+      () => client.request(workloadsSubject(H), new Uint8Array(0), { timeoutMs: 1000 }),
+      10_000,
+      200,
+    );
     assert.ok(checkNodeResult.Check(JSON.parse(new TextDecoder().decode(reply))));
     // The controller's log lines about the outage are JSON a parser reads whole: no member twice
     // (a nested logger repeating `component` would leave a parser only the last value).
-    const lines = controller!.output().split('\n').filter((l) => l.startsWith('{'));
-    assert.ok(lines.some((l) => /nats/i.test(l)), 'the outage was logged');
+    const lines = controller!
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'));
+    assert.ok(
+      lines.some((l) => /nats/i.test(l)),
+      'the outage was logged',
+    );
     for (const l of lines) assert.equal(hasDuplicateKey(l), false, l);
   });
 });

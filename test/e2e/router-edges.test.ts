@@ -50,10 +50,14 @@ describe('router edges (real processes, default log level)', T, () => {
       signal: signal ?? AbortSignal.timeout(10_000),
     });
   const record = async (id: string): Promise<TerminalRecord> => {
-    const r = await eventually(async () => {
-      const got = await h.lookup(id);
-      return got.status === 200 ? got : undefined;
-    }, 3000, 20);
+    const r = await eventually(
+      async () => {
+        const got = await h.lookup(id);
+        return got.status === 200 ? got : undefined;
+      },
+      3000,
+      20,
+    );
     assert.ok(checkTerminalRecord.Check(r.body.request));
     return r.body.request as TerminalRecord;
   };
@@ -93,7 +97,17 @@ describe('router edges (real processes, default log level)', T, () => {
     const started = Date.now();
     const { id, status } = await new Promise<{ id: string; status: number }>((resolve, reject) => {
       const req = request(
-        { host: url.hostname, port: url.port, method: 'POST', path: '/v1/chat/completions', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', 'content-length': body.byteLength } },
+        {
+          host: url.hostname,
+          port: url.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: {
+            authorization: `Bearer ${h.key}`,
+            'content-type': 'application/json',
+            'content-length': body.byteLength,
+          },
+        },
         (res) => {
           res.resume();
           res.on('end', () => resolve({ id: String(res.headers['x-svc-request-id']), status: res.statusCode ?? 0 }));
@@ -166,11 +180,17 @@ describe('router edges (real processes, default log level)', T, () => {
     const tag = Date.now();
     // Two requests back to back on one connection, the client gone after 300 ms: the second
     // has no answer of its own on the socket yet, and must not run on for nobody.
-    await sendAndLeave(chatText(`pipe-${tag}-0`, 'sim:ttft_ms=1500') + chatText(`pipe-${tag}-1`, 'sim:ttft_ms=1500'), 300);
+    await sendAndLeave(
+      chatText(`pipe-${tag}-0`, 'sim:ttft_ms=1500') + chatText(`pipe-${tag}-1`, 'sim:ttft_ms=1500'),
+      300,
+    );
     for (const i of [0, 1]) {
       const r = await record(`pipe-${tag}-${i}`);
       assert.deepEqual([r.outcome, r.status_code], ['disconnected', 0], `request ${i}`);
-      assert.ok(r.upstream_duration_ms === null || r.upstream_duration_ms < 1_000, `request ${i} was cut (${r.upstream_duration_ms} ms upstream)`);
+      assert.ok(
+        r.upstream_duration_ms === null || r.upstream_duration_ms < 1_000,
+        `request ${i} was cut (${r.upstream_duration_ms} ms upstream)`,
+      );
     }
     // Deep pipelining costs the connection one listener, not one per request (node would warn
     // on stderr, outside the JSON log, at the eleventh).
@@ -185,18 +205,27 @@ describe('router edges (real processes, default log level)', T, () => {
     await sendAndLeave(chatText(rid, 'hello', 'slowready'), 300);
     const r = await record(rid);
     assert.deepEqual([r.outcome, r.status_code], ['disconnected', 0]);
-    assert.ok(r.readiness_check_ms !== null && r.readiness_check_ms >= 1_000, `the check's time is kept (${r.readiness_check_ms} ms)`);
+    assert.ok(
+      r.readiness_check_ms !== null && r.readiness_check_ms >= 1_000,
+      `the check's time is kept (${r.readiness_check_ms} ms)`,
+    );
   });
 
   it('absolute-form request targets (RFC 9112 3.2.2) reach the same routes as origin-form ones', async () => {
     const url = new URL(h.routerUrl);
     const body = JSON.stringify({ model: 'chat', messages: user('absolute') });
-    const answer = await raw(url, `POST http://${url.host}/v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    const answer = await raw(
+      url,
+      `POST http://${url.host}/v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
     assert.match(answer, /^HTTP\/1\.1 200 /);
     const id = /x-svc-request-id: (req_[0-9a-f]{32})/i.exec(answer)?.[1];
     assert.ok(id, 'answered with its id');
     assert.equal((await record(id)).outcome, 'success');
-    const wrong = await raw(url, `POST http://${url.host}/v1/models HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+    const wrong = await raw(
+      url,
+      `POST http://${url.host}/v1/models HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+    );
     assert.match(wrong, /^HTTP\/1\.1 405 /);
     assert.match(wrong, /\r\nallow: GET, HEAD\r\n/i);
   });
@@ -205,13 +234,22 @@ describe('router edges (real processes, default log level)', T, () => {
     const url = new URL(h.routerUrl);
     const body = JSON.stringify({ model: 'chat', messages: user('framing') });
     const chunked = `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`;
-    for (const [version, te] of [['1.1', 'gzip, chunked'], ['1.0', 'chunked']] as const) {
-      const answer = await raw(url, `POST /v1/chat/completions HTTP/${version}\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\nConnection: close\r\n\r\n${chunked}`);
+    for (const [version, te] of [
+      ['1.1', 'gzip, chunked'],
+      ['1.0', 'chunked'],
+    ] as const) {
+      const answer = await raw(
+        url,
+        `POST /v1/chat/completions HTTP/${version}\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\nConnection: close\r\n\r\n${chunked}`,
+      );
       assert.match(answer, /^HTTP\/1\.1 400 /, `${version} ${te}`);
       assert.match(answer, /x-svc-request-id: req_[0-9a-f]{32}/i);
     }
     // Plain chunked on HTTP/1.1 is read as usual.
-    const ok = await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunked}`);
+    const ok = await raw(
+      url,
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunked}`,
+    );
     assert.match(ok, /^HTTP\/1\.1 200 /);
   });
 
@@ -223,7 +261,10 @@ describe('router edges (real processes, default log level)', T, () => {
     // Filters sent in a GET body would be ignored: refused, never answered unfiltered.
     const url = new URL(h.routerUrl);
     const body = '{"owner":"media"}';
-    const answer = await raw(url, `GET /v1/router/status HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    const answer = await raw(
+      url,
+      `GET /v1/router/status HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
     assert.match(answer, /^HTTP\/1\.1 400 /);
     assert.match(answer, /invalid-input/);
   });
@@ -235,15 +276,25 @@ describe('router edges (real processes, default log level)', T, () => {
     const models = await post('/v1/models', {});
     await problem(models, 405, 'method-not-allowed');
     assert.equal(models.headers.get('allow'), 'GET, HEAD');
-    const del = await fetch(`${h.routerUrl}/v1/requests/req_${'0'.repeat(32)}`, { method: 'DELETE', headers: { authorization: `Bearer ${h.key}` } });
+    const del = await fetch(`${h.routerUrl}/v1/requests/req_${'0'.repeat(32)}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${h.key}` },
+    });
     await problem(del, 405, 'method-not-allowed');
     await problem(await fetch(`${h.routerUrl}/v1/nope`), 404, 'not-found');
   });
 
   it('URLs the framework cannot route are the fixed 400 problem, never echoing the URL or query', async () => {
     const url = new URL(h.routerUrl);
-    for (const path of ['/v1/requests/%zz?token=SECRETQ', `/v1/requests/${'a'.repeat(600)}?token=SECRETQ`, '/nope/%zz?token=SECRETQ']) {
-      const answer = await raw(url, `GET ${path} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`);
+    for (const path of [
+      '/v1/requests/%zz?token=SECRETQ',
+      `/v1/requests/${'a'.repeat(600)}?token=SECRETQ`,
+      '/nope/%zz?token=SECRETQ',
+    ]) {
+      const answer = await raw(
+        url,
+        `GET ${path} HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`,
+      );
       assert.match(answer, /^HTTP\/1\.1 400 /, path);
       assert.match(answer, /content-type: application\/problem\+json; charset=utf-8/i);
       assert.ok(!answer.includes('SECRETQ') && !answer.includes('%zz') && !answer.includes('aaaa'), answer);
@@ -251,24 +302,42 @@ describe('router edges (real processes, default log level)', T, () => {
   });
 
   it('X-Session-Affinity is the session only when X-Svc-Session-Id is absent, not when it is malformed', async () => {
-    const a = await post('/v1/chat/completions', { model: 'chat', messages: user('s1') }, { 'x-svc-session-id': 'bad session', 'x-session-affinity': 'aff-2' });
+    const a = await post(
+      '/v1/chat/completions',
+      { model: 'chat', messages: user('s1') },
+      { 'x-svc-session-id': 'bad session', 'x-session-affinity': 'aff-2' },
+    );
     const ra = await record(String(a.headers.get('x-svc-request-id')));
     await a.text();
     assert.equal(ra.session_id, undefined);
-    const b = await post('/v1/chat/completions', { model: 'chat', messages: user('s2') }, { 'x-session-affinity': 'aff-2' });
+    const b = await post(
+      '/v1/chat/completions',
+      { model: 'chat', messages: user('s2') },
+      { 'x-session-affinity': 'aff-2' },
+    );
     await b.text();
     assert.equal((await record(String(b.headers.get('x-svc-request-id')))).session_id, 'aff-2');
   });
 
   it('a request waiting in the admission queue shows its wait growing in ?active=1', async () => {
-    const first = await post('/v1/chat/completions', { model: 'one', stream: true, messages: user('sim:tokens=60 sim:token_delay_ms=25') });
+    const first = await post('/v1/chat/completions', {
+      model: 'one',
+      stream: true,
+      messages: user('sim:tokens=60 sim:token_delay_ms=25'),
+    });
     const firstId = String(first.headers.get('x-svc-request-id'));
     const second = post('/v1/chat/completions', { model: 'one', messages: user('queued one') });
-    const queued = await eventually(async () => {
-      const r = (await (await h.get('/v1/requests?active=1')).json()) as { requests: Array<Record<string, unknown>> };
-      const q = r.requests.find((x) => x['request_id'] !== firstId && x['model'] === 'one');
-      return q && typeof q['admission_wait_ms'] === 'number' && (q['admission_wait_ms'] as number) >= 100 ? q : undefined;
-    }, 3000, 25);
+    const queued = await eventually(
+      async () => {
+        const r = (await (await h.get('/v1/requests?active=1')).json()) as { requests: Array<Record<string, unknown>> };
+        const q = r.requests.find((x) => x['request_id'] !== firstId && x['model'] === 'one');
+        return q && typeof q['admission_wait_ms'] === 'number' && (q['admission_wait_ms'] as number) >= 100
+          ? q
+          : undefined;
+      },
+      3000,
+      25,
+    );
     assert.equal(queued['phase'], 'checking');
     await first.text();
     const done = await second;
@@ -281,7 +350,15 @@ describe('router edges (real processes, default log level)', T, () => {
     const res = await post('/v1/chat/completions', { model: 'down', messages: user('hello') });
     const id = String(res.headers.get('x-svc-request-id'));
     await problem(res, 502, 'upstream-failed');
-    const line = await eventually(() => h.routerOutput().split('\n').find((l) => l.includes(id)), 3000, 20);
+    const line = await eventually(
+      () =>
+        h
+          .routerOutput()
+          .split('\n')
+          .find((l) => l.includes(id)),
+      3000,
+      20,
+    );
     const parsed = JSON.parse(line) as Record<string, unknown>;
     assert.equal(parsed['gateway_request_id'], id);
     assert.equal(parsed['outcome'], 'rejected');

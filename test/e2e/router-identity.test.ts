@@ -36,11 +36,23 @@ describe('router end to end: one record per request, identifiers, headers, activ
       take(chat('sim:tokens=2', {}, {}, 'recorded')),
     ]);
     const slow = chat('sim:ttft_ms=400', {}, {}, 'single');
-    await eventually(async () => ((await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }).requests.some((x) => x.model === 'single' && x.phase === 'dispatched'), 2000, 10);
+    await eventually(
+      async () =>
+        (
+          (await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }
+        ).requests.some((x) => x.model === 'single' && x.phase === 'dispatched'),
+      2000,
+      10,
+    );
     await take(chat('refused', {}, {}, 'single'));
     await take(slow);
     const ac = new AbortController();
-    const streaming = await post('/v1/chat/completions', { model: 'chat', messages: user('sim:tokens=50 sim:token_delay_ms=30'), stream: true }, {}, ac.signal);
+    const streaming = await post(
+      '/v1/chat/completions',
+      { model: 'chat', messages: user('sim:tokens=50 sim:token_delay_ms=30'), stream: true },
+      {},
+      ac.signal,
+    );
     ids.push(gidOf(streaming));
     await readEvents(streaming, 2);
     ac.abort();
@@ -72,7 +84,10 @@ describe('router end to end: one record per request, identifiers, headers, activ
     ];
     const ids = answers.map((r) => gidOf(r));
     assert.equal(new Set(ids).size, ids.length, 'unique');
-    assert.deepEqual(answers.map((r) => r.status), [200, 404, 502, 400, 415]);
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      [200, 404, 502, 400, 415],
+    );
     await Promise.all(answers.map((r) => r.text()));
 
     // A valid legacy X-Request-Id is kept; the newest record answers for it.
@@ -110,14 +125,19 @@ describe('router end to end: one record per request, identifiers, headers, activ
     // What reaches the engine: the generated id as x-request-id; no client credential,
     // lineage, session or arbitrary header. The engine's own response headers stay behind.
     const n = rec.requests.length;
-    const res = await chat('forwarding', {}, {
-      'x-request-id': legacy,
-      'x-svc-session-id': 'sess-fwd',
-      'x-session-affinity': 'aff-fwd',
-      'x-svc-workbench-run-id': 'run-7',
-      'x-svc-task-id': 'task-9',
-      'x-arbitrary': 'arbitrary-value',
-    }, 'recorded');
+    const res = await chat(
+      'forwarding',
+      {},
+      {
+        'x-request-id': legacy,
+        'x-svc-session-id': 'sess-fwd',
+        'x-session-affinity': 'aff-fwd',
+        'x-svc-workbench-run-id': 'run-7',
+        'x-svc-task-id': 'task-9',
+        'x-arbitrary': 'arbitrary-value',
+      },
+      'recorded',
+    );
     const id = gidOf(res);
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-request-id'), null, "the engine's x-request-id is not passed to the client");
@@ -127,12 +147,23 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const seen = rec.requests[n]!;
     assert.equal(seen.path, '/v1/chat/completions');
     assert.equal(seen.headers['x-request-id'], id);
-    for (const hname of ['authorization', 'x-svc-session-id', 'x-session-affinity', 'x-svc-workbench-run-id', 'x-svc-task-id', 'x-arbitrary', 'x-svc-request-id']) {
+    for (const hname of [
+      'authorization',
+      'x-svc-session-id',
+      'x-session-affinity',
+      'x-svc-workbench-run-id',
+      'x-svc-task-id',
+      'x-arbitrary',
+      'x-svc-request-id',
+    ]) {
       assert.equal(seen.headers[hname], undefined, `${hname} forwarded`);
     }
     const allowed = new Set(['host', 'connection', 'content-type', 'content-length', 'x-request-id']);
     for (const hname of Object.keys(seen.headers)) assert.ok(allowed.has(hname), `unexpected upstream header ${hname}`);
-    assert.doesNotMatch(seen.rawHeaders.join('\n'), new RegExp(`${h.key}|run-7|task-9|sess-fwd|aff-fwd|arbitrary-value`));
+    assert.doesNotMatch(
+      seen.rawHeaders.join('\n'),
+      new RegExp(`${h.key}|run-7|task-9|sess-fwd|aff-fwd|arbitrary-value`),
+    );
     const r = await record(id);
     assert.equal(r.request_id, legacy);
     assert.equal(r.session_id, 'sess-fwd');
@@ -204,7 +235,12 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const problem400 = (answer: string): void => {
       assert.match(answer, /^HTTP\/1\.1 400 /);
       assert.match(answer, /\r\ncontent-type: application\/problem\+json; charset=utf-8\r\n/i);
-      assert.ok(answer.endsWith(JSON.stringify({ type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 })), answer);
+      assert.ok(
+        answer.endsWith(
+          JSON.stringify({ type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 }),
+        ),
+        answer,
+      );
     };
     problem400(await raw(url, head('X-Svc-Task-Id: abc\rInjected: yes\r\n')));
     problem400(await raw(url, head(`X-Svc-Session-Id: ${'a'.repeat(20_000)}\r\n`)));
@@ -222,7 +258,12 @@ describe('router end to end: one record per request, identifiers, headers, activ
       `{"model":"recorded","messages":[{"role":"user","content":"p","\\u005f_proto__":{}}]}`,
       `{"model":"recorded","messages":${JSON.stringify(user('p'))},"tools":[{"constructor":{"prototype":{}}}]}`,
     ]) {
-      problem400(await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(dup)}\r\nConnection: close\r\n\r\n${dup}`));
+      problem400(
+        await raw(
+          url,
+          `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(dup)}\r\nConnection: close\r\n\r\n${dup}`,
+        ),
+      );
     }
     // A credential or body type named twice (even with the same value) is refused, not guessed.
     const twoKeys = await raw(url, head(`Authorization: Bearer ${h.key}\r\n`));
@@ -231,11 +272,20 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const filler = Array.from({ length: 1100 }, (_, i) => `x${i}: a\r\n`).join('');
     problem400(await raw(url, head(`${filler}Authorization: Bearer ${h.key}\r\n`)));
     problem400(await raw(url, head(`${filler}Content-Type: text/plain\r\n`)));
-    problem400(await raw(url, `GET /v1/router/status HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\n${filler}Host: other\r\nConnection: close\r\n\r\n`));
+    problem400(
+      await raw(
+        url,
+        `GET /v1/router/status HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\n${filler}Host: other\r\nConnection: close\r\n\r\n`,
+      ),
+    );
     assert.doesNotMatch(twoKeys, /x-svc-request-id/i, 'two credentials authenticate nobody');
     const twoTypes = await raw(url, head('Content-Type: text/plain\r\n'));
     problem400(twoTypes);
-    assert.match(twoTypes, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i, 'authenticated: the answer carries its identifier');
+    assert.match(
+      twoTypes,
+      /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i,
+      'authenticated: the answer carries its identifier',
+    );
     // HTTP/1.1 without Host: the fixed problem (node's own answer would be a bare 400), with the
     // identifier on an inference route; the read routes too. HTTP/1.0 may omit it.
     const noHost = (t: string): string => t.replace(`Host: ${url.host}\r\n`, '');
@@ -243,23 +293,41 @@ describe('router end to end: one record per request, identifiers, headers, activ
     problem400(hostless);
     assert.match(hostless, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
     problem400(await raw(url, `GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n`));
-    problem400(await raw(url, `GET /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`));
+    problem400(
+      await raw(
+        url,
+        `GET /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`,
+      ),
+    );
     assert.match(await raw(url, `GET /metrics HTTP/1.0\r\n\r\n`), /^HTTP\/1\.1 200 /);
     // Requests node:http would answer itself: an unknown expectation, CONNECT.
     const expect = await raw(url, head('Expect: something-else\r\n'));
     problem400(expect);
-    assert.match(expect, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i, 'authenticated: the answer carries its identifier');
-    const expectNoKey = await raw(url, head('Expect: something-else\r\n').replace(`Authorization: Bearer ${h.key}\r\n`, ''));
+    assert.match(
+      expect,
+      /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i,
+      'authenticated: the answer carries its identifier',
+    );
+    const expectNoKey = await raw(
+      url,
+      head('Expect: something-else\r\n').replace(`Authorization: Bearer ${h.key}\r\n`, ''),
+    );
     problem400(expectNoKey);
     assert.doesNotMatch(expectNoKey, /x-svc-request-id/i, 'no credential, no identifier');
     problem400(await raw(url, `CONNECT ${url.host} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`));
     // A wrong method on an inference route, with a valid key: 405, with an identifier.
-    const wrong = await raw(url, `GET /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`);
+    const wrong = await raw(
+      url,
+      `GET /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nConnection: close\r\n\r\n`,
+    );
     assert.match(wrong, /^HTTP\/1\.1 405 /);
     assert.match(wrong, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
     // A chunked body with a chunk size that is not hexadecimal: the same fixed 400, not a bare close.
     problem400(
-      await raw(url, `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"mod\r\nzz\r\nel": 1}\r\n0\r\n\r\n`),
+      await raw(
+        url,
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"mod\r\nzz\r\nel": 1}\r\n0\r\n\r\n`,
+      ),
     );
     assert.equal(rec.requests.length, n, 'nothing reached the upstream');
     // The same request without the bad header does reach it.
@@ -273,7 +341,10 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const res = await chat('sim:tokens=400 sim:token_delay_ms=20', { stream: true }, { 'x-svc-session-id': session });
     const id = gidOf(res);
     const { reader } = await readEvents(res, 2);
-    const active = (await (await h.get('/v1/requests?active=1')).json()) as { requests: Record<string, unknown>[]; truncation: { returned: number; omitted: number } };
+    const active = (await (await h.get('/v1/requests?active=1')).json()) as {
+      requests: Record<string, unknown>[];
+      truncation: { returned: number; omitted: number };
+    };
     const mine = active.requests.find((x) => x['request_id'] === id);
     assert.ok(mine, 'the stream is listed');
     assert.equal(mine['phase'], 'streaming');
@@ -286,11 +357,15 @@ describe('router end to end: one record per request, identifiers, headers, activ
     assert.equal((await h.get('/v1/requests?active=1', h.readerToken)).status, 200);
     await assertProblem(await h.get('/v1/requests?active=1', null), 401, 'unauthenticated');
 
-    const wl = await eventually(async () => {
-      const r = await h.get('/v1/workloads?owner=router&active_only=true', h.readerToken);
-      const body = (await r.json()) as NodeResult;
-      return r.status === 200 && body.sources[0]?.records.some((x) => x.state === 'streaming') ? body : undefined;
-    }, 3000, 50);
+    const wl = await eventually(
+      async () => {
+        const r = await h.get('/v1/workloads?owner=router&active_only=true', h.readerToken);
+        const body = (await r.json()) as NodeResult;
+        return r.status === 200 && body.sources[0]?.records.some((x) => x.state === 'streaming') ? body : undefined;
+      },
+      3000,
+      50,
+    );
     assert.ok(checkNodeResult.Check(wl));
     assert.equal(wl.sources.length, 1);
     assert.equal(wl.sources[0]!.owner, 'router');
@@ -313,22 +388,46 @@ describe('router end to end: one record per request, identifiers, headers, activ
     await other.text();
     const res = await h.get(`/v1/requests?session_id=${session}&history=1`);
     assert.equal(res.status, 200);
-    const body = (await res.json()) as { requests: TerminalRecord[]; truncation: { returned: number; omitted: number | null } };
+    const body = (await res.json()) as {
+      requests: TerminalRecord[];
+      truncation: { returned: number; omitted: number | null };
+    };
     assert.equal(body.requests.length, 50);
     assert.deepEqual(body.truncation, { returned: 50, omitted: 2 });
-    assert.deepEqual(body.requests.map((r) => r.request_id), ids.slice(2).reverse());
+    assert.deepEqual(
+      body.requests.map((r) => r.request_id),
+      ids.slice(2).reverse(),
+    );
     for (const r of body.requests) assert.equal(r.session_id, session);
-    for (let i = 1; i < body.requests.length; i++) assert.ok(body.requests[i - 1]!.finished_at >= body.requests[i]!.finished_at);
-    assert.equal((await h.get(`/v1/requests?history=1&session_id=${session}`)).status, 200, 'order of members does not matter');
+    for (let i = 1; i < body.requests.length; i++)
+      assert.ok(body.requests[i - 1]!.finished_at >= body.requests[i]!.finished_at);
+    assert.equal(
+      (await h.get(`/v1/requests?history=1&session_id=${session}`)).status,
+      200,
+      'order of members does not matter',
+    );
 
     const bad = [
-      '/v1/requests', '/v1/requests?', '/v1/requests?active=0', '/v1/requests?active=true', '/v1/requests?active=1&active=1', '/v1/requests?active',
-      '/v1/requests?active=1&', '/v1/requests?&active=1', '/v1/requests?ACTIVE=1', '/v1/requests?active=1&history=1',
-      `/v1/requests?session_id=${session}`, `/v1/requests?session_id=${session}&history=0`, `/v1/requests?session_id=${session}&history=1&x=1`,
-      '/v1/requests?session_id=bad%20id&history=1', '/v1/requests?session_id=&history=1', '/v1/requests?session_id=%zz&history=1',
-      `/v1/requests?session_id=${'s'.repeat(129)}&history=1`, `/v1/requests/${ids[0]}?x=1`, '/v1/requests/bad%20id',
+      '/v1/requests',
+      '/v1/requests?',
+      '/v1/requests?active=0',
+      '/v1/requests?active=true',
+      '/v1/requests?active=1&active=1',
+      '/v1/requests?active',
+      '/v1/requests?active=1&',
+      '/v1/requests?&active=1',
+      '/v1/requests?ACTIVE=1',
+      '/v1/requests?active=1&history=1',
+      `/v1/requests?session_id=${session}`,
+      `/v1/requests?session_id=${session}&history=0`,
+      `/v1/requests?session_id=${session}&history=1&x=1`,
+      '/v1/requests?session_id=bad%20id&history=1',
+      '/v1/requests?session_id=&history=1',
+      '/v1/requests?session_id=%zz&history=1',
+      `/v1/requests?session_id=${'s'.repeat(129)}&history=1`,
+      `/v1/requests/${ids[0]}?x=1`,
+      '/v1/requests/bad%20id',
     ];
     for (const path of bad) await assertProblem(await h.get(path), 400, 'invalid-input');
   });
-
 });

@@ -17,11 +17,19 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
 
   before(async () => {
     // Small files so the records span several rotated files.
-    h = await startRouterHarness({ models: [{ alias: 'chat' }], server: { decision_log_max_bytes: 4096, decision_log_max_files: 50 } });
+    h = await startRouterHarness({
+      models: [{ alias: 'chat' }],
+      server: { decision_log_max_bytes: 4096, decision_log_max_files: 50 },
+    });
   });
   after(() => h?.stop());
 
-  const chat = (content: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}, signal?: AbortSignal) =>
+  const chat = (
+    content: string,
+    extra: Record<string, unknown> = {},
+    headers: Record<string, string> = {},
+    signal?: AbortSignal,
+  ) =>
     fetch(`${h.routerUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json', ...headers },
@@ -30,7 +38,11 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     });
   /** Every parsed line of every retained file, and the gateway ids among them. */
   const logged = (): { lines: string[]; gids: string[] } => {
-    const lines = h.logFiles().flatMap((f) => readFileSync(f, 'utf8').split('\n').filter((l) => l.length > 0));
+    const lines = h.logFiles().flatMap((f) =>
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .filter((l) => l.length > 0),
+    );
     const gids: string[] = [];
     for (const l of lines) {
       try {
@@ -73,7 +85,12 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const newestLegacy = (await h.lookup(legacy)).body.request as TerminalRecord;
     // One request still streaming when the router dies: it cannot write its record, but the
     // in-flight journal knows it; the next start records it.
-    const inflight = await chat('sim:tokens=500 sim:token_delay_ms=20', { stream: true, stream_options: { include_usage: true } }, { 'x-svc-session-id': session }, AbortSignal.timeout(10_000));
+    const inflight = await chat(
+      'sim:tokens=500 sim:token_delay_ms=20',
+      { stream: true, stream_options: { include_usage: true } },
+      { 'x-svc-session-id': session },
+      AbortSignal.timeout(10_000),
+    );
     const inflightId = inflight.headers.get('x-svc-request-id')!;
     await inflight.body!.getReader().read();
     await new Promise((r) => setTimeout(r, 1_300));
@@ -93,10 +110,21 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const cut = await h.lookup(inflightId);
     assert.equal(cut.status, 200, 'the request the router died with has its one record');
     const cr = cut.body.request as TerminalRecord;
-    assert.deepEqual([cr.outcome, cr.status_code, cr.finish_reason, cr.latency_ms, cr.session_id], ['error', 0, 'unknown', null, session]);
-    assert.deepEqual(cr.usage, { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' });
+    assert.deepEqual(
+      [cr.outcome, cr.status_code, cr.finish_reason, cr.latency_ms, cr.session_id],
+      ['error', 0, 'unknown', null, session],
+    );
+    assert.deepEqual(cr.usage, {
+      prompt_tokens: null,
+      completion_tokens: null,
+      prompt_source: 'unknown',
+      completion_source: 'unknown',
+    });
     // The process that ran it wrote its identity into the journal: the record carries it.
-    const status = (await (await h.get('/v1/router/status')).json()) as { routing_config_hash: string; package_version: string };
+    const status = (await (await h.get('/v1/router/status')).json()) as {
+      routing_config_hash: string;
+      package_version: string;
+    };
     assert.equal(cr.routing_config_hash, status.routing_config_hash);
     assert.equal(cr.package_version, status.package_version);
     assert.equal((await h.lookup(`req_${'ab'.repeat(16)}`)).status, 404, 'the torn line is not a record');
@@ -107,15 +135,25 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal(wl.status, 200);
     const inv = (await wl.json()) as { sources: Array<{ records: Array<{ id: string; state: string }> }> };
     const terminal = inv.sources[0]!.records.filter((r) => r.state === 'terminal').map((r) => r.id);
-    for (const id of seen.keys()) assert.ok(terminal.includes(recordId('node-a', 'router', 'router-request', id)), `${id} is in the window after restart`);
+    for (const id of seen.keys())
+      assert.ok(
+        terminal.includes(recordId('node-a', 'router', 'router-request', id)),
+        `${id} is in the window after restart`,
+      );
 
     const hist = await h.get(`/v1/requests?session_id=${session}&history=1`);
     assert.equal(hist.status, 200);
-    const body = (await hist.json()) as { requests: TerminalRecord[]; truncation: { returned: number; omitted: number | null } };
+    const body = (await hist.json()) as {
+      requests: TerminalRecord[];
+      truncation: { returned: number; omitted: number | null };
+    };
     // After a kill, requests of its last moments may have no record at all: how many the
     // history leaves out is unknown, not 0 (and stays unknown after later restarts).
     assert.deepEqual(body.truncation, { returned: 19, omitted: null });
-    assert.deepEqual(body.requests.slice(1), [...sessionIds].reverse().map((id) => seen.get(id)));
+    assert.deepEqual(
+      body.requests.slice(1),
+      [...sessionIds].reverse().map((id) => seen.get(id)),
+    );
     assert.equal(body.requests[0]!.request_id, inflightId, 'newest: the interrupted one');
 
     // The restarted router appends whole lines after the torn one.
@@ -141,7 +179,9 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
 
   it('requests that began a moment before a kill -9 still get their one record after the restart (the journal names them within 20 ms)', async () => {
     const streams = await Promise.all(
-      Array.from({ length: 4 }, (_, i) => chat(`sim:tokens=500 sim:token_delay_ms=20 late-${i}`, { stream: true }, {}, AbortSignal.timeout(10_000))),
+      Array.from({ length: 4 }, (_, i) =>
+        chat(`sim:tokens=500 sim:token_delay_ms=20 late-${i}`, { stream: true }, {}, AbortSignal.timeout(10_000)),
+      ),
     );
     const ids = streams.map((s) => s.headers.get('x-svc-request-id')!);
     for (const id of ids) assert.match(id, GID);
@@ -183,7 +223,7 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal(status.status, 200);
   });
 
-  it('a stream still running when a graceful stop cuts it ends with an error event and is recorded as the router\'s error, not a client cancel', async () => {
+  it("a stream still running when a graceful stop cuts it ends with an error event and is recorded as the router's error, not a client cancel", async () => {
     const res = await chat('sim:tokens=400 sim:token_delay_ms=25', { stream: true });
     const id = res.headers.get('x-svc-request-id')!;
     const reader = res.body!.getReader();
@@ -231,7 +271,9 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     const closed = new Promise<void>((r) => sock.on('close', () => r()));
     sock.on('error', () => undefined);
     // Headers promise 100,000 bytes; a few arrive, then the client trickles.
-    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"model":"chat",`);
+    sock.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"model":"chat",`,
+    );
     const trickle = setInterval(() => sock.writable && sock.write(' '), 1_000);
     try {
       await new Promise((r) => setTimeout(r, 300));
@@ -239,7 +281,12 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
       await closed;
       assert.match(answer, /^HTTP\/1\.1 503 /);
       assert.match(answer, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
-      assert.ok(answer.endsWith(JSON.stringify({ type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 })), answer);
+      assert.ok(
+        answer.endsWith(
+          JSON.stringify({ type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 }),
+        ),
+        answer,
+      );
       assert.equal(await stopping, 0);
     } finally {
       clearInterval(trickle);
@@ -248,12 +295,14 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     await h.startRouter();
   });
 
-  it('a second router started on the same configuration is refused before it touches the first one\'s records', async () => {
+  it("a second router started on the same configuration is refused before it touches the first one's records", async () => {
     const res = await chat('sim:tokens=60 sim:token_delay_ms=20', { stream: true });
     const id = res.headers.get('x-svc-request-id')!;
     await new Promise((r) => setTimeout(r, 1_200)); // the journal now lists the stream
     const second = spawnSync(process.execPath, [CLI, 'router', 'serve', '--config', h.configPath], {
-      env: { PATH: process.env['PATH'] ?? '', ...h.routerEnv }, encoding: 'utf8', timeout: 30_000,
+      env: { PATH: process.env['PATH'] ?? '', ...h.routerEnv },
+      encoding: 'utf8',
+      timeout: 30_000,
     });
     assert.equal(second.status, 2, second.stderr);
     assert.match(second.stderr, /decision_log_path is in use by another running router process/);
@@ -274,10 +323,11 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal((await h.lookup(id)).body.request.outcome, 'success');
     assert.ok(existsSync(`${h.logPath!}.lock`), 'the lock is taken again');
     const second = spawnSync(process.execPath, [CLI, 'router', 'serve', '--config', h.configPath], {
-      env: { PATH: process.env['PATH'] ?? '', ...h.routerEnv }, encoding: 'utf8', timeout: 30_000,
+      env: { PATH: process.env['PATH'] ?? '', ...h.routerEnv },
+      encoding: 'utf8',
+      timeout: 30_000,
     });
     assert.equal(second.status, 2, second.stderr);
     assert.match(second.stderr, /decision_log_path is in use by another running router process/);
   });
 });
-

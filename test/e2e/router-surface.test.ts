@@ -29,7 +29,10 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const body = (await wl.json()) as NodeResult;
     assert.ok(checkNodeResult.Check(body));
     assert.equal(body.expected_host, 'node-a');
-    assert.deepEqual(body.sources.map((s) => s.owner), ['router']);
+    assert.deepEqual(
+      body.sources.map((s) => s.owner),
+      ['router'],
+    );
     // Asked right after the request finished: the answer already holds it (the router's view is
     // brought up to date when asked, not at its next round).
     const fresh = await chat('asked at once');
@@ -45,11 +48,30 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const st = await h.get('/v1/router/status');
     assert.equal(st.status, 200);
     const status = (await st.json()) as Record<string, unknown>;
-    assert.deepEqual(Object.keys(status).sort(), ['host', 'models', 'package_version', 'routing_config_hash', 'started_at']);
+    assert.deepEqual(Object.keys(status).sort(), [
+      'host',
+      'models',
+      'package_version',
+      'routing_config_hash',
+      'started_at',
+    ]);
     assert.equal(status['host'], 'node-a');
     assert.match(String(status['routing_config_hash']), /^[0-9a-f]{64}$/);
     assert.match(String(status['started_at']), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-    assert.deepEqual(status['models'], ['chat', 'timeout-model', 'single', 'queued', 'recorded', 'recorded-keyed', 'inproc', 'flaky', 'stall', 'whisper', 'embedder', 'down']);
+    assert.deepEqual(status['models'], [
+      'chat',
+      'timeout-model',
+      'single',
+      'queued',
+      'recorded',
+      'recorded-keyed',
+      'inproc',
+      'flaky',
+      'stall',
+      'whisper',
+      'embedder',
+      'down',
+    ]);
     assert.equal((await h.get('/v1/router/status', h.readerToken)).status, 200);
     await assertProblem(await h.get('/v1/router/status', null), 401, 'unauthenticated');
     // A caller id of the longest legal length (128, with characters that are percent-encoded
@@ -69,7 +91,12 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     await assertProblem(await h.get('/v1/requests?active=1&%61ctive=1'), 400, 'invalid-input');
     await assertProblem(await h.get('/v1/requests?%E0%A4%A=1'), 400, 'invalid-input');
     // Routes without parameters refuse a query string rather than ignore it.
-    for (const path of ['/v1/router/status?x=1', '/v1/models?limit=5', '/metrics?name=svc_router_requests_total', '/v1/router/status?verbose']) {
+    for (const path of [
+      '/v1/router/status?x=1',
+      '/v1/models?limit=5',
+      '/metrics?name=svc_router_requests_total',
+      '/v1/router/status?verbose',
+    ]) {
       await assertProblem(await h.get(path), 400, 'invalid-input');
     }
     await assertProblem(await h.get('/v1/models?x=1', null), 401, 'unauthenticated');
@@ -89,14 +116,30 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
   });
 
   it('bad input on every inference route: fixed problem+json, never 500 or a hang', async () => {
-    const routes = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/rerank', '/v1/audio/transcriptions'];
+    const routes = [
+      '/v1/chat/completions',
+      '/v1/completions',
+      '/v1/embeddings',
+      '/v1/rerank',
+      '/v1/audio/transcriptions',
+    ];
     const send = (path: string, body: string | Uint8Array, headers: Record<string, string | undefined>) =>
-      fetch(`${h.routerUrl}${path}`, { method: 'POST', headers: Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<string, string>, body, signal: AbortSignal.timeout(5000) });
+      fetch(`${h.routerUrl}${path}`, {
+        method: 'POST',
+        headers: Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined)) as Record<
+          string,
+          string
+        >,
+        body,
+        signal: AbortSignal.timeout(5000),
+      });
     const auth = { authorization: `Bearer ${h.key}` };
     for (const path of routes) {
       const audio = path.endsWith('transcriptions');
       const goodCt = audio ? 'multipart/form-data; boundary=XyZ' : 'application/json';
-      const valid = audio ? multipart('XyZ', { model: 'chat' }) : JSON.stringify({ model: 'chat', input: 'x', prompt: 'x', messages: user('x') });
+      const valid = audio
+        ? multipart('XyZ', { model: 'chat' })
+        : JSON.stringify({ model: 'chat', input: 'x', prompt: 'x', messages: user('x') });
       // Missing, malformed and unknown credentials: 401 before the body is looked at.
       for (const a of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${h.key}` }]) {
         await assertProblem(await send(path, '{bad', { ...a, 'content-type': goodCt }), 401, 'unauthenticated');
@@ -108,22 +151,43 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       let res = await send(path, valid, { ...auth, 'content-type': 'text/plain' });
       gidOf(res);
       await assertProblem(res, 415, 'unsupported-media-type');
-      res = await send(path, audio ? valid : '{"model": "chat"', { ...auth, 'content-type': audio ? 'application/json' : goodCt });
+      res = await send(path, audio ? valid : '{"model": "chat"', {
+        ...auth,
+        'content-type': audio ? 'application/json' : goodCt,
+      });
       gidOf(res);
       await assertProblem(res, audio ? 415 : 400, audio ? 'unsupported-media-type' : 'invalid-input');
       res = await send(path, audio ? 'not multipart at all' : '[1,2]', { ...auth, 'content-type': goodCt });
       gidOf(res);
       await assertProblem(res, 400, 'invalid-input');
-      res = await send(path, audio ? multipart('XyZ', { language: 'en' }) : '{"messages":[]}', { ...auth, 'content-type': goodCt });
+      res = await send(path, audio ? multipart('XyZ', { language: 'en' }) : '{"messages":[]}', {
+        ...auth,
+        'content-type': goodCt,
+      });
       await assertProblem(res, 400, 'invalid-input');
-      res = await send(path, audio ? multipart('XyZ', { model: 'no-such-alias' }) : JSON.stringify({ model: 'no-such-alias' }), { ...auth, 'content-type': goodCt });
+      res = await send(
+        path,
+        audio ? multipart('XyZ', { model: 'no-such-alias' }) : JSON.stringify({ model: 'no-such-alias' }),
+        { ...auth, 'content-type': goodCt },
+      );
       const refusedId = gidOf(res);
       await assertProblem(res, 404, 'not-found');
       // No terminal record (it never reached an alias), but a log line an operator finds by its id.
-      await eventually(() => h.routerOutput().split('\n').some((l) => l.includes(refusedId) && l.includes('"msg":"request refused"') && l.includes('"status":404')), 3000);
+      await eventually(
+        () =>
+          h
+            .routerOutput()
+            .split('\n')
+            .some((l) => l.includes(refusedId) && l.includes('"msg":"request refused"') && l.includes('"status":404')),
+        3000,
+      );
       assert.ok(!h.routerOutput().includes('no-such-alias'), 'the alias asked for is not logged');
       const pad = 'x'.repeat(MAX_BODY + 10);
-      res = await send(path, audio ? multipart('XyZ', { model: 'chat', pad }) : JSON.stringify({ model: 'chat', pad }), { ...auth, 'content-type': goodCt });
+      res = await send(
+        path,
+        audio ? multipart('XyZ', { model: 'chat', pad }) : JSON.stringify({ model: 'chat', pad }),
+        { ...auth, 'content-type': goodCt },
+      );
       gidOf(res);
       await assertProblem(res, 413, 'body-too-large');
     }
@@ -134,10 +198,26 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     // Large uploads that are refused: the client still reads the problem (no connection reset),
     // whether the length was declared or the body came chunked.
     const large = new Uint8Array(4 * 1024 * 1024).fill(0x20);
-    await assertProblem(await send('/v1/chat/completions', large, { ...auth, 'content-type': 'application/json' }), 413, 'body-too-large');
-    await assertProblem(await send('/v1/audio/transcriptions', large, { ...auth, 'content-type': 'multipart/form-data; boundary=XyZ' }), 413, 'body-too-large');
-    await assertProblem(await send('/v1/chat/completions', large, { ...auth, 'content-type': 'text/plain' }), 415, 'unsupported-media-type');
-    await assertProblem(await send('/v1/chat/completions', large, { authorization: 'Bearer wrong', 'content-type': 'application/json' }), 401, 'unauthenticated');
+    await assertProblem(
+      await send('/v1/chat/completions', large, { ...auth, 'content-type': 'application/json' }),
+      413,
+      'body-too-large',
+    );
+    await assertProblem(
+      await send('/v1/audio/transcriptions', large, { ...auth, 'content-type': 'multipart/form-data; boundary=XyZ' }),
+      413,
+      'body-too-large',
+    );
+    await assertProblem(
+      await send('/v1/chat/completions', large, { ...auth, 'content-type': 'text/plain' }),
+      415,
+      'unsupported-media-type',
+    );
+    await assertProblem(
+      await send('/v1/chat/completions', large, { authorization: 'Bearer wrong', 'content-type': 'application/json' }),
+      401,
+      'unauthenticated',
+    );
     const chunked = await fetch(`${h.routerUrl}/v1/chat/completions`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
@@ -147,17 +227,31 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     } as RequestInit);
     await assertProblem(chunked, 413, 'body-too-large');
     // A multipart `model` sent twice: the engine might read the copy the alias did not name.
-    const twice = '--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nother\r\n--XyZ--\r\n';
-    const tw = await send('/v1/audio/transcriptions', twice, { ...auth, 'content-type': 'multipart/form-data; boundary=XyZ' });
+    const twice =
+      '--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nother\r\n--XyZ--\r\n';
+    const tw = await send('/v1/audio/transcriptions', twice, {
+      ...auth,
+      'content-type': 'multipart/form-data; boundary=XyZ',
+    });
     gidOf(tw);
     await assertProblem(tw, 400, 'invalid-input');
     // A percent-encoded unreserved character names the same route (RFC 3986 6.2.2.2): relayed,
     // with its id and record; an encoded slash is another path.
-    const encoded = await send('/v1/chat/completion%73', JSON.stringify({ model: 'chat', messages: user('encoded') }), { ...auth, 'content-type': 'application/json' });
+    const encoded = await send('/v1/chat/completion%73', JSON.stringify({ model: 'chat', messages: user('encoded') }), {
+      ...auth,
+      'content-type': 'application/json',
+    });
     assert.equal(encoded.status, 200);
     await encoded.text();
     assert.equal((await record(gidOf(encoded))).route, 'chat.completions');
-    await assertProblem(await send('/v1/chat%2Fcompletions', JSON.stringify({ model: 'chat', messages: user('x') }), { ...auth, 'content-type': 'application/json' }), 404, 'not-found');
+    await assertProblem(
+      await send('/v1/chat%2Fcompletions', JSON.stringify({ model: 'chat', messages: user('x') }), {
+        ...auth,
+        'content-type': 'application/json',
+      }),
+      404,
+      'not-found',
+    );
     // The router still serves afterwards.
     const ok = await chat('still fine');
     assert.equal(ok.status, 200);
@@ -166,7 +260,12 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
 
   it('canary: prompt text and arbitrary header values never reach records, headers, logs, the JSONL or error bodies', async () => {
     const canary = `CANARY${randomBytes(8).toString('hex')}`;
-    const hdr = { 'x-canary': canary, 'x-svc-session-id': `bad ${canary}`, 'x-request-id': `${canary} with space`, 'user-agent': canary };
+    const hdr = {
+      'x-canary': canary,
+      'x-svc-session-id': `bad ${canary}`,
+      'x-request-id': `${canary} with space`,
+      'user-agent': canary,
+    };
     const exposed: string[] = [];
     const ids: string[] = [];
     // Successful answers carry the engine's output (rerank echoes its documents): headers only.
@@ -206,14 +305,24 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     await new Promise((r) => setTimeout(r, 100));
     exposed.push(h.routerOutput());
     assert.ok(ids.length >= 10);
-    for (const [i, text] of exposed.entries()) assert.ok(!text.includes(canary), `canary leaked in exposure #${i}: ${text.slice(0, 300)}`);
+    for (const [i, text] of exposed.entries())
+      assert.ok(!text.includes(canary), `canary leaked in exposure #${i}: ${text.slice(0, 300)}`);
     assert.ok(h.routerOutput().includes('gateway_request_id'), 'the log is searchable by gateway id');
   });
 
   it('a caller id that is itself a credential is dropped, never written to records or the decision log', async () => {
     // The router's own keys, a policy client's token, and the engine key it sends upstream.
     for (const secret of [h.key, h.readerToken, UPSTREAM_KEY]) {
-      const res = await chat('pasted a key', {}, { 'x-request-id': secret, 'x-svc-session-id': secret, 'x-svc-task-id': secret, 'x-svc-workbench-run-id': secret });
+      const res = await chat(
+        'pasted a key',
+        {},
+        {
+          'x-request-id': secret,
+          'x-svc-session-id': secret,
+          'x-svc-task-id': secret,
+          'x-svc-workbench-run-id': secret,
+        },
+      );
       assert.equal(res.status, 200);
       await res.text();
       const r = await record(gidOf(res));
@@ -226,9 +335,16 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const stateDir = dirname(h.logPath!);
     for (const f of readdirSync(stateDir)) {
       const text = readFileSync(join(stateDir, f), 'utf8');
-      assert.ok(!text.includes(h.key) && !text.includes(h.readerToken) && !text.includes(UPSTREAM_KEY), `a credential in ${f}`);
+      assert.ok(
+        !text.includes(h.key) && !text.includes(h.readerToken) && !text.includes(UPSTREAM_KEY),
+        `a credential in ${f}`,
+      );
     }
-    assert.ok(!h.routerOutput().includes(h.key) && !h.routerOutput().includes(h.readerToken) && !h.routerOutput().includes(UPSTREAM_KEY));
+    assert.ok(
+      !h.routerOutput().includes(h.key) &&
+        !h.routerOutput().includes(h.readerToken) &&
+        !h.routerOutput().includes(UPSTREAM_KEY),
+    );
   });
 
   it('embeddings and rerank keep the legacy 0 latency and unknown phases; audio keeps a measured latency', async () => {
@@ -239,7 +355,14 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(r.route, 'embeddings');
     assert.equal(r.outcome, 'success');
     assert.equal(r.latency_ms, 0);
-    for (const k of ['readiness_check_ms', 'admission_wait_ms', 'upstream_duration_ms', 'time_to_first_content_ms', 'finish_reason', 'output_limit'] as const) {
+    for (const k of [
+      'readiness_check_ms',
+      'admission_wait_ms',
+      'upstream_duration_ms',
+      'time_to_first_content_ms',
+      'finish_reason',
+      'output_limit',
+    ] as const) {
       assert.equal(r[k], null, k);
     }
     assert.equal(r.usage.prompt_source, 'upstream');
@@ -253,7 +376,11 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(r.outcome, 'rejected');
     assert.equal(r.status_code, 400);
 
-    const rr = await post('/v1/rerank', { model: 'embedder', query: 'red fox', documents: ['a red fox', 'a blue whale'] });
+    const rr = await post('/v1/rerank', {
+      model: 'embedder',
+      query: 'red fox',
+      documents: ['a red fox', 'a blue whale'],
+    });
     assert.equal(rr.status, 200);
     const ranked = (await rr.json()) as { results: { index: number }[] };
     assert.equal(ranked.results[0]!.index, 0);
@@ -265,7 +392,11 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const fd = new FormData();
     fd.append('model', 'whisper');
     fd.append('file', new Blob([Buffer.alloc(6400)], { type: 'audio/wav' }), 'clip.wav');
-    const au = await fetch(`${h.routerUrl}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}` }, body: fd });
+    const au = await fetch(`${h.routerUrl}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${h.key}` },
+      body: fd,
+    });
     const auId = gidOf(au);
     assert.equal(au.status, 200);
     assert.deepEqual(await au.json(), { text: 'The quick brown fox jumps over the lazy dog.' });
@@ -279,7 +410,9 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.equal(r.time_to_first_content_ms, null);
     assert.equal(r.finish_reason, null);
 
-    const sdk = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(Buffer.alloc(3200), 'a.wav') }).withResponse();
+    const sdk = await client.audio.transcriptions
+      .create({ model: 'whisper', file: await toFile(Buffer.alloc(3200), 'a.wav') })
+      .withResponse();
     assert.equal(sdk.data.text, 'The quick brown fox jumps over the lazy dog.');
     assert.equal((await record(gidOf(sdk.response))).route, 'audio.transcriptions');
   });
@@ -292,7 +425,11 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       fd.append('stream_include_usage', 'true');
       fd.append('prompt', prompt);
       fd.append('file', new Blob([Buffer.alloc(32_000)], { type: 'audio/wav' }), 'clip.wav');
-      const res = await fetch(`${h.routerUrl}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${h.key}` }, body: fd });
+      const res = await fetch(`${h.routerUrl}/v1/audio/transcriptions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${h.key}` },
+        body: fd,
+      });
       return { res, text: await res.text() };
     };
     const ok = await streamed('sim:token_delay_ms=5');
@@ -300,9 +437,19 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     assert.match(ok.res.headers.get('content-type') ?? '', /^text\/event-stream/);
     const events = ok.text.split('\n\n').filter((e) => e.startsWith('data: '));
     assert.equal(events.at(-1), 'data: [DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)) as { object: string; choices: { delta: { content?: string } }[]; usage?: { completion_tokens: number } });
+    const chunks = events.slice(0, -1).map(
+      (e) =>
+        JSON.parse(e.slice(6)) as {
+          object: string;
+          choices: { delta: { content?: string } }[];
+          usage?: { completion_tokens: number };
+        },
+    );
     assert.ok(chunks.every((c) => c.object === 'transcription.chunk'));
-    assert.equal(chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''), 'The quick brown fox jumps over the lazy dog.');
+    assert.equal(
+      chunks.map((c) => c.choices[0]?.delta.content ?? '').join(''),
+      'The quick brown fox jumps over the lazy dog.',
+    );
     assert.equal(chunks.at(-1)!.usage!.completion_tokens, 9);
     const r = await record(gidOf(ok.res));
     assert.equal(r.route, 'audio.transcriptions');
@@ -323,7 +470,10 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const rc = await record(gidOf(cut.res));
     assert.equal(rc.outcome, 'error');
     assert.equal(rc.route, 'audio.transcriptions');
-    const log = h.logFiles().map((f) => readFileSync(f, 'utf8')).join('');
+    const log = h
+      .logFiles()
+      .map((f) => readFileSync(f, 'utf8'))
+      .join('');
     assert.ok(log.includes(gidOf(cut.res)));
     assert.doesNotMatch(log, /quick|brown|lazy/);
   });

@@ -23,7 +23,9 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   });
 
   it('non-streaming chat: success record with phase timings, upstream usage, output limit and router identity', async () => {
-    const { data, response } = await client.chat.completions.create({ model: 'chat', messages: user('hello there') }).withResponse();
+    const { data, response } = await client.chat.completions
+      .create({ model: 'chat', messages: user('hello there') })
+      .withResponse();
     const id = gidOf(response);
     assert.equal(data.choices[0]!.finish_reason, 'stop');
     assert.equal(data.choices[0]!.message.content, 'tok tok tok tok ');
@@ -34,8 +36,19 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(r.outcome, 'success');
     assert.equal(r.status_code, 200);
     assert.equal(r.finish_reason, 'stop');
-    assert.deepEqual(r.usage, { prompt_tokens: data.usage!.prompt_tokens, completion_tokens: 4, prompt_source: 'upstream', completion_source: 'upstream' });
-    for (const k of ['latency_ms', 'readiness_check_ms', 'admission_wait_ms', 'upstream_duration_ms', 'time_to_first_content_ms'] as const) {
+    assert.deepEqual(r.usage, {
+      prompt_tokens: data.usage!.prompt_tokens,
+      completion_tokens: 4,
+      prompt_source: 'upstream',
+      completion_source: 'upstream',
+    });
+    for (const k of [
+      'latency_ms',
+      'readiness_check_ms',
+      'admission_wait_ms',
+      'upstream_duration_ms',
+      'time_to_first_content_ms',
+    ] as const) {
       assert.equal(typeof r[k], 'number', k);
       assert.ok(r[k]! >= 0 && r[k]! <= r.latency_ms!, `${k} within the latency`);
     }
@@ -46,25 +59,34 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.match(r.package_version ?? '', /^\d+\.\d+\.\d+/);
     assert.ok(Date.parse(r.started_at) <= Date.parse(r.finished_at));
     for (const k of ['session_id', 'workbench_run_id', 'task_id']) assert.equal(k in r, false, k);
-    const status = (await (await h.get('/v1/router/status')).json()) as { routing_config_hash: string; package_version: string };
+    const status = (await (await h.get('/v1/router/status')).json()) as {
+      routing_config_hash: string;
+      package_version: string;
+    };
     assert.equal(r.routing_config_hash, status.routing_config_hash);
     assert.equal(r.package_version, status.package_version);
   });
 
   it('an output limit above the alias ceiling is clamped, and the engine really produces at most the ceiling', async () => {
-    const big = await client.chat.completions.create({ model: 'chat', messages: user('sim:tokens=40'), max_tokens: 100 }).withResponse();
+    const big = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:tokens=40'), max_tokens: 100 })
+      .withResponse();
     assert.equal(big.data.usage!.completion_tokens, CEIL);
     assert.equal(big.data.choices[0]!.message.content, 'tok '.repeat(CEIL));
     let r = await record(gidOf(big.response));
     assert.deepEqual(r.output_limit, { requested: 100, effective: CEIL, clamped: true });
     assert.equal(r.finish_reason, 'length');
 
-    const mct = await client.chat.completions.create({ model: 'chat', messages: user('sim:tokens=40'), max_completion_tokens: 1000 }).withResponse();
+    const mct = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:tokens=40'), max_completion_tokens: 1000 })
+      .withResponse();
     assert.equal(mct.data.usage!.completion_tokens, CEIL);
     r = await record(gidOf(mct.response));
     assert.deepEqual(r.output_limit, { requested: 1000, effective: CEIL, clamped: true });
 
-    const small = await client.chat.completions.create({ model: 'chat', messages: user('sim:tokens=40'), max_tokens: 3 }).withResponse();
+    const small = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:tokens=40'), max_tokens: 3 })
+      .withResponse();
     assert.equal(small.data.usage!.completion_tokens, 3);
     r = await record(gidOf(small.response));
     assert.deepEqual(r.output_limit, { requested: 3, effective: 3, clamped: false });
@@ -72,8 +94,15 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
 
     // Completions read max_tokens only (vLLM, OpenAI): a max_completion_tokens there is no
     // limit of the engine's, so the ceiling is sent as max_tokens and the engine keeps to it.
-    const legacy = await post('/v1/completions', { model: 'chat', prompt: 'sim:tokens=40', max_completion_tokens: 5000 });
-    const legacyBody = (await legacy.json()) as { usage: { completion_tokens: number }; choices: { finish_reason: string }[] };
+    const legacy = await post('/v1/completions', {
+      model: 'chat',
+      prompt: 'sim:tokens=40',
+      max_completion_tokens: 5000,
+    });
+    const legacyBody = (await legacy.json()) as {
+      usage: { completion_tokens: number };
+      choices: { finish_reason: string }[];
+    };
     assert.equal(legacyBody.usage.completion_tokens, CEIL);
     assert.equal(legacyBody.choices[0]!.finish_reason, 'length');
     r = await record(gidOf(legacy));
@@ -81,7 +110,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
 
     // Both spellings at once: neither may carry more than the ceiling to the engine.
     const before = rec.requests.length;
-    await client.chat.completions.create({ model: 'recorded', messages: user('x'), max_tokens: 500, max_completion_tokens: 400 });
+    await client.chat.completions.create({
+      model: 'recorded',
+      messages: user('x'),
+      max_tokens: 500,
+      max_completion_tokens: 400,
+    });
     const sent = JSON.parse(rec.requests[before]!.body.toString('utf8')) as Record<string, unknown>;
     assert.equal(sent['model'], 'recorded-model');
     assert.ok((sent['max_tokens'] as number) <= CEIL, `max_tokens forwarded as ${String(sent['max_tokens'])}`);
@@ -90,7 +124,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
 
   it('streaming chat through the SDK: every chunk arrives; usage is upstream with include_usage and estimated without', async () => {
     const withUsage = await client.chat.completions
-      .create({ model: 'chat', messages: user('stream me sim:tokens=6'), stream: true, stream_options: { include_usage: true } })
+      .create({
+        model: 'chat',
+        messages: user('stream me sim:tokens=6'),
+        stream: true,
+        stream_options: { include_usage: true },
+      })
       .withResponse();
     const id = gidOf(withUsage.response);
     const content: string[] = [];
@@ -107,21 +146,35 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     let r = await record(id);
     assert.equal(r.outcome, 'success');
     assert.equal(r.finish_reason, 'stop');
-    assert.deepEqual(r.usage, { prompt_tokens: usage!.prompt_tokens, completion_tokens: 6, prompt_source: 'upstream', completion_source: 'upstream' });
+    assert.deepEqual(r.usage, {
+      prompt_tokens: usage!.prompt_tokens,
+      completion_tokens: 6,
+      prompt_source: 'upstream',
+      completion_source: 'upstream',
+    });
     assert.equal(typeof r.time_to_first_content_ms, 'number');
 
     const prompt = 'no usage please sim:tokens=5';
-    const without = await client.chat.completions.create({ model: 'chat', messages: user(prompt), stream: true }).withResponse();
+    const without = await client.chat.completions
+      .create({ model: 'chat', messages: user(prompt), stream: true })
+      .withResponse();
     let n = 0;
     for await (const chunk of without.data) if (chunk.choices[0]?.delta.content) n++;
     assert.equal(n, 5);
     r = await record(gidOf(without.response));
     assert.equal(r.outcome, 'success');
-    assert.deepEqual(r.usage, { prompt_tokens: Math.ceil(prompt.length / 4), completion_tokens: 5, prompt_source: 'estimated', completion_source: 'estimated' });
+    assert.deepEqual(r.usage, {
+      prompt_tokens: Math.ceil(prompt.length / 4),
+      completion_tokens: 5,
+      prompt_source: 'estimated',
+      completion_source: 'estimated',
+    });
   });
 
   it('completions route: record with route completions and upstream usage', async () => {
-    const { data, response } = await client.completions.create({ model: 'chat', prompt: 'once upon a time' }).withResponse();
+    const { data, response } = await client.completions
+      .create({ model: 'chat', prompt: 'once upon a time' })
+      .withResponse();
     assert.equal(data.choices[0]!.text, 'tok tok tok tok ');
     const r = await record(gidOf(response));
     assert.equal(r.route, 'completions');
@@ -132,23 +185,36 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   });
 
   it('finish reasons: length, tool_calls (tool-only output has no first content), unknown provider strings; usage=off is estimated', async () => {
-    const len = await client.chat.completions.create({ model: 'chat', messages: user('sim:tokens=9'), max_tokens: 2 }).withResponse();
+    const len = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:tokens=9'), max_tokens: 2 })
+      .withResponse();
     assert.equal((await record(gidOf(len.response))).finish_reason, 'length');
 
-    const tools = [{ type: 'function' as const, function: { name: 'lookup_weather', parameters: { type: 'object', properties: {} } } }];
-    const tc = await client.chat.completions.create({ model: 'chat', messages: user('sim:finish=tool_calls'), tools }).withResponse();
+    const tools = [
+      {
+        type: 'function' as const,
+        function: { name: 'lookup_weather', parameters: { type: 'object', properties: {} } },
+      },
+    ];
+    const tc = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:finish=tool_calls'), tools })
+      .withResponse();
     assert.equal(tc.data.choices[0]!.message.tool_calls?.[0]?.type, 'function');
     let r = await record(gidOf(tc.response));
     assert.equal(r.finish_reason, 'tool_calls');
     assert.equal(r.time_to_first_content_ms, null);
     // Without the engine's usage, the calls' names and arguments are the output estimated
     // (buffered as streamed): never zero for work the engine did.
-    const tcOff = await client.chat.completions.create({ model: 'chat', messages: user('sim:finish=tool_calls sim:usage=off'), tools }).withResponse();
+    const tcOff = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:finish=tool_calls sim:usage=off'), tools })
+      .withResponse();
     const fn = tcOff.data.choices[0]!.message.tool_calls![0]!;
     const called = fn.type === 'function' ? fn.function.name.length + fn.function.arguments.length : 0;
     assert.deepEqual((await record(gidOf(tcOff.response))).usage.completion_tokens, Math.ceil(called / 4));
 
-    const tcs = await client.chat.completions.create({ model: 'chat', messages: user('sim:finish=tool_calls'), tools, stream: true }).withResponse();
+    const tcs = await client.chat.completions
+      .create({ model: 'chat', messages: user('sim:finish=tool_calls'), tools, stream: true })
+      .withResponse();
     let args = '';
     for await (const c of tcs.data) args += c.choices[0]?.delta.tool_calls?.[0]?.function?.arguments ?? '';
     assert.deepEqual(JSON.parse(args), { text: 'tok tok tok tok ' });
@@ -170,16 +236,29 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const off = await client.chat.completions.create({ model: 'chat', messages: user('sim:usage=off') }).withResponse();
     assert.equal(off.data.usage, undefined);
     r = await record(gidOf(off.response));
-    assert.deepEqual(r.usage, { prompt_tokens: Math.ceil('sim:usage=off'.length / 4), completion_tokens: 4, prompt_source: 'estimated', completion_source: 'estimated' });
+    assert.deepEqual(r.usage, {
+      prompt_tokens: Math.ceil('sim:usage=off'.length / 4),
+      completion_tokens: 4,
+      prompt_source: 'estimated',
+      completion_source: 'estimated',
+    });
   });
 
   it('context rejection: the SDK gets a 400 BadRequestError with the fixed context-length problem; record rejected', async () => {
     // vLLM's error envelope (0.10.1 on) and its older flat object alike.
-    for (const [stream, shape] of [[false, 'context'], [true, 'context'], [false, 'context_flat'], [true, 'context_flat']] as const) {
+    for (const [stream, shape] of [
+      [false, 'context'],
+      [true, 'context'],
+      [false, 'context_flat'],
+      [true, 'context_flat'],
+    ] as const) {
       const n = errors.length;
       const err = await client.chat.completions
         .create({ model: 'chat', messages: user(`sim:reject=${shape}`), stream })
-        .then(() => undefined, (e: unknown) => e);
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       assert.ok(err instanceof OpenAI.BadRequestError, String(err));
       assert.equal(err.status, 400);
       const res = errors[n]!;
@@ -205,7 +284,11 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [3, 'estimated']);
 
     // The SDK turns the error event into an exception instead of a silently short answer.
-    const s = await client.chat.completions.create({ model: 'chat', messages: user('sim:fail_after=2 sim:tokens=10'), stream: true });
+    const s = await client.chat.completions.create({
+      model: 'chat',
+      messages: user('sim:fail_after=2 sim:tokens=10'),
+      stream: true,
+    });
     await assert.rejects(async () => {
       for await (const _ of s) {
         // drain
@@ -213,7 +296,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     }, OpenAI.APIError);
   });
 
-  it('an engine error event in the stream (then [DONE], as vLLM sends it): the router\'s fixed error event, never the engine\'s text; record error', async () => {
+  it("an engine error event in the stream (then [DONE], as vLLM sends it): the router's fixed error event, never the engine's text; record error", async () => {
     const res = await chat('sim:error_after=3 sim:tokens=10', { stream: true });
     const id = gidOf(res);
     assert.equal(res.status, 200);
@@ -276,7 +359,10 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(res.status, 200);
     const text = await res.text();
     assert.equal((text.match(/B/g) ?? []).length, 600 * 1024);
-    assert.match(text, /"content":"B{614400}"\}[\s\S]*\r\n\r\ndata: [\s\S]*"finish_reason":"stop"[\s\S]*\n\ndata: \[DONE\]\n\n$/);
+    assert.match(
+      text,
+      /"content":"B{614400}"\}[\s\S]*\r\n\r\ndata: [\s\S]*"finish_reason":"stop"[\s\S]*\n\ndata: \[DONE\]\n\n$/,
+    );
     const r = await record(gidOf(res));
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['success', 200, 'stop']);
     assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [1, 'estimated']);
@@ -316,7 +402,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     }
   });
 
-  it('a failed stream\'s record says what is known: finish error after an earlier finish reason, no first content for what was never relayed, unknown work before any fragment; an event over 1 MiB is never relayed, however it arrives', async () => {
+  it("a failed stream's record says what is known: finish error after an earlier finish reason, no first content for what was never relayed, unknown work before any fragment; an event over 1 MiB is never relayed, however it arrives", async () => {
     const late = await chat('answer-raw=length-then-error', { stream: true }, {}, 'recorded');
     const lateText = await late.text();
     assert.match(lateText, /^event: error$/m);
@@ -328,7 +414,10 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const bigText = await big.text();
     assert.ok(bigText.length < 4096, 'none of the event over 1 MiB was relayed');
     assert.doesNotMatch(bigText, /UPSTREAM-SECRET|\[DONE\]/);
-    assert.deepEqual([(await record(gidOf(big))).outcome, (await record(gidOf(big))).finish_reason], ['error', 'error']);
+    assert.deepEqual(
+      [(await record(gidOf(big))).outcome, (await record(gidOf(big))).finish_reason],
+      ['error', 'error'],
+    );
 
     // A failure right after a large write, to a client that is a moment late to read (its
     // buffers full, but reading): it gets every event before the failure, then the error
@@ -336,16 +425,20 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const bulkText = await new Promise<string>((resolve, reject) => {
       const u = new URL(`${h.routerUrl}/v1/chat/completions`);
       const body = JSON.stringify({ model: 'recorded', stream: true, messages: user('answer-raw=big-then-error') });
-      const req = httpRequest(u, { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' } }, (res) => {
-        res.pause();
-        const parts: Buffer[] = [];
-        setTimeout(() => {
-          res.on('data', (d: Buffer) => parts.push(d));
-          res.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
-          res.on('error', reject);
-          res.resume();
-        }, 500);
-      });
+      const req = httpRequest(
+        u,
+        { method: 'POST', headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' } },
+        (res) => {
+          res.pause();
+          const parts: Buffer[] = [];
+          setTimeout(() => {
+            res.on('data', (d: Buffer) => parts.push(d));
+            res.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+            res.on('error', reject);
+            res.resume();
+          }, 500);
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -356,28 +449,45 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const half = await chat('answer-raw=content-line-then-end', { stream: true }, {}, 'recorded');
     await assertProblem(half, 502, 'upstream-failed');
     r = await record(gidOf(half));
-    assert.deepEqual([r.outcome, r.status_code, r.time_to_first_content_ms], ['error', 502, null], 'no content reached the client');
+    assert.deepEqual(
+      [r.outcome, r.status_code, r.time_to_first_content_ms],
+      ['error', 502, null],
+      'no content reached the client',
+    );
 
     const ping = await chat('answer-raw=comment-then-error', { stream: true }, {}, 'recorded');
     await ping.text();
     r = await record(gidOf(ping));
     assert.equal(r.outcome, 'error');
-    assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [null, 'unknown'], 'a comment is no fragment: unknown work, not 0');
+    assert.deepEqual(
+      [r.usage.completion_tokens, r.usage.completion_source],
+      [null, 'unknown'],
+      'a comment is no fragment: unknown work, not 0',
+    );
   });
 
   it('an event written over several data lines is read as one; a last event the engine left unclosed still ends the answer', async () => {
     const res = await chat('answer-raw=multiline-ok', { stream: true }, {}, 'recorded');
     assert.match(await res.text(), /data: \[DONE\]\n\n$/);
     const r = await record(gidOf(res));
-    assert.deepEqual([r.outcome, r.finish_reason, r.usage.completion_tokens, r.usage.completion_source], ['success', 'stop', 2, 'estimated']);
+    assert.deepEqual(
+      [r.outcome, r.finish_reason, r.usage.completion_tokens, r.usage.completion_source],
+      ['success', 'stop', 2, 'estimated'],
+    );
     const un = await chat('answer-raw=unterminated-done', { stream: true }, {}, 'recorded');
     assert.match(await un.text(), /"content":"hi "[\s\S]*data: \[DONE\]$/);
-    assert.deepEqual([(await record(gidOf(un))).outcome, (await record(gidOf(un))).usage.completion_tokens], ['success', 1]);
+    assert.deepEqual(
+      [(await record(gidOf(un))).outcome, (await record(gidOf(un))).usage.completion_tokens],
+      ['success', 1],
+    );
     // An unclosed last event that is not [DONE]: not relayed; the stream fails cleanly (the
     // error event on lines of its own), or with nothing relayed, the plain 502.
     const half = await chat('answer-raw=unterminated-content', { stream: true }, {}, 'recorded');
     const halfText = await half.text();
-    assert.match(halfText, /"content":"hi "\}[\s\S]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
+    assert.match(
+      halfText,
+      /"content":"hi "\}[\s\S]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/,
+    );
     assert.doesNotMatch(halfText, /UPSTREAM-SECRET/);
     const halfRec = await record(gidOf(half));
     assert.equal(halfRec.outcome, 'error');
@@ -389,7 +499,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const t0 = performance.now();
     const split = await chat('answer-raw=crlf-split-done', { stream: true }, {}, 'recorded');
     assert.match(await split.text(), /"content":"hi "[\s\S]*\r\n\r\ndata: \[DONE\]\r\n\r\n$/);
-    assert.ok(performance.now() - t0 < 280, 'ended at the CR, not after the engine\'s pause');
+    assert.ok(performance.now() - t0 < 280, "ended at the CR, not after the engine's pause");
     assert.equal((await record(gidOf(split))).outcome, 'success');
     // What an engine sends after [DONE] is neither read nor relayed.
     const late = await chat('answer-raw=error-after-done', { stream: true }, {}, 'recorded');
@@ -399,7 +509,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal((await record(gidOf(late))).outcome, 'success');
   });
 
-  it('[DONE] ends the client\'s answer and records it at once though the engine keeps its stream open; the engine is cut after a grace', async () => {
+  it("[DONE] ends the client's answer and records it at once though the engine keeps its stream open; the engine is cut after a grace", async () => {
     const t0 = performance.now();
     const res = await chat('answer-raw=done-stall', { stream: true }, {}, 'recorded');
     const text = await res.text();
@@ -420,7 +530,14 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   });
 
   it('answers that cannot be read before they are relayed are upstream failures, never passed on: compressed, not JSON, empty, not an object', async () => {
-    for (const [name, stream] of [['gzip-whole', false], ['gzip-stream', true], ['plain-text-200', false], ['plain-text-200', true], ['empty-200', false], ['json-array-200', false]] as const) {
+    for (const [name, stream] of [
+      ['gzip-whole', false],
+      ['gzip-stream', true],
+      ['plain-text-200', false],
+      ['plain-text-200', true],
+      ['empty-200', false],
+      ['json-array-200', false],
+    ] as const) {
       const res = await chat(`answer-raw=${name}`, stream ? { stream: true } : {}, {}, 'recorded');
       const text = await assertProblem(res, 502, 'upstream-failed');
       assert.doesNotMatch(text, /UPSTREAM-SECRET/, name);
@@ -430,7 +547,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     }
   });
 
-  it('a reasoning model\'s thinking counts as output: first content time and the estimate include reasoning fragments', async () => {
+  it("a reasoning model's thinking counts as output: first content time and the estimate include reasoning fragments", async () => {
     const res = await chat('sim:reasoning=6 sim:tokens=2 sim:token_delay_ms=40 sim:ttft_ms=0', { stream: true });
     const id = gidOf(res);
     await res.text();
@@ -438,11 +555,19 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(r.outcome, 'success');
     assert.deepEqual([r.usage.completion_tokens, r.usage.completion_source], [8, 'estimated']);
     // Thinking began at once; the answer's words came ~240 ms later.
-    assert.ok(r.time_to_first_content_ms !== null && r.latency_ms !== null && r.time_to_first_content_ms < r.latency_ms / 2, JSON.stringify(r));
+    assert.ok(
+      r.time_to_first_content_ms !== null && r.latency_ms !== null && r.time_to_first_content_ms < r.latency_ms / 2,
+      JSON.stringify(r),
+    );
 
     // Cut off while still thinking: what was observed is counted, not zero.
     const ac = new AbortController();
-    const cut = await post('/v1/chat/completions', { model: 'chat', messages: user('sim:reasoning=50 sim:tokens=2 sim:token_delay_ms=20'), stream: true }, {}, ac.signal);
+    const cut = await post(
+      '/v1/chat/completions',
+      { model: 'chat', messages: user('sim:reasoning=50 sim:tokens=2 sim:token_delay_ms=20'), stream: true },
+      {},
+      ac.signal,
+    );
     const cutId = gidOf(cut);
     await readEvents(cut, 5);
     ac.abort();
@@ -460,7 +585,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     // No byte (not even the status line) reaches the client before the first token: the
     // request is found by the caller's own id.
     const id = `leave-early-${Date.now()}`;
-    const pending = post('/v1/chat/completions', { model: 'chat', messages: user('sim:ttft_ms=3000'), stream: true }, { 'x-request-id': id }, ac.signal);
+    const pending = post(
+      '/v1/chat/completions',
+      { model: 'chat', messages: user('sim:ttft_ms=3000'), stream: true },
+      { 'x-request-id': id },
+      ac.signal,
+    );
     await new Promise((r) => setTimeout(r, 300));
     ac.abort();
     await assert.rejects(pending);
@@ -485,7 +615,10 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
       assert.doesNotMatch(JSON.stringify(r), /UPSTREAM-SECRET-DETAIL/);
     }
     const n = errors.length;
-    await assert.rejects(client.chat.completions.create({ model: 'chat', messages: user('sim:status=500') }), (e: unknown) => e instanceof OpenAI.InternalServerError && e.status === 502);
+    await assert.rejects(
+      client.chat.completions.create({ model: 'chat', messages: user('sim:status=500') }),
+      (e: unknown) => e instanceof OpenAI.InternalServerError && e.status === 502,
+    );
     assert.doesNotMatch(await errors[n]!.text(), /UPSTREAM-SECRET-DETAIL/);
 
     // The engine's own 429 is relayed as the router's 429 (rejected, not an upstream failure),
@@ -496,7 +629,10 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const busyRecord = await record(busyId);
     assert.deepEqual([busyRecord.outcome, busyRecord.status_code], ['rejected', 429]);
     assert.equal(typeof busyRecord.upstream_duration_ms, 'number');
-    assert.deepEqual(interpret(terminalEvidence(busyRecord)).filter((c) => c.endsWith('rejected') || c.endsWith('limited')), ['upstream_rate_limited']);
+    assert.deepEqual(
+      interpret(terminalEvidence(busyRecord)).filter((c) => c.endsWith('rejected') || c.endsWith('limited')),
+      ['upstream_rate_limited'],
+    );
   });
 
   it('an upstream that fails its readiness check: 502 problem (an upstream failure on an inference route), record rejected, nothing dispatched', async () => {
@@ -515,7 +651,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   it('client abort mid-stream: record disconnected and the upstream request is closed within a second', async () => {
     const aborted0 = inproc.stats().aborted;
     const ac = new AbortController();
-    const res = await post('/v1/chat/completions', { model: 'inproc', messages: user('sim:tokens=200 sim:token_delay_ms=50'), stream: true }, {}, ac.signal);
+    const res = await post(
+      '/v1/chat/completions',
+      { model: 'inproc', messages: user('sim:tokens=200 sim:token_delay_ms=50'), stream: true },
+      {},
+      ac.signal,
+    );
     const id = gidOf(res);
     const { text } = await readEvents(res, 2);
     assert.match(text, /"content":"tok "/);
@@ -534,7 +675,12 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   it('upstream timeout: 504 problem and outcome timeout (buffered, or a stream with nothing relayed yet), SSE timeout event (a stream under way)', async () => {
     const t = Date.now();
     const n = errors.length;
-    const err = await client.chat.completions.create({ model: 'timeout-model', messages: user('sim:ttft_ms=2000') }).then(() => undefined, (e: unknown) => e);
+    const err = await client.chat.completions
+      .create({ model: 'timeout-model', messages: user('sim:ttft_ms=2000') })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(err instanceof OpenAI.InternalServerError, String(err));
     assert.equal(err.status, 504);
     assert.ok(Date.now() - t < 1800, 'answered at the deadline, not after the engine');
@@ -580,24 +726,34 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(r.outcome, 'error');
     assert.equal(r.status_code, 502);
     assert.equal(r.upstream_duration_ms, null, 'no upstream time: no connection was made');
-    assert.equal(r.finish_reason, null, 'not the engine\'s error: it never saw the request');
+    assert.equal(r.finish_reason, null, "not the engine's error: it never saw the request");
     assert.equal(r.usage.prompt_source, 'unknown', 'no prompt went to the engine');
     assert.equal(r.usage.prompt_tokens, null);
   });
 
   it('a streaming client that stops reading is cut at the upstream deadline (outcome timeout), freeing its slot', async () => {
     const url = new URL(h.routerUrl);
-    const body = JSON.stringify({ model: 'stall', stream: true, messages: user('sim:tokens=100000 sim:token_delay_ms=0') });
+    const body = JSON.stringify({
+      model: 'stall',
+      stream: true,
+      messages: user('sim:tokens=100000 sim:token_delay_ms=0'),
+    });
     const sock = connect(Number(url.port), url.hostname);
     sock.on('error', () => undefined);
     sock.pause(); // never reads a byte
-    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nX-Request-Id: stalled-reader-1\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    sock.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\nX-Request-Id: stalled-reader-1\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
     try {
       const t0 = Date.now();
-      const r = await eventually(async () => {
-        const res = await h.get('/v1/requests/stalled-reader-1');
-        return res.status === 200 ? ((await res.json()) as { request: TerminalRecord }).request : undefined;
-      }, 8_000, 100);
+      const r = await eventually(
+        async () => {
+          const res = await h.get('/v1/requests/stalled-reader-1');
+          return res.status === 200 ? ((await res.json()) as { request: TerminalRecord }).request : undefined;
+        },
+        8_000,
+        100,
+      );
       assert.ok(Date.now() - t0 < 6_000, 'ended at the deadline, not when the client leaves');
       assert.equal(r.outcome, 'timeout');
       assert.equal(r.finish_reason, 'error');
@@ -612,7 +768,14 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
 
   it('admission: a full alias refuses with 429 (record rejected); a queued request records its wait', async () => {
     const first = chat('sim:ttft_ms=600', {}, {}, 'single');
-    await eventually(async () => ((await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }).requests.some((a) => a.model === 'single' && a.phase === 'dispatched'), 2000, 10);
+    await eventually(
+      async () =>
+        (
+          (await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }
+        ).requests.some((a) => a.model === 'single' && a.phase === 'dispatched'),
+      2000,
+      10,
+    );
     const second = await chat('quick', {}, {}, 'single');
     const id2 = gidOf(second);
     await assertProblem(second, 429, 'admission-refused');
@@ -627,9 +790,23 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     await firstRes.text();
 
     const a = chat('sim:ttft_ms=500', {}, {}, 'queued');
-    await eventually(async () => ((await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }).requests.some((x) => x.model === 'queued' && x.phase === 'dispatched'), 2000, 10);
+    await eventually(
+      async () =>
+        (
+          (await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }
+        ).requests.some((x) => x.model === 'queued' && x.phase === 'dispatched'),
+      2000,
+      10,
+    );
     const b = chat('quick', {}, {}, 'queued');
-    await eventually(async () => ((await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }).requests.filter((x) => x.model === 'queued').length === 2, 2000, 10);
+    await eventually(
+      async () =>
+        (
+          (await (await h.get('/v1/requests?active=1')).json()) as { requests: { model: string; phase: string }[] }
+        ).requests.filter((x) => x.model === 'queued').length === 2,
+      2000,
+      10,
+    );
     const c = await chat('quick', {}, {}, 'queued');
     await assertProblem(c, 429, 'admission-refused');
     const [ra, rb] = await Promise.all([a, b]);
@@ -644,15 +821,26 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
 
     // A queued client that leaves is recorded as disconnected and takes no slot with it.
     type Active = { requests: { request_id: string; model: string; phase: string }[] };
-    const activeQueued = async () => ((await (await h.get('/v1/requests?active=1')).json()) as Active).requests.filter((x) => x.model === 'queued');
+    const activeQueued = async () =>
+      ((await (await h.get('/v1/requests?active=1')).json()) as Active).requests.filter((x) => x.model === 'queued');
     const holder = chat('sim:ttft_ms=400', {}, {}, 'queued');
     await eventually(async () => (await activeQueued()).some((x) => x.phase === 'dispatched'), 2000, 10);
     const ac = new AbortController();
-    const leaving = post('/v1/chat/completions', { model: 'queued', messages: user('leaving') }, {}, ac.signal).catch(() => undefined);
-    const waiting = await eventually(async () => (await activeQueued()).find((x) => x.phase === 'admitted' || x.phase === 'checking'), 2000, 10);
+    const leaving = post('/v1/chat/completions', { model: 'queued', messages: user('leaving') }, {}, ac.signal).catch(
+      () => undefined,
+    );
+    const waiting = await eventually(
+      async () => (await activeQueued()).find((x) => x.phase === 'admitted' || x.phase === 'checking'),
+      2000,
+      10,
+    );
     ac.abort();
     await leaving;
-    const left = await eventually(async () => ((await h.lookup(waiting.request_id)).status === 200 ? record(waiting.request_id) : undefined), 2000, 20);
+    const left = await eventually(
+      async () => ((await h.lookup(waiting.request_id)).status === 200 ? record(waiting.request_id) : undefined),
+      2000,
+      20,
+    );
     assert.equal(left.outcome, 'disconnected');
     assert.equal(left.status_code, 0, 'nothing was sent to it');
     assert.equal((await holder).status, 200);
@@ -661,5 +849,4 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.ok((await record(gidOf(after))).admission_wait_ms! < 100, 'the slot was not leaked');
     await after.text();
   });
-
 });

@@ -11,11 +11,33 @@ const MODEL = 'sim-test';
 describe('engine sim', () => {
   let sim: EngineSim;
   const post = (path: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) =>
-    fetch(`${sim.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body), signal });
-  const chat = (content: string, extra: Record<string, unknown> = {}) => post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content }], ...extra });
+    fetch(`${sim.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+      signal,
+    });
+  const chat = (content: string, extra: Record<string, unknown> = {}) =>
+    post('/v1/chat/completions', {
+      model: MODEL,
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content },
+      ],
+      ...extra,
+    });
 
   before(async () => {
-    sim = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 5, model: MODEL, maxModelLen: 256 });
+    sim = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 0,
+      tokenDelayMs: 0,
+      tokens: 5,
+      model: MODEL,
+      maxModelLen: 256,
+    });
   });
   after(() => sim.close());
 
@@ -31,13 +53,20 @@ describe('engine sim', () => {
     assert.equal(body.choices[0].finish_reason, 'stop');
     // ceil((8 + 11) / 4) = 5 prompt tokens
     assert.deepEqual(body.usage, { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 });
-    const echoed = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] }, { 'x-request-id': 'req-42' });
+    const echoed = await post(
+      '/v1/chat/completions',
+      { messages: [{ role: 'user', content: 'x' }] },
+      { 'x-request-id': 'req-42' },
+    );
     assert.equal(echoed.headers.get('x-request-id'), 'req-42');
     assert.equal((await chat('x')).headers.get('x-request-id'), null);
   });
 
   it('streaming chat: role chunk, content chunks, finish chunk, usage chunk, [DONE]', async () => {
-    const res = await chat('stream please sim:token_delay_ms=5', { stream: true, stream_options: { include_usage: true } });
+    const res = await chat('stream please sim:token_delay_ms=5', {
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
     const events = await sse(res);
@@ -72,9 +101,14 @@ describe('engine sim', () => {
     assert.equal(cmpl.object, 'text_completion');
     assert.equal(cmpl.choices[0].text, 'tok ');
     assert.equal(cmpl.choices[0].finish_reason, 'length');
-    const events = await sse(await post('/v1/completions', { prompt: 'sim:tokens=2', stream: true, stream_options: { include_usage: true } }));
+    const events = await sse(
+      await post('/v1/completions', { prompt: 'sim:tokens=2', stream: true, stream_options: { include_usage: true } }),
+    );
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
-    assert.deepEqual(chunks.map((c) => c.choices[0]?.text ?? null), ['tok ', 'tok ', '', null]);
+    assert.deepEqual(
+      chunks.map((c) => c.choices[0]?.text ?? null),
+      ['tok ', 'tok ', '', null],
+    );
     assert.equal(chunks[2].choices[0].finish_reason, 'stop');
     assert.equal(chunks[3].usage.completion_tokens, 2);
   });
@@ -107,7 +141,9 @@ describe('engine sim', () => {
   });
 
   it('fail_after cuts the stream after N tokens with no [DONE], and non-streaming gets no response', async () => {
-    const text = await readUntilCut(await chat('sim:fail_after=2 sim:tokens=10 sim:token_delay_ms=2', { stream: true }));
+    const text = await readUntilCut(
+      await chat('sim:fail_after=2 sim:tokens=10 sim:token_delay_ms=2', { stream: true }),
+    );
     assert.equal((text.match(/"content":"tok "/g) ?? []).length, 2);
     assert.equal(text.includes('[DONE]'), false);
     await assert.rejects(chat('sim:fail_after=0'));
@@ -115,15 +151,30 @@ describe('engine sim', () => {
     const short = await sse(await chat('sim:tokens=2 sim:fail_after=5', { stream: true }));
     assert.equal(short.at(-1), '[DONE]');
     assert.equal((await json(await chat('sim:tokens=2 sim:fail_after=5'))).choices[0].finish_reason, 'stop');
-    assert.equal((await json(await chat('sim:tokens=5 sim:fail_after=3', { max_tokens: 2 }))).choices[0].finish_reason, 'length');
+    assert.equal(
+      (await json(await chat('sim:tokens=5 sim:fail_after=3', { max_tokens: 2 }))).choices[0].finish_reason,
+      'length',
+    );
   });
 
   it('reasoning counts within max_tokens, as vLLM counts it: a budget it uses up ends with length', async () => {
     const capped = await json(await chat('sim:reasoning=5 sim:tokens=1', { max_tokens: 3 }));
-    assert.deepEqual([capped.usage.completion_tokens, capped.choices[0].finish_reason, capped.choices[0].message.content], [3, 'length', '']);
+    assert.deepEqual(
+      [capped.usage.completion_tokens, capped.choices[0].finish_reason, capped.choices[0].message.content],
+      [3, 'length', ''],
+    );
     const fits = await json(await chat('sim:reasoning=2 sim:tokens=2', { max_tokens: 10 }));
-    assert.deepEqual([fits.usage.completion_tokens, fits.choices[0].finish_reason, fits.choices[0].message.content], [4, 'stop', 'tok tok ']);
-    const events = await sse(await chat('sim:reasoning=5 sim:tokens=1', { max_tokens: 3, stream: true, stream_options: { include_usage: true } }));
+    assert.deepEqual(
+      [fits.usage.completion_tokens, fits.choices[0].finish_reason, fits.choices[0].message.content],
+      [4, 'stop', 'tok tok '],
+    );
+    const events = await sse(
+      await chat('sim:reasoning=5 sim:tokens=1', {
+        max_tokens: 3,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    );
     const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
     assert.equal(chunks.filter((c) => c.choices[0]?.delta.reasoning_content !== undefined).length, 3);
     assert.equal(chunks.filter((c) => c.choices[0]?.delta.content === 'tok ').length, 0);
@@ -133,10 +184,23 @@ describe('engine sim', () => {
 
   it('a long answer with no token delay arrives whole, in bursts; fail_after cuts it at the exact token', async () => {
     // A context of 8192: the 256 of this file's sim would end the answer first (below).
-    const wide = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 5, model: MODEL, maxModelLen: 8192 });
+    const wide = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 0,
+      tokenDelayMs: 0,
+      tokens: 5,
+      model: MODEL,
+      maxModelLen: 8192,
+    });
     try {
       const on = (content: string, extra: Record<string, unknown>) =>
-        fetch(`${wide.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], ...extra }) });
+        fetch(`${wide.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], ...extra }),
+        });
       const events = await sse(await on('sim:tokens=5000', { stream: true, stream_options: { include_usage: true } }));
       assert.equal(events.at(-1), '[DONE]');
       const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
@@ -170,7 +234,15 @@ describe('engine sim', () => {
     assert.ok(failed >= 50 + 2 * 50 - 5, `the failure comes after the tokens before it (${failed.toFixed(0)} ms)`);
     // Past what a timer can hold: still waiting after 300 ms (node would fire it after 1 ms).
     const ac = new AbortController();
-    const long = post('/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'sim:tokens=4 sim:token_delay_ms=999999999' }] }, {}, ac.signal).then(() => 'answered', () => 'aborted');
+    const long = post(
+      '/v1/chat/completions',
+      { model: MODEL, messages: [{ role: 'user', content: 'sim:tokens=4 sim:token_delay_ms=999999999' }] },
+      {},
+      ac.signal,
+    ).then(
+      () => 'answered',
+      () => 'aborted',
+    );
     const early = await Promise.race([long, new Promise((r) => setTimeout(() => r('waiting'), 300))]);
     ac.abort();
     assert.equal(early, 'waiting');
@@ -186,14 +258,21 @@ describe('engine sim', () => {
   });
 
   it('rejects over-long context: directive and real check, vLLM style', async () => {
-    for (const res of [await chat('sim:reject=context'), await chat('hi', { max_tokens: 255 }), await chat('x'.repeat(2000))]) {
+    for (const res of [
+      await chat('sim:reject=context'),
+      await chat('hi', { max_tokens: 255 }),
+      await chat('x'.repeat(2000)),
+    ]) {
       assert.equal(res.status, 400);
       const body = await json(res);
       // vLLM 0.10.1 on: OpenAI's envelope, which the SDKs read.
       assert.deepEqual(Object.keys(body), ['error']);
       assert.equal(body.error.type, 'BadRequestError');
       assert.equal(body.error.code, 400);
-      assert.match(body.error.message, /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens/);
+      assert.match(
+        body.error.message,
+        /^This model's maximum context length is 256 tokens\. However, you requested \d+ tokens/,
+      );
     }
     // Older vLLM's flat object, on request.
     const flat = await json(await chat('sim:reject=context_flat'));
@@ -202,13 +281,22 @@ describe('engine sim', () => {
     assert.equal((await chat('hi', { max_tokens: 200 })).status, 200);
     // The openai SDK reads the envelope's words (the flat object reads "(no body)" there).
     const client = new OpenAI({ baseURL: `${sim.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-    const err = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'sim:reject=context' }] }).then(() => undefined, (e: unknown) => e);
+    const err = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'sim:reject=context' }] })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(err instanceof OpenAI.BadRequestError, String(err));
     assert.match(err.message, /^400 This model's maximum context length is 256 tokens\./);
   });
 
   it('unknown model -> 404; bad JSON, wrong content type, bad max_tokens -> 400; huge body -> 413', async () => {
-    const unknown = await post('/v1/chat/completions', { model: 'other-CANARY', messages: [{ role: 'user', content: 'x' }] }, { 'x-request-id': 'bad id\tCANARY' });
+    const unknown = await post(
+      '/v1/chat/completions',
+      { model: 'other-CANARY', messages: [{ role: 'user', content: 'x' }] },
+      { 'x-request-id': 'bad id\tCANARY' },
+    );
     assert.equal(unknown.status, 404);
     assert.equal(unknown.headers.get('x-request-id'), null, 'an id of another shape is not echoed');
     const err = (await json(unknown)).error;
@@ -227,7 +315,12 @@ describe('engine sim', () => {
   it('a client abort mid-stream stops generation and counts in stats().aborted', async () => {
     const before = sim.stats().aborted;
     const ac = new AbortController();
-    const res = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'sim:tokens=1000 sim:token_delay_ms=20' }], stream: true }, {}, ac.signal);
+    const res = await post(
+      '/v1/chat/completions',
+      { messages: [{ role: 'user', content: 'sim:tokens=1000 sim:token_delay_ms=20' }], stream: true },
+      {},
+      ac.signal,
+    );
     const reader = res.body!.getReader();
     await reader.read();
     ac.abort();
@@ -237,7 +330,10 @@ describe('engine sim', () => {
   it('GET /v1/models lists the one model', async () => {
     const body = await json(await fetch(`${sim.url}/v1/models`));
     assert.equal(body.object, 'list');
-    assert.deepEqual({ ...body.data[0], created: 0 }, { id: MODEL, object: 'model', created: 0, owned_by: 'svc-sim', max_model_len: 256 });
+    assert.deepEqual(
+      { ...body.data[0], created: 0 },
+      { id: MODEL, object: 'model', created: 0, owned_by: 'svc-sim', max_model_len: 256 },
+    );
   });
 
   it('a model that is no string is a 400 naming the member, not an unknown model', async () => {
@@ -250,8 +346,14 @@ describe('engine sim', () => {
   it('health: 200 empty, toggled to 503 and delayed via /sim/health and setHealth', async () => {
     const ok = await fetch(`${sim.url}/health`);
     // The request id is echoed only of the bounded id shape, on /health too.
-    assert.equal((await fetch(`${sim.url}/health`, { headers: { 'x-request-id': 'req-1' } })).headers.get('x-request-id'), 'req-1');
-    assert.equal((await fetch(`${sim.url}/health`, { headers: { 'x-request-id': 'bad id\tCANARY' } })).headers.get('x-request-id'), null);
+    assert.equal(
+      (await fetch(`${sim.url}/health`, { headers: { 'x-request-id': 'req-1' } })).headers.get('x-request-id'),
+      'req-1',
+    );
+    assert.equal(
+      (await fetch(`${sim.url}/health`, { headers: { 'x-request-id': 'bad id\tCANARY' } })).headers.get('x-request-id'),
+      null,
+    );
     assert.equal(ok.status, 200);
     assert.equal(await ok.text(), '');
     assert.equal((await post('/sim/health', { ok: false, delay_ms: 0 })).status, 200);
@@ -278,9 +380,28 @@ describe('engine sim', () => {
 
 describe('engine sim CLI', () => {
   it('starts, serves, logs its URL and exits 0 on SIGTERM', async () => {
-    const p = await spawnNode(CLI, ['engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '3', '--model', 'cli-model']);
+    const p = await spawnNode(CLI, [
+      'engine',
+      'sim',
+      '--listen',
+      '127.0.0.1:0',
+      '--ttft-ms',
+      '0',
+      '--token-delay-ms',
+      '0',
+      '--tokens',
+      '3',
+      '--model',
+      'cli-model',
+    ]);
     try {
-      const body = await json(await fetch(`${p.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'cli-model', messages: [{ role: 'user', content: 'hi' }] }) }));
+      const body = await json(
+        await fetch(`${p.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'cli-model', messages: [{ role: 'user', content: 'hi' }] }),
+        }),
+      );
       assert.equal(body.usage.completion_tokens, 3);
     } finally {
       assert.equal(await p.stop(), 0);
@@ -288,12 +409,27 @@ describe('engine sim CLI', () => {
   });
 
   it('a million-token stream starts at once and leaves the sim free to answer (bounded memory)', async () => {
-    const p = await spawnNode(CLI, ['engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', '0', '--token-delay-ms', '0', '--tokens', '1000000', '--model', 'cli-model']);
+    const p = await spawnNode(CLI, [
+      'engine',
+      'sim',
+      '--listen',
+      '127.0.0.1:0',
+      '--ttft-ms',
+      '0',
+      '--token-delay-ms',
+      '0',
+      '--tokens',
+      '1000000',
+      '--model',
+      'cli-model',
+    ]);
     const ac = new AbortController();
     try {
       const t0 = performance.now();
       const res = await fetch(`${p.url}/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, signal: ac.signal,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        signal: ac.signal,
         body: JSON.stringify({ model: 'cli-model', messages: [{ role: 'user', content: 'hi' }], stream: true }),
       });
       const first = await res.body!.getReader().read();

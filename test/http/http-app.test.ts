@@ -8,7 +8,12 @@ import { LOG_OPTIONS } from '../../src/logger.js';
 import { createHttpApp, listen, DEFAULT_REQUEST_TIMEOUT_MS } from '../../src/http/http-app.js';
 
 /** Sends `head` and part of a body, then waits: what came back, and whether the server closed. */
-function unfinished(url: string, head: string, part: string, waitMs: number): Promise<{ answer: string; closed: boolean; ms: number }> {
+function unfinished(
+  url: string,
+  head: string,
+  part: string,
+  waitMs: number,
+): Promise<{ answer: string; closed: boolean; ms: number }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const t0 = Date.now();
@@ -29,11 +34,16 @@ function unfinished(url: string, head: string, part: string, waitMs: number): Pr
 
 describe('Fastify servers: a request that never finishes arriving', () => {
   it('is cut with the fixed 400 once the request timeout passes, not held open forever', async () => {
-    const app = createHttpApp({ logger: pino({ level: 'silent' }), requestTimeoutMs: 400, connectionsCheckIntervalMs: 100 });
+    const app = createHttpApp({
+      logger: pino({ level: 'silent' }),
+      requestTimeoutMs: 400,
+      connectionsCheckIntervalMs: 100,
+    });
     app.post('/tools/call', async () => ({ ok: true }));
     const url = await listen(app, '127.0.0.1', 0);
     try {
-      const head = 'POST /tools/call HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n';
+      const head =
+        'POST /tools/call HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n';
       const r = await unfinished(url, head, '{"name":"node_', 5_000);
       assert.equal(r.closed, true, 'the server closed the connection');
       assert.match(r.answer, /^HTTP\/1\.1 400 /);
@@ -41,7 +51,11 @@ describe('Fastify servers: a request that never finishes arriving', () => {
       assert.match(r.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
       assert.doesNotMatch(r.answer, /node_|tools\/call|timeout/i);
       // A whole request still gets its answer.
-      const ok = await fetch(`${url}/tools/call`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      const ok = await fetch(`${url}/tools/call`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
       assert.equal(ok.status, 200);
     } finally {
       await app.close();
@@ -64,7 +78,8 @@ describe('Fastify servers: a request that never finishes arriving', () => {
     app.post('/x', async () => ({}));
     const url = await listen(app, '127.0.0.1', 0);
     try {
-      const head = 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
+      const head =
+        'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
       const r = await unfinished(url, head, '{"model":', 5_000);
       assert.equal(r.closed, true);
       assert.match(r.answer, /^HTTP\/1\.1 400 /);
@@ -80,12 +95,21 @@ describe('Fastify servers: a request that never finishes arriving', () => {
   });
 
   it('a request answered before its body arrived, whose body then stalls, gets no second answer', async () => {
-    const app = createHttpApp({ logger: pino({ level: 'silent' }), requestTimeoutMs: 400, connectionsCheckIntervalMs: 100 });
+    const app = createHttpApp({
+      logger: pino({ level: 'silent' }),
+      requestTimeoutMs: 400,
+      connectionsCheckIntervalMs: 100,
+    });
     app.post('/tools/call', async () => ({ ok: true }));
     const url = await listen(app, '127.0.0.1', 0);
     try {
       // No Host: refused at once, before the body; then the body never finishes.
-      const r = await unfinished(url, 'POST /tools/call HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n', '{"na', 5_000);
+      const r = await unfinished(
+        url,
+        'POST /tools/call HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n',
+        '{"na',
+        5_000,
+      );
       assert.equal(r.closed, true, 'the stalled connection is closed at the timeout');
       assert.equal(r.answer.match(/HTTP\/1\.1 400 /g)?.length, 1, r.answer);
     } finally {
@@ -107,7 +131,10 @@ describe('Fastify servers: a request that never finishes arriving', () => {
 describe('request log lines', () => {
   it('refused requests write at most 100 lines a second (the rest counted); answered ones each write one', async () => {
     const lines: string[] = [];
-    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const logger = pino(
+      { ...LOG_OPTIONS, level: 'info' },
+      new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }),
+    );
     const app = createHttpApp({ logger });
     app.get('/ok', async () => ({ ok: true }));
     const url = await listen(app, '127.0.0.1', 0);
@@ -121,7 +148,9 @@ describe('request log lines', () => {
       // Wall-clock seconds the storm touched: the budget is per second.
       const seconds = Math.floor(Date.now() / 1000) - Math.floor(t0 / 1000) + 1;
       for (let i = 0; i < 5; i++) assert.equal((await fetch(`${url}/ok`)).status, 200);
-      const requestLines = lines.map((l) => JSON.parse(l) as { msg: string; status?: number; skipped?: number }).filter((l) => l.msg === 'request');
+      const requestLines = lines
+        .map((l) => JSON.parse(l) as { msg: string; status?: number; skipped?: number })
+        .filter((l) => l.msg === 'request');
       const refused = requestLines.filter((l) => l.status === 404).length;
       assert.ok(refused <= 100 * seconds, `${refused} lines over ${seconds} wall-clock seconds`);
       assert.equal(requestLines.filter((l) => l.status === 200).length, 5, 'answered requests are each logged');
@@ -140,7 +169,8 @@ describe('a body where no route takes it', () => {
     const big = JSON.stringify({ x: 'a'.repeat(100_000) });
     const problem = async (res: Response): Promise<string> => ((await res.json()) as { type: string }).type;
     try {
-      const send = (path: string, method: string, body: string, ct = 'application/json') => fetch(`${url}${path}`, { method, headers: { 'content-type': ct }, body });
+      const send = (path: string, method: string, body: string, ct = 'application/json') =>
+        fetch(`${url}${path}`, { method, headers: { 'content-type': ct }, body });
       let res = await send('/nope', 'POST', big);
       assert.equal(res.status, 404);
       assert.equal(await problem(res), 'urn:svc-serving:problem:not-found');
@@ -151,26 +181,47 @@ describe('a body where no route takes it', () => {
       assert.equal((await send('/nope', 'POST', 'not json', 'text/plain')).status, 404);
       assert.equal((await send('/write', 'PUT', '{"a":', 'application/json')).status, 405);
       // A small declared body to nowhere is read and dropped: the connection carries the next request.
-      const small = await unfinished(url, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n`, `${'b'.repeat(500)}GET /read HTTP/1.1\r\nHost: x\r\n\r\n`, 1_500);
+      const small = await unfinished(
+        url,
+        `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n`,
+        `${'b'.repeat(500)}GET /read HTTP/1.1\r\nHost: x\r\n\r\n`,
+        1_500,
+      );
       assert.match(small.answer, /^HTTP\/1\.1 404 /);
       assert.match(small.answer, /HTTP\/1\.1 200 [\s\S]*\{"ok":true\}$/);
       // A chunked body (size unknown) or one declared past the limit is not read at all: the
       // 404, then the connection closes (a server never takes in an unbounded upload nobody reads).
       for (const framing of ['Transfer-Encoding: chunked', `Content-Length: ${100_000_000_000}`]) {
-        const r = await unfinished(url, `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`, `${(50_000).toString(16)}\r\n${'b'.repeat(50_000)}\r\n`, 3_000);
+        const r = await unfinished(
+          url,
+          `POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`,
+          `${(50_000).toString(16)}\r\n${'b'.repeat(50_000)}\r\n`,
+          3_000,
+        );
         assert.match(r.answer, /^HTTP\/1\.1 404 /, framing);
         assert.match(r.answer, /\r\nconnection: close\r\n/i, framing);
         assert.equal(r.closed, true, framing);
       }
       // GET with a body: to nowhere 404; to a read route 400 (filters sent there would be ignored).
-      const getWithBody = (path: string) => unfinished(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\nConnection: close\r\n\r\n`, '{"a":1}', 1_500);
+      const getWithBody = (path: string) =>
+        unfinished(
+          url,
+          `GET ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\nConnection: close\r\n\r\n`,
+          '{"a":1}',
+          1_500,
+        );
       assert.match((await getWithBody('/nope')).answer, /^HTTP\/1\.1 404 /);
       assert.match((await getWithBody('/read')).answer, /^HTTP\/1\.1 400 /);
       // Where a route takes it, the body is judged as before.
       assert.equal((await send('/write', 'POST', big)).status, 413);
       // A refusal before any route reads the body (no Host) settles it the same way: a body
       // past the limit is not taken in, the connection closes after the 400.
-      const noHost = await unfinished(url, `POST /write HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n`, 'c'.repeat(60_000), 3_000);
+      const noHost = await unfinished(
+        url,
+        `POST /write HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n`,
+        'c'.repeat(60_000),
+        3_000,
+      );
       assert.match(noHost.answer, /^HTTP\/1\.1 400 /);
       assert.equal(noHost.closed, true);
     } finally {
@@ -179,10 +230,19 @@ describe('a body where no route takes it', () => {
   });
 
   it('a body to nowhere that stalls: the 404 at once, then the connection closed at the request timeout without a second answer', async () => {
-    const app = createHttpApp({ logger: pino({ level: 'silent' }), requestTimeoutMs: 400, connectionsCheckIntervalMs: 100 });
+    const app = createHttpApp({
+      logger: pino({ level: 'silent' }),
+      requestTimeoutMs: 400,
+      connectionsCheckIntervalMs: 100,
+    });
     const url = await listen(app, '127.0.0.1', 0);
     try {
-      const r = await unfinished(url, 'POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n', '{"a":', 5_000);
+      const r = await unfinished(
+        url,
+        'POST /nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n',
+        '{"a":',
+        5_000,
+      );
       assert.equal(r.closed, true);
       assert.match(r.answer, /^HTTP\/1\.1 404 /);
       assert.equal(r.answer.match(/HTTP\/1\.1 /g)?.length, 1, r.answer);

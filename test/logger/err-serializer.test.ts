@@ -13,7 +13,10 @@ const CANARY = 'secret-canary /path/to/secret';
 function capture(): { logger: pino.Logger; lines: Record<string, unknown>[]; raw: string[] } {
   const raw: string[] = [];
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void (raw.push(l), lines.push(JSON.parse(l) as Record<string, unknown>)) });
+  const logger = pino(
+    { ...LOG_OPTIONS, level: 'info' },
+    { write: (l: string) => void (raw.push(l), lines.push(JSON.parse(l) as Record<string, unknown>)) },
+  );
   return { logger, lines, raw };
 }
 
@@ -41,11 +44,14 @@ describe('logger - the err serializer', () => {
     logger.error({ err: new ConfigError(CANARY) }, 'start failed');
     logger.error({ err: new StoreGoneError(CANARY) }, 'job store cannot be written');
     logger.error({ err: systemError() }, 'in-flight journal write failed');
-    assert.deepEqual(lines.map((l) => l['err']), [
-      { name: 'ConfigError', code: 'SVC_ERR_CONFIG' },
-      { name: 'StoreGoneError', code: 'SVC_STORE_GONE' },
-      { name: 'Error', code: 'ENOENT' },
-    ]);
+    assert.deepEqual(
+      lines.map((l) => l['err']),
+      [
+        { name: 'ConfigError', code: 'SVC_ERR_CONFIG' },
+        { name: 'StoreGoneError', code: 'SVC_STORE_GONE' },
+        { name: 'Error', code: 'ENOENT' },
+      ],
+    );
     assert.ok(raw[2]!.includes('"err":{"name":"Error","code":"ENOENT"}'), raw[2]);
     for (const l of raw) assert.doesNotMatch(l, /secret-canary|\/path|nonexistent|stack|errno|syscall/);
   });
@@ -56,24 +62,40 @@ describe('logger - the err serializer', () => {
     logger.warn({ err: null }, 'a rejection with null');
     logger.warn({ err: { detail: CANARY } }, 'a thrown object');
     logger.warn({ err: 42 }, 'a thrown number');
-    assert.deepEqual(lines.map((l) => l['err']), [{}, {}, {}, {}]);
+    assert.deepEqual(
+      lines.map((l) => l['err']),
+      [{}, {}, {}, {}],
+    );
     for (const l of raw) assert.doesNotMatch(l, /secret-canary/);
     assert.deepEqual(serializeErr(undefined), {});
   });
 
   it('is inherited by child loggers', () => {
     const { logger, lines, raw } = capture();
-    logger.child({ component: 'router' }).child({ subsystem: 'x' }).error({ err: new ConfigError(CANARY) }, 'failed');
+    logger
+      .child({ component: 'router' })
+      .child({ subsystem: 'x' })
+      .error({ err: new ConfigError(CANARY) }, 'failed');
     assert.deepEqual(lines[0]!['err'], { name: 'ConfigError', code: 'SVC_ERR_CONFIG' });
     assert.doesNotMatch(raw[0]!, /secret-canary/);
   });
 
   it('writes the same err member as the objects the call sites built before it, `{ name, code }`', () => {
-    const before = (v: unknown): string => JSON.stringify({ err: { name: (v as Error)?.name, code: (v as { code?: unknown })?.code } });
+    const before = (v: unknown): string =>
+      JSON.stringify({ err: { name: (v as Error)?.name, code: (v as { code?: unknown })?.code } });
     const plain = pino({ level: 'info' }, { write: (l: string) => void seen.push(l) });
     const seen: string[] = [];
     const { logger, raw } = capture();
-    const values: unknown[] = [new Error(CANARY), new ConfigError(CANARY), new StoreGoneError(), systemError(), new TypeError('x'), CANARY, null, { name: 'N', code: 7 }];
+    const values: unknown[] = [
+      new Error(CANARY),
+      new ConfigError(CANARY),
+      new StoreGoneError(),
+      systemError(),
+      new TypeError('x'),
+      CANARY,
+      null,
+      { name: 'N', code: 7 },
+    ];
     for (const v of values) {
       plain.warn({ err: { name: (v as Error)?.name, code: (v as { code?: unknown })?.code } }, 'm');
       logger.warn({ err: v }, 'm');

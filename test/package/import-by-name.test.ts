@@ -39,11 +39,38 @@ describe('the package imported by name', () => {
       }));
     `) as Record<string, unknown>;
     for (const name of [
-      'SCHEMA_ID', 'WorkloadRecord', 'Truncation', 'SourceResult', 'NodeResult', 'FleetResult', 'ObservationBatch', 'checkNodeResult',
-      'checkFleetResult', 'checkBatch', 'FilterArgs', 'parseFilterArgs', 'resolveFilters', 'TerminalRecord', 'checkTerminalRecord',
-      'DIAGNOSIS_SCHEMA_ID', 'interpret', 'terminalEvidence', 'diagnoseLookup', 'diagnoseHistory', 'FleetDiagnosis', 'checkFleetDiagnosis',
-      'createNodeSnapshot', 'foldNode', 'queryNode', 'composeFleet', 'SvcError', 'ErrorCode', 'readNode', 'readFleet',
-    ]) assert.ok((out['names'] as string[]).includes(name), name);
+      'SCHEMA_ID',
+      'WorkloadRecord',
+      'Truncation',
+      'SourceResult',
+      'NodeResult',
+      'FleetResult',
+      'ObservationBatch',
+      'checkNodeResult',
+      'checkFleetResult',
+      'checkBatch',
+      'FilterArgs',
+      'parseFilterArgs',
+      'resolveFilters',
+      'TerminalRecord',
+      'checkTerminalRecord',
+      'DIAGNOSIS_SCHEMA_ID',
+      'interpret',
+      'terminalEvidence',
+      'diagnoseLookup',
+      'diagnoseHistory',
+      'FleetDiagnosis',
+      'checkFleetDiagnosis',
+      'createNodeSnapshot',
+      'foldNode',
+      'queryNode',
+      'composeFleet',
+      'SvcError',
+      'ErrorCode',
+      'readNode',
+      'readFleet',
+    ])
+      assert.ok((out['names'] as string[]).includes(name), name);
     assert.deepEqual(out['filters'], { owner: 'router', active_only: false, recent_seconds: 3600, limit: 5 });
     assert.equal(out['nodeValid'], true);
     assert.equal(out['nodeStatus'], 'unavailable');
@@ -56,6 +83,9 @@ describe('the package imported by name', () => {
     assert.ok(existsSync(join(ROOT, out['types'] as string)), 'the declared types file is built');
     // The CLI is a bin, not an export: the exports map leaves it where it was.
     assert.ok(existsSync(join(ROOT, out['bin'] as string)), 'the CLI bin is built');
-    assert.match(execFileSync(process.execPath, [join(ROOT, out['bin'] as string), '--version'], { encoding: 'utf8' }), /^\d+\.\d+\.\d+/);
+    assert.match(
+      execFileSync(process.execPath, [join(ROOT, out['bin'] as string), '--version'], { encoding: 'utf8' }),
+      /^\d+\.\d+\.\d+/,
+    );
   });
 });

@@ -22,7 +22,18 @@ describe('`svc-serving recipe status` (built CLI) with a recorded Docker Engine 
     await fake.close();
   });
   const status = (name: string, ...extra: string[]) =>
-    runCli(['recipe', 'status', name, '--recipes-dir', RECIPES, '--container-socket', fake.socketPath, '--shm-dir', shm, ...extra]);
+    runCli([
+      'recipe',
+      'status',
+      name,
+      '--recipes-dir',
+      RECIPES,
+      '--container-socket',
+      fake.socketPath,
+      '--shm-dir',
+      shm,
+      ...extra,
+    ]);
 
   it('--json prints the status object', async () => {
     const r = await status('qwen-7b', '--json');
@@ -30,8 +41,18 @@ describe('`svc-serving recipe status` (built CLI) with a recorded Docker Engine 
     assert.equal(r.stderr, '');
     const s = JSON.parse(r.stdout) as Record<string, unknown>;
     assert.deepEqual(Object.keys(s), [
-      'recipe', 'state', 'observation_quality', 'baseline_equal', 'revision', 'image_digest', 'recipe_digest',
-      'registry_digest', 'context_size', 'serve_mode', 'router', 'shared_memory',
+      'recipe',
+      'state',
+      'observation_quality',
+      'baseline_equal',
+      'revision',
+      'image_digest',
+      'recipe_digest',
+      'registry_digest',
+      'context_size',
+      'serve_mode',
+      'router',
+      'shared_memory',
     ]);
     assert.equal(s['state'], 'running');
     assert.equal(s['observation_quality'], 'observed-running');
@@ -45,10 +66,15 @@ describe('`svc-serving recipe status` (built CLI) with a recorded Docker Engine 
     const r = await status('whisper-small');
     assert.equal(r.code, 0, r.stderr);
     for (const line of [
-      'recipe whisper-small', 'state              configured (configured)', 'baseline equal     no',
-      'unresolved         container-not-running, recipe-digest-mismatch', 'gpu owner          none',
-      'files              svc.whisper-small.cache', 'reclaimable bytes  2048',
-    ]) assert.ok(r.stdout.includes(line), line);
+      'recipe whisper-small',
+      'state              configured (configured)',
+      'baseline equal     no',
+      'unresolved         container-not-running, recipe-digest-mismatch',
+      'gpu owner          none',
+      'files              svc.whisper-small.cache',
+      'reclaimable bytes  2048',
+    ])
+      assert.ok(r.stdout.includes(line), line);
     assert.ok(!r.stdout.includes(shm));
   });
 
@@ -67,7 +93,15 @@ describe('`svc-serving recipe status` (built CLI) with a recorded Docker Engine 
 
   it('an unreadable recipes directory exits 2 without naming it', async () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'svc-canary-')), 'missing');
-    const r = await runCli(['recipe', 'status', 'qwen-7b', '--recipes-dir', dir, '--container-socket', fake.socketPath]);
+    const r = await runCli([
+      'recipe',
+      'status',
+      'qwen-7b',
+      '--recipes-dir',
+      dir,
+      '--container-socket',
+      fake.socketPath,
+    ]);
     assert.equal(r.code, 2);
     assert.equal(r.stderr, err('dirUnreadable'));
   });
@@ -76,14 +110,31 @@ describe('`svc-serving recipe status` (built CLI) with a recorded Docker Engine 
     const dir = mkdtempSync(join(tmpdir(), 'svc-recipes-'));
     copyFileSync(join(RECIPES, 'qwen-7b.toml'), join(dir, 'a.toml'));
     copyFileSync(join(RECIPES, 'qwen-7b.toml'), join(dir, 'b.toml'));
-    const r = await runCli(['recipe', 'status', 'qwen-7b', '--recipes-dir', dir, '--container-socket', fake.socketPath]);
+    const r = await runCli([
+      'recipe',
+      'status',
+      'qwen-7b',
+      '--recipes-dir',
+      dir,
+      '--container-socket',
+      fake.socketPath,
+    ]);
     assert.equal(r.code, 2);
     assert.equal(r.stderr, err('duplicate'));
   });
 
   it('an unreachable runtime exits 4 with a fixed message, never the socket path', async () => {
     const sock = join(mkdtempSync(join(tmpdir(), 'svc-canary-')), 'docker.sock');
-    const r = await runCli(['recipe', 'status', 'qwen-7b', '--recipes-dir', RECIPES, '--container-socket', sock, '--json']);
+    const r = await runCli([
+      'recipe',
+      'status',
+      'qwen-7b',
+      '--recipes-dir',
+      RECIPES,
+      '--container-socket',
+      sock,
+      '--json',
+    ]);
     assert.equal(r.code, 4);
     assert.equal(r.stderr, err('runtime'));
     assert.equal(r.stdout, '');

@@ -4,12 +4,24 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigDirUnreadableError, loadManifestDir, loadRecipeDir } from '../../src/recipes/config-dir.js';
-import { canonicalJson, loadManifestFile, loadRecipeFile, recipeDigest, recipeRevision } from '../../src/recipes/recipe-config.js';
+import {
+  canonicalJson,
+  loadManifestFile,
+  loadRecipeFile,
+  recipeDigest,
+  recipeRevision,
+} from '../../src/recipes/recipe-config.js';
 import { RECIPE_CONFIG } from './fake-docker.js';
 
 const VALID = [
-  'name = "qwen-7b"', 'image = "vllm/vllm-openai:v0.6.3"', 'model = "Qwen/Qwen2.5-7B-Instruct"',
-  'served_model_name = "qwen-7b"', 'context_size = 32768', 'port = 8001', 'gpus = [0, 1]', 'env = ["HF_TOKEN"]',
+  'name = "qwen-7b"',
+  'image = "vllm/vllm-openai:v0.6.3"',
+  'model = "Qwen/Qwen2.5-7B-Instruct"',
+  'served_model_name = "qwen-7b"',
+  'context_size = 32768',
+  'port = 8001',
+  'gpus = [0, 1]',
+  'env = ["HF_TOKEN"]',
 ];
 const tmp = (): string => mkdtempSync(join(tmpdir(), 'svc-recipes-'));
 function file(text: string, dir = tmp(), name = 'r.toml'): string {
@@ -51,13 +63,29 @@ describe('recipe TOML', () => {
   // [case, lines, the fixed message]
   const errors: [string, string[], string][] = [
     ['missing image', without('image'), 'recipe configuration: invalid member /image'],
-    ['missing served_model_name', without('served_model_name'), 'recipe configuration: invalid member /served_model_name'],
-    ['context_size not an integer', replaced('context_size', 'context_size = "canary-ctx-4412"'), 'recipe configuration: invalid member /context_size'],
-    ['context_size zero', replaced('context_size', 'context_size = 0'), 'recipe configuration: invalid member /context_size'],
+    [
+      'missing served_model_name',
+      without('served_model_name'),
+      'recipe configuration: invalid member /served_model_name',
+    ],
+    [
+      'context_size not an integer',
+      replaced('context_size', 'context_size = "canary-ctx-4412"'),
+      'recipe configuration: invalid member /context_size',
+    ],
+    [
+      'context_size zero',
+      replaced('context_size', 'context_size = 0'),
+      'recipe configuration: invalid member /context_size',
+    ],
     ['port out of range', replaced('port', 'port = 70000'), 'recipe configuration: invalid member /port'],
     ['gpus repeated', replaced('gpus', 'gpus = [0, 0]'), 'recipe configuration: invalid member /gpus'],
     ['gpus not integers', replaced('gpus', 'gpus = ["canary-gpu-9"]'), 'recipe configuration: invalid member /gpus/0'],
-    ['env not a name', replaced('env', 'env = ["HF_TOKEN=canary-secret-1"]'), 'recipe configuration: invalid member /env/0'],
+    [
+      'env not a name',
+      replaced('env', 'env = ["HF_TOKEN=canary-secret-1"]'),
+      'recipe configuration: invalid member /env/0',
+    ],
     ['name with a dot', replaced('name', 'name = "canary.name"'), 'recipe configuration: invalid member /name'],
     ['name with a slash', replaced('name', 'name = "../canary"'), 'recipe configuration: invalid member /name'],
     ['image with a space', replaced('image', 'image = "canary image"'), 'recipe configuration: invalid member /image'],
@@ -76,8 +104,14 @@ describe('recipe TOML', () => {
 
   it('refuses a file over 64 KiB and a missing file without naming the path', () => {
     const big = file(VALID.join('\n') + '\n#' + 'x'.repeat(70_000));
-    assert.equal(message(() => loadRecipeFile(big)), 'recipe configuration file is larger than 64 KiB');
-    assert.equal(message(() => loadRecipeFile('/nonexistent/canary.toml')), 'recipe configuration file is not readable');
+    assert.equal(
+      message(() => loadRecipeFile(big)),
+      'recipe configuration file is larger than 64 KiB',
+    );
+    assert.equal(
+      message(() => loadRecipeFile('/nonexistent/canary.toml')),
+      'recipe configuration file is not readable',
+    );
   });
 });
 
@@ -90,14 +124,24 @@ describe('manifest TOML', () => {
   it('refuses overlap, repeats, too many entries and unknown keys with fixed messages', () => {
     const names = (n: number, p: string) => Array.from({ length: n }, (_, i) => `"${p}${i}"`).join(', ');
     const cases: [string, string][] = [
-      ['name = "m"\nrecipes = ["a"]\nabsent = ["a"]', 'manifest configuration: invalid member /absent (a recipe is listed in both recipes and absent)'],
+      [
+        'name = "m"\nrecipes = ["a"]\nabsent = ["a"]',
+        'manifest configuration: invalid member /absent (a recipe is listed in both recipes and absent)',
+      ],
       ['name = "m"\nrecipes = ["a", "a"]', 'manifest configuration: invalid member /recipes'],
       [`name = "m"\nrecipes = [${names(65, 'r')}]`, 'manifest configuration: invalid member /recipes'],
-      [`name = "m"\nrecipes = [${names(40, 'r')}]\nabsent = [${names(40, 'a')}]`, 'manifest configuration: invalid member /absent (more than 64 entries in all)'],
+      [
+        `name = "m"\nrecipes = [${names(40, 'r')}]\nabsent = [${names(40, 'a')}]`,
+        'manifest configuration: invalid member /absent (more than 64 entries in all)',
+      ],
       ['name = "m"\nrecipes = ["a"]\npath = "/canary"', 'manifest configuration: invalid member /path'],
       ['name = "m"', 'manifest configuration: invalid member /recipes'],
     ];
-    for (const [text, expected] of cases) assert.equal(message(() => loadManifestFile(file(text))), expected);
+    for (const [text, expected] of cases)
+      assert.equal(
+        message(() => loadManifestFile(file(text))),
+        expected,
+      );
   });
 });
 

@@ -47,8 +47,13 @@ function images(): Json[] {
 function findImage(key: string): Json | undefined {
   return images().find((x) => {
     const id = String(x['Id']);
-    return id === key || id === `sha256:${key}` || (key.length >= 12 && id.slice(7).startsWith(key))
-      || (x['RepoTags'] as string[]).includes(key) || (x['RepoDigests'] as string[]).includes(key);
+    return (
+      id === key ||
+      id === `sha256:${key}` ||
+      (key.length >= 12 && id.slice(7).startsWith(key)) ||
+      (x['RepoTags'] as string[]).includes(key) ||
+      (x['RepoDigests'] as string[]).includes(key)
+    );
   });
 }
 
@@ -69,31 +74,71 @@ function labelFilter(list: Json[], query: URLSearchParams): Json[] {
   // Both filter encodings the Engine accepts: `["k=v"]` and the older `{"k=v": true}`.
   const given = (JSON.parse(f) as { label?: string[] | Record<string, boolean> }).label ?? [];
   const labels = Array.isArray(given) ? given : Object.keys(given);
-  return list.filter((c) => labels.every((l) => {
-    const [k, v] = l.split('=');
-    const have = ((c['Labels'] ?? {}) as Record<string, string>)[k!];
-    return have !== undefined && (v === undefined || have === v);
-  }));
+  return list.filter((c) =>
+    labels.every((l) => {
+      const [k, v] = l.split('=');
+      const have = ((c['Labels'] ?? {}) as Record<string, string>)[k!];
+      return have !== undefined && (v === undefined || have === v);
+    }),
+  );
 }
 
 function setState(c: FakeContainer, status: 'running' | 'exited', exitCode = 0): void {
   const now = new Date().toISOString();
   const state = c.inspect['State'] as Json;
-  Object.assign(state, { Status: status, Running: status === 'running', ...(status === 'running' ? { StartedAt: now, ExitCode: 0 } : { FinishedAt: now, ExitCode: exitCode }) });
-  Object.assign(c.list, { State: status, Status: status === 'running' ? 'Up Less than a second' : `Exited (${exitCode}) Less than a second ago` });
+  Object.assign(state, {
+    Status: status,
+    Running: status === 'running',
+    ...(status === 'running' ? { StartedAt: now, ExitCode: 0 } : { FinishedAt: now, ExitCode: exitCode }),
+  });
+  Object.assign(c.list, {
+    State: status,
+    Status: status === 'running' ? 'Up Less than a second' : `Exited (${exitCode}) Less than a second ago`,
+  });
 }
 
 /** A container as `POST /containers/create` makes it: state `created`. */
 function created(id: string, name: string, body: Json, image: Json): FakeContainer {
-  const config = { Env: body['Env'] ?? [], Cmd: body['Cmd'] ?? null, Image: body['Image'], Labels: body['Labels'] ?? {}, ExposedPorts: body['ExposedPorts'] ?? {} };
+  const config = {
+    Env: body['Env'] ?? [],
+    Cmd: body['Cmd'] ?? null,
+    Image: body['Image'],
+    Labels: body['Labels'] ?? {},
+    ExposedPorts: body['ExposedPorts'] ?? {},
+  };
   const inspect: Json = {
-    Id: id, Created: new Date().toISOString(), Path: '', Args: config.Cmd ?? [], Name: `/${name}`, Image: image['Id'],
-    State: { Status: 'created', Running: false, Paused: false, Restarting: false, Dead: false, Pid: 0, ExitCode: 0, StartedAt: NEVER, FinishedAt: NEVER },
-    HostConfig: body['HostConfig'] ?? {}, Config: config, NetworkSettings: { Ports: {} },
+    Id: id,
+    Created: new Date().toISOString(),
+    Path: '',
+    Args: config.Cmd ?? [],
+    Name: `/${name}`,
+    Image: image['Id'],
+    State: {
+      Status: 'created',
+      Running: false,
+      Paused: false,
+      Restarting: false,
+      Dead: false,
+      Pid: 0,
+      ExitCode: 0,
+      StartedAt: NEVER,
+      FinishedAt: NEVER,
+    },
+    HostConfig: body['HostConfig'] ?? {},
+    Config: config,
+    NetworkSettings: { Ports: {} },
   };
   const list: Json = {
-    Id: id, Names: [`/${name}`], Image: body['Image'], ImageID: image['Id'], Command: (config.Cmd as string[] | null)?.join(' ') ?? '',
-    Created: Math.floor(Date.now() / 1000), Labels: config.Labels, State: 'created', Status: 'Created', HostConfig: { NetworkMode: 'bridge' },
+    Id: id,
+    Names: [`/${name}`],
+    Image: body['Image'],
+    ImageID: image['Id'],
+    Command: (config.Cmd as string[] | null)?.join(' ') ?? '',
+    Created: Math.floor(Date.now() / 1000),
+    Labels: config.Labels,
+    State: 'created',
+    Status: 'Created',
+    HostConfig: { NetworkMode: 'bridge' },
   };
   return { list, inspect };
 }
@@ -113,11 +158,17 @@ export async function startFakeDocker(opts: FakeDockerOptions = {}): Promise<Fak
   const containers = recordedContainers();
   const t = (route: string, body: unknown): unknown => (opts.transform ? opts.transform(route, body) : body);
   const send = (res: ServerResponse, status: number, body?: unknown): void => {
-    res.writeHead(status, { 'content-type': 'application/json', 'api-version': '1.43', server: 'Docker/24.0.7 (linux)' });
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'api-version': '1.43',
+      server: 'Docker/24.0.7 (linux)',
+    });
     res.end(body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body));
   };
   const find = (key: string): FakeContainer | undefined =>
-    [...containers.values()].find((c) => (key.length >= 12 && String(c.inspect['Id']).startsWith(key)) || c.inspect['Name'] === `/${key}`);
+    [...containers.values()].find(
+      (c) => (key.length >= 12 && String(c.inspect['Id']).startsWith(key)) || c.inspect['Name'] === `/${key}`,
+    );
 
   const write = (method: string, path: string, url: URL, body: string, res: ServerResponse): void => {
     if (method !== 'POST') return send(res, 405, { message: 'not served by the fake' });
@@ -158,7 +209,7 @@ export async function startFakeDocker(opts: FakeDockerOptions = {}): Promise<Fak
     if (raw) return send(res, raw.status, raw.body);
     if (method !== 'GET' && method !== 'HEAD') return write(method, path, url, body, res);
     if (path === '/_ping') {
-      res.writeHead(200, { 'content-type': 'text/plain', 'api-version': '1.43', 'ostype': 'linux' });
+      res.writeHead(200, { 'content-type': 'text/plain', 'api-version': '1.43', ostype: 'linux' });
       return void res.end('OK');
     }
     if (path === '/version') return send(res, 200, t('version', read(join(DOCKER_FIXTURES, 'version.json'))));
@@ -191,9 +242,10 @@ export async function startFakeDocker(opts: FakeDockerOptions = {}): Promise<Fak
     requests,
     createBodies,
     containers,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -25,7 +25,11 @@ const summary = (r: OwnerReading, owner: 'recipe' | 'manifest', native: string) 
   return x && `${x.state}/${x.observation_quality}${x.outcome ? `/${x.outcome}` : ''}`;
 };
 
-async function withFake<T>(opts: FakeDockerOptions, fn: (f: FakeDocker, i: ContainerInspector) => Promise<T>, timeoutMs?: number): Promise<T> {
+async function withFake<T>(
+  opts: FakeDockerOptions,
+  fn: (f: FakeDocker, i: ContainerInspector) => Promise<T>,
+  timeoutMs?: number,
+): Promise<T> {
   const f = await startFakeDocker(opts);
   const api = new DockerEngineClient(f.socketPath, timeoutMs ? { timeoutMs } : {});
   try {
@@ -54,7 +58,10 @@ describe('inspector with a recorded Docker Engine API on a unix socket', () => {
     assert.equal(await inspector.apiVersion(), '1.43');
     const { containers, over } = await inspector.managedContainers();
     assert.equal(over, false);
-    assert.deepEqual(containers.map((c) => [c.recipe, c.status, c.gpus]).sort(), [['qwen-7b', 'running', [0]], ['whisper-small', 'exited', [1]]]);
+    assert.deepEqual(containers.map((c) => [c.recipe, c.status, c.gpus]).sort(), [
+      ['qwen-7b', 'running', [0]],
+      ['whisper-small', 'exited', [1]],
+    ]);
     const qwen = containers.find((c) => c.recipe === 'qwen-7b')!;
     assert.ok(qwen.envNames.includes('HF_TOKEN'));
     assert.ok(!JSON.stringify(containers).includes('canary'), 'env values are dropped at parse time');
@@ -62,7 +69,10 @@ describe('inspector with a recorded Docker Engine API on a unix socket', () => {
     assert.equal(qwen.createdAt, Date.parse('2025-11-25T10:00:00.123Z'));
     assert.equal(await inspector.image('vllm/vllm-openai:v0.6.3').then((i) => i?.repoDigests.length), 1);
     assert.equal(await inspector.image('no/such:image'), null);
-    assert.ok(fake.requests.every((p) => !p.includes(' ')), 'only GET requests');
+    assert.ok(
+      fake.requests.every((p) => !p.includes(' ')),
+      'only GET requests',
+    );
   });
 
   it('recipe owner: configured without container, observed-running when running, configured when exited', async () => {
@@ -101,7 +111,9 @@ describe('inspector with a recorded Docker Engine API on a unix socket', () => {
     const orphans = await readRecipeOwner(H, tmp(), inspector);
     assert.equal(orphans.status, 'complete');
     assert.equal(orphans.records.length, 2);
-    const empty = await withFake({ transform: (route, b) => (route === 'list' ? [] : b) }, (_f, i) => readRecipeOwner(H, tmp(), i));
+    const empty = await withFake({ transform: (route, b) => (route === 'list' ? [] : b) }, (_f, i) =>
+      readRecipeOwner(H, tmp(), i),
+    );
     assert.deepEqual(empty, { status: 'complete', records: [] });
     const noManifests = await readManifestOwner(H, tmp(), inspector);
     assert.deepEqual(noManifests, { status: 'complete', records: [] });
@@ -136,12 +148,18 @@ describe('inspector: ambiguous and unknown runtime answers are unsupported', () 
   it('two containers claiming one recipe are unsupported (ambiguous), for both owners', async () => {
     const relabel = (b: unknown): unknown => {
       const o = b as { Labels?: Record<string, string>; Config?: { Labels?: Record<string, string> } };
-      if (o.Labels?.['svc.recipe'] === 'whisper-small') return { ...o, Labels: { ...o.Labels, 'svc.recipe': 'qwen-7b' } };
-      if (o.Config?.Labels?.['svc.recipe'] === 'whisper-small') return { ...o, Config: { ...o.Config, Labels: { ...o.Config.Labels, 'svc.recipe': 'qwen-7b' } } };
+      if (o.Labels?.['svc.recipe'] === 'whisper-small')
+        return { ...o, Labels: { ...o.Labels, 'svc.recipe': 'qwen-7b' } };
+      if (o.Config?.Labels?.['svc.recipe'] === 'whisper-small')
+        return { ...o, Config: { ...o.Config, Labels: { ...o.Config.Labels, 'svc.recipe': 'qwen-7b' } } };
       return b;
     };
-    const t = (route: string, b: unknown) => (route === 'list' ? (b as unknown[]).map(relabel) : route === 'container' ? relabel(b) : b);
-    const [r, m] = await withFake({ transform: t }, async (_f, i) => [await readRecipeOwner(H, RECIPES, i), await readManifestOwner(H, MANIFESTS, i)]);
+    const t = (route: string, b: unknown) =>
+      route === 'list' ? (b as unknown[]).map(relabel) : route === 'container' ? relabel(b) : b;
+    const [r, m] = await withFake({ transform: t }, async (_f, i) => [
+      await readRecipeOwner(H, RECIPES, i),
+      await readManifestOwner(H, MANIFESTS, i),
+    ]);
     assert.equal(summary(r, 'recipe', 'qwen-7b'), 'unsupported/configured/unknown');
     assert.equal(summary(r, 'recipe', 'whisper-small'), 'configured/configured');
     assert.equal(summary(m, 'manifest', 'node-a/qwen-7b'), 'unsupported/configured/unknown');
@@ -150,7 +168,10 @@ describe('inspector: ambiguous and unknown runtime answers are unsupported', () 
 
 describe('inspector: an unreachable runtime makes the whole source unavailable (inspection-error)', () => {
   const UNAVAILABLE = { status: 'unavailable', reason: 'inspection-error', records: [] };
-  const both = async (i: ContainerInspector) => [await readRecipeOwner(H, RECIPES, i), await readManifestOwner(H, MANIFESTS, i)];
+  const both = async (i: ContainerInspector) => [
+    await readRecipeOwner(H, RECIPES, i),
+    await readManifestOwner(H, MANIFESTS, i),
+  ];
   const direct = async (socketPath: string, timeoutMs?: number) => {
     const api = new DockerEngineClient(socketPath, timeoutMs ? { timeoutMs } : {});
     try {
@@ -200,7 +221,10 @@ describe('inspector: an unreachable runtime makes the whole source unavailable (
     try {
       const started = Date.now();
       const api = new DockerEngineClient(path, { timeoutMs: 500 });
-      await assert.rejects(api.getJson('/containers/json'), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'timeout');
+      await assert.rejects(
+        api.getJson('/containers/json'),
+        (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'timeout',
+      );
       assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
       for (const r of await direct(path, 500)) assert.deepEqual(r, UNAVAILABLE);
       await api.close();
@@ -210,7 +234,11 @@ describe('inspector: an unreachable runtime makes the whole source unavailable (
   });
   it('the client reports each failure as a RuntimeUnreachableError with a fixed message', async () => {
     const api = new DockerEngineClient(join(tmp(), 'none.sock'));
-    await assert.rejects(api.getJson('/version'), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'connect' && !e.message.includes('none.sock'));
+    await assert.rejects(
+      api.getJson('/version'),
+      (e: unknown) =>
+        e instanceof RuntimeUnreachableError && e.failure === 'connect' && !e.message.includes('none.sock'),
+    );
     await api.close();
   });
   it('an unreadable configuration directory is unavailable too, never empty', async () => {

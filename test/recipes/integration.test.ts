@@ -18,8 +18,13 @@ const H = 'node-a';
 
 function config(p: TestPolicy, over: Partial<NodeConfig>): NodeConfig {
   return {
-    hostId: H, listen: { host: '127.0.0.1', port: 0 }, nats: undefined, policyPath: p.path, staleAfterMs: 30_000,
-    stateDir: mkdtempSync(join(tmpdir(), 'svc-state-')), ...over,
+    hostId: H,
+    listen: { host: '127.0.0.1', port: 0 },
+    nats: undefined,
+    policyPath: p.path,
+    staleAfterMs: 30_000,
+    stateDir: mkdtempSync(join(tmpdir(), 'svc-state-')),
+    ...over,
   };
 }
 
@@ -49,7 +54,11 @@ describe('controller with a recorded Docker Engine API on a unix socket: recipe 
   before(async () => {
     fake = await startFakeDocker();
     ctl = await startController(
-      config(p, { recipesDir: join(RECIPE_CONFIG, 'recipes'), manifestsDir: join(RECIPE_CONFIG, 'manifests'), containerSocket: fake.socketPath }),
+      config(p, {
+        recipesDir: join(RECIPE_CONFIG, 'recipes'),
+        manifestsDir: join(RECIPE_CONFIG, 'manifests'),
+        containerSocket: fake.socketPath,
+      }),
       { logger: pino({ level: 'silent' }), env: p.env, bus },
     );
   });
@@ -79,18 +88,24 @@ describe('controller with a recorded Docker Engine API on a unix socket: recipe 
       assert.notEqual(x.observation_quality, 'healthy-identity');
     }
     const text = JSON.stringify(r);
-    for (const secret of ['qwen', RECIPE_CONFIG, fake.socketPath, 'canary', 'vllm']) assert.ok(!text.includes(secret), secret);
+    for (const secret of ['qwen', RECIPE_CONFIG, fake.socketPath, 'canary', 'vllm'])
+      assert.ok(!text.includes(secret), secret);
   });
 
   it('a running container that goes away (docker rm -f) shows as configured at once, not as the old running record', async () => {
     const id = recordId(H, 'recipe', 'recipe-serve', 'qwen-7b');
-    const removed = [...fake.containers.entries()].filter(([, c]) => JSON.stringify(c.list).includes('"svc.recipe":"qwen-7b"'));
+    const removed = [...fake.containers.entries()].filter(([, c]) =>
+      JSON.stringify(c.list).includes('"svc.recipe":"qwen-7b"'),
+    );
     assert.ok(removed.length > 0);
     // A container started just now (as `recipe apply` makes one): its time is the newest
     // evidence of the record, newer than the recipe file.
     const started = new Date(Date.now() - 1000).toISOString();
     for (const [cid, c] of removed) {
-      fake.containers.set(cid, { list: c.list, inspect: { ...c.inspect, Created: started, State: { ...(c.inspect['State'] as object), StartedAt: started } } });
+      fake.containers.set(cid, {
+        list: c.list,
+        inspect: { ...c.inspect, Created: started, State: { ...(c.inspect['State'] as object), StartedAt: started } },
+      });
     }
     const was = await eventually(async () => {
       const r = source(await nodeWorkloads(ctl, p.tokens.reader), 'recipe').records.find((x) => x.id === id);
@@ -109,7 +124,12 @@ describe('controller with a recorded Docker Engine API on a unix socket: recipe 
     } finally {
       for (const [cid, c] of removed) fake.containers.set(cid, c);
     }
-    await eventually(async () => state(source(await nodeWorkloads(ctl, p.tokens.reader), 'recipe'), 'recipe', 'qwen-7b') === 'running/observed-running', 10_000);
+    await eventually(
+      async () =>
+        state(source(await nodeWorkloads(ctl, p.tokens.reader), 'recipe'), 'recipe', 'qwen-7b') ===
+        'running/observed-running',
+      10_000,
+    );
   });
 
   it('reads create nothing in the runtime: only GETs reached it', () => {
@@ -139,9 +159,17 @@ describe('controller recipe sources: not configured vs configured but empty', ()
     const bus1 = new InProcessBus();
     const bus2 = new InProcessBus();
     const logger = pino({ level: 'silent' });
-    const none = await startController(config(p, { containerSocket: fake.socketPath }), { logger, env: p.env, bus: bus1 });
+    const none = await startController(config(p, { containerSocket: fake.socketPath }), {
+      logger,
+      env: p.env,
+      bus: bus1,
+    });
     const empty = await startController(
-      config(p, { recipesDir: mkdtempSync(join(tmpdir(), 'svc-recipes-')), manifestsDir: mkdtempSync(join(tmpdir(), 'svc-manifests-')), containerSocket: fake.socketPath }),
+      config(p, {
+        recipesDir: mkdtempSync(join(tmpdir(), 'svc-recipes-')),
+        manifestsDir: mkdtempSync(join(tmpdir(), 'svc-manifests-')),
+        containerSocket: fake.socketPath,
+      }),
       { logger, env: p.env, bus: bus2 },
     );
     try {

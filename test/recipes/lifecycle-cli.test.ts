@@ -15,7 +15,9 @@ describe('`svc-serving recipe apply|stop` (built CLI) against a controller on th
     await node.close();
   });
   const run = async (args: string[], token = node.policy.tokens.lifecycle): Promise<CliResult> => {
-    const r = await runCli(['recipe', ...args, '--controller-url', node.ctl.url, '--auth-env', 'RECIPE_TOKEN'], { RECIPE_TOKEN: token });
+    const r = await runCli(['recipe', ...args, '--controller-url', node.ctl.url, '--auth-env', 'RECIPE_TOKEN'], {
+      RECIPE_TOKEN: token,
+    });
     outputs.push(r);
     return r;
   };
@@ -47,7 +49,10 @@ describe('`svc-serving recipe apply|stop` (built CLI) against a controller on th
     assert.equal(stop.stdout, 'recipe mistral-7b: stop succeeded: stopped its running container(s)\n');
     const refused = await run(['apply', 'whisper-small', '--yes']);
     assert.equal(refused.code, 1);
-    assert.equal(refused.stdout, `recipe whisper-small: apply failed: ${RECIPE_REASONS['container-digest-mismatch']}\n`);
+    assert.equal(
+      refused.stdout,
+      `recipe whisper-small: apply failed: ${RECIPE_REASONS['container-digest-mismatch']}\n`,
+    );
   });
 
   it('an unknown recipe and a read-only credential exit 4 with fixed messages', async () => {
@@ -64,7 +69,16 @@ describe('`svc-serving recipe apply|stop` (built CLI) against a controller on th
     const bad = await run(['apply', '../canary', '--yes']);
     assert.equal(bad.code, 2);
     assert.equal(bad.stderr, `svc-serving: error: ${RECIPE_ERRORS.name}\n`);
-    const noCred = await runCli(['recipe', 'stop', 'mistral-7b', '--controller-url', node.ctl.url, '--auth-env', 'UNSET_TOKEN', '--yes']);
+    const noCred = await runCli([
+      'recipe',
+      'stop',
+      'mistral-7b',
+      '--controller-url',
+      node.ctl.url,
+      '--auth-env',
+      'UNSET_TOKEN',
+      '--yes',
+    ]);
     assert.equal(noCred.code, 2);
     assert.ok(!looksLikeStackTrace(noCred.stderr));
   });
@@ -73,7 +87,8 @@ describe('`svc-serving recipe apply|stop` (built CLI) against a controller on th
     for (const verb of ['apply', 'stop']) {
       const r = await runCli(['recipe', verb, '--help']);
       assert.equal(r.code, 0);
-      for (const want of ['--controller-url', '--auth-env', '--yes', '--json', 'node-admin:lifecycle', 'Exit codes']) assert.ok(r.stdout.includes(want), `${verb}: ${want}`);
+      for (const want of ['--controller-url', '--auth-env', '--yes', '--json', 'node-admin:lifecycle', 'Exit codes'])
+        assert.ok(r.stdout.includes(want), `${verb}: ${want}`);
     }
   });
 

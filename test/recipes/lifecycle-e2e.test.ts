@@ -26,21 +26,35 @@ describe('recipe.apply and recipe.stop through a controller on the recorded runt
   it('needs node-admin:lifecycle: a workloads:read, media or bootstrap token cannot plan or apply (403)', async () => {
     const { tokens } = node.policy;
     for (const t of [tokens.reader, tokens.media, tokens.bootstrap]) {
-      for (const command of ['recipe.apply', 'recipe.stop']) assert.equal((await node.call('/v1/lifecycle/plan', t, { command, params: { name: 'mistral-7b' } })).status, 403);
+      for (const command of ['recipe.apply', 'recipe.stop'])
+        assert.equal(
+          (await node.call('/v1/lifecycle/plan', t, { command, params: { name: 'mistral-7b' } })).status,
+          403,
+        );
       assert.equal((await node.call('/v1/lifecycle/apply', t, { confirmation_token: 'a'.repeat(48) })).status, 403);
     }
     assert.equal(node.fake.createBodies.length, 0);
   });
 
   it('bad input is 400 and an unknown recipe 404, before any operation record exists', async () => {
-    for (const params of [{ name: '../etc' }, { name: 'Mistral' }, { name: 'mistral-7b', force: true }, {}, { name: 'a'.repeat(64) }]) {
+    for (const params of [
+      { name: '../etc' },
+      { name: 'Mistral' },
+      { name: 'mistral-7b', force: true },
+      {},
+      { name: 'a'.repeat(64) },
+    ]) {
       const r = await node.planApply('recipe.apply', params);
       assert.equal(r.plan.status, 400, JSON.stringify(params));
       assert.ok(!r.planBody.includes('etc') && !r.planBody.includes('Mistral'), 'the operand is never echoed');
     }
     const unknown = await node.planApply('recipe.stop', { name: 'no-such-recipe' });
     assert.equal(unknown.plan.status, 404);
-    assert.deepEqual(JSON.parse(unknown.planBody), { type: 'urn:svc-serving:problem:not-found', title: 'Not found', status: 404 });
+    assert.deepEqual(JSON.parse(unknown.planBody), {
+      type: 'urn:svc-serving:problem:not-found',
+      title: 'Not found',
+      status: 404,
+    });
     const ops = source(await node.nodeWorkloads(), 'controller');
     assert.equal(ops.status, 'complete');
     assert.deepEqual(ops.records, [], 'no operation record for a refused plan');
@@ -56,13 +70,22 @@ describe('recipe.apply and recipe.stop through a controller on the recorded runt
     assert.equal(r.apply?.status, 200);
     const done = await node.settle(r.operationId!);
     seen.push(JSON.stringify(done));
-    assert.deepEqual([done.state, done.outcome, done.summary], ['succeeded', 'success', { action: 'created', containers: 1 }]);
+    assert.deepEqual(
+      [done.state, done.outcome, done.summary],
+      ['succeeded', 'success', { action: 'created', containers: 1 }],
+    );
     assert.equal(await node.recipeRecord('mistral-7b', 'running/observed-running'), 'running/observed-running');
 
     const body = node.fake.createBodies[0]!;
     assert.deepEqual(body['Labels'], { 'svc.recipe': 'mistral-7b', 'svc.recipe-digest': recipeDigest(MISTRAL) });
-    assert.deepEqual((body['HostConfig'] as { DeviceRequests: unknown }).DeviceRequests, [{ Driver: '', Count: 0, DeviceIDs: ['1'], Capabilities: [['gpu']] }]);
-    assert.deepEqual(body['Env'], [`HF_TOKEN=${ENV_CANARY}`], 'the env value comes from the controller environment at apply time');
+    assert.deepEqual((body['HostConfig'] as { DeviceRequests: unknown }).DeviceRequests, [
+      { Driver: '', Count: 0, DeviceIDs: ['1'], Capabilities: [['gpu']] },
+    ]);
+    assert.deepEqual(
+      body['Env'],
+      [`HF_TOKEN=${ENV_CANARY}`],
+      'the env value comes from the controller environment at apply time',
+    );
     assert.ok(!node.fake.requests.some((x) => x.includes('/images/create')), 'nothing pulled');
 
     const ops = source(await node.nodeWorkloads(), 'controller').records;
@@ -71,7 +94,18 @@ describe('recipe.apply and recipe.stop through a controller on the recorded runt
 
   it('`recipe status --json` then shows the baseline equal, observed-running and never higher', async () => {
     const shm = mkdtempSync(join(tmpdir(), 'svc-shm-'));
-    const r = await runCli(['recipe', 'status', 'mistral-7b', '--json', '--recipes-dir', node.recipes, '--container-socket', node.fake.socketPath, '--shm-dir', shm]);
+    const r = await runCli([
+      'recipe',
+      'status',
+      'mistral-7b',
+      '--json',
+      '--recipes-dir',
+      node.recipes,
+      '--container-socket',
+      node.fake.socketPath,
+      '--shm-dir',
+      shm,
+    ]);
     assert.equal(r.code, 0, r.stderr);
     const s = JSON.parse(r.stdout) as Record<string, unknown>;
     assert.equal(s['baseline_equal'], true);
@@ -104,7 +138,12 @@ describe('recipe.apply and recipe.stop through a controller on the recorded runt
   });
 
   it('the env value never leaves for a record, plan, status, log, store or CLI output', async () => {
-    const everything = [...seen, JSON.stringify(await node.nodeWorkloads()), node.logs.join(''), node.stateBytes()].join('\n');
+    const everything = [
+      ...seen,
+      JSON.stringify(await node.nodeWorkloads()),
+      node.logs.join(''),
+      node.stateBytes(),
+    ].join('\n');
     assert.ok(node.logs.length > 0, 'logs were captured');
     assert.ok(!everything.includes(ENV_CANARY));
     assert.ok(!everything.includes(node.recipes), 'no recipes path either');
@@ -134,7 +173,11 @@ describe('a controller without recipes_dir', () => {
     try {
       const r = await node.planApply('recipe.apply', { name: 'qwen-7b' });
       assert.equal(r.plan.status, 503);
-      assert.deepEqual(JSON.parse(r.planBody), { type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 });
+      assert.deepEqual(JSON.parse(r.planBody), {
+        type: 'urn:svc-serving:problem:unavailable',
+        title: 'Service unavailable',
+        status: 503,
+      });
     } finally {
       await node.close();
     }

@@ -12,8 +12,15 @@ const CANARY = 'canary-env-value-7781';
 
 function loaded(over: Partial<Recipe> = {}): LoadedRecipe {
   const recipe: Recipe = {
-    name: 'mistral-7b', image: 'vllm/vllm-openai:v0.6.3', model: '/models/secret-model-dir', served_model_name: 'mistral-7b',
-    context_size: 16384, port: 8004, gpus: [1], env: ['HF_TOKEN'], ...over,
+    name: 'mistral-7b',
+    image: 'vllm/vllm-openai:v0.6.3',
+    model: '/models/secret-model-dir',
+    served_model_name: 'mistral-7b',
+    context_size: 16384,
+    port: 8004,
+    gpus: [1],
+    env: ['HF_TOKEN'],
+    ...over,
   };
   return { recipe, digest: recipeDigest(recipe), configAt: 1 };
 }
@@ -23,8 +30,16 @@ let n = 0;
 function box(over: Partial<ManagedContainer>): ManagedContainer {
   n++;
   return {
-    id: n.toString(16).padStart(64, 'a'), recipe: 'mistral-7b', recipeDigest: L.digest, status: 'running', image: null,
-    createdAt: 1, changedAt: 1, envNames: [], gpus: [], ...over,
+    id: n.toString(16).padStart(64, 'a'),
+    recipe: 'mistral-7b',
+    recipeDigest: L.digest,
+    status: 'running',
+    image: null,
+    createdAt: 1,
+    changedAt: 1,
+    envNames: [],
+    gpus: [],
+    ...over,
   };
 }
 
@@ -35,13 +50,29 @@ describe('recipe apply and stop: pure decisions', () => {
     ['its container exited with the same digest: start', [box({ status: 'exited' })], 'start'],
     ['its container was created, never started: start', [box({ status: 'created' })], 'start'],
     ['its container is paused: refuse', [box({ status: 'paused' })], 'refuse:container-state-unsupported'],
-    ['its container is in a state the mapping does not know: refuse', [box({ status: 'weird' })], 'refuse:container-state-unsupported'],
-    ['its container carries another digest: refuse', [box({ recipeDigest: 'sha256:' + '0'.repeat(64) })], 'refuse:container-digest-mismatch'],
-    ['its container carries no digest: refuse', [box({ status: 'exited', recipeDigest: null })], 'refuse:container-digest-mismatch'],
+    [
+      'its container is in a state the mapping does not know: refuse',
+      [box({ status: 'weird' })],
+      'refuse:container-state-unsupported',
+    ],
+    [
+      'its container carries another digest: refuse',
+      [box({ recipeDigest: 'sha256:' + '0'.repeat(64) })],
+      'refuse:container-digest-mismatch',
+    ],
+    [
+      'its container carries no digest: refuse',
+      [box({ status: 'exited', recipeDigest: null })],
+      'refuse:container-digest-mismatch',
+    ],
     ['two containers claim it: refuse', [box({}), box({ status: 'exited' })], 'refuse:container-ambiguous'],
     ['another recipe runs on its GPU: refuse', [box({ recipe: 'other', gpus: [1] })], 'refuse:gpu-busy'],
     ['another recipe runs on all GPUs: refuse', [box({ recipe: 'other', gpus: 'all' })], 'refuse:gpu-busy'],
-    ['another recipe holds its GPU but is stopped: create', [box({ recipe: 'other', status: 'exited', gpus: [1] })], 'create'],
+    [
+      'another recipe holds its GPU but is stopped: create',
+      [box({ recipe: 'other', status: 'exited', gpus: [1] })],
+      'create',
+    ],
     ['another recipe runs on another GPU: create', [box({ recipe: 'other', gpus: [0] })], 'create'],
   ];
   for (const [title, containers, want] of cases) {
@@ -59,7 +90,10 @@ describe('recipe apply and stop: pure decisions', () => {
   it('stop acts on running, paused and restarting containers of the recipe only', () => {
     const mine = [box({}), box({ status: 'paused' }), box({ status: 'restarting' })];
     const idle = [box({ status: 'exited' }), box({ status: 'created' }), box({ recipe: 'other' })];
-    assert.deepEqual(decideStop('mistral-7b', [...idle, ...mine]), mine.map((c) => c.id));
+    assert.deepEqual(
+      decideStop('mistral-7b', [...idle, ...mine]),
+      mine.map((c) => c.id),
+    );
     assert.deepEqual(decideStop('mistral-7b', idle), []);
   });
 });
@@ -68,7 +102,12 @@ describe('recipe apply: the container create body', () => {
   const body = createBody(L, { HF_TOKEN: CANARY });
 
   it('labels the container with the recipe name and digest, which the inspector reads back', () => {
-    const inspect = { Id: 'a'.repeat(64), Config: { Labels: body['Labels'], Env: body['Env'] }, HostConfig: body['HostConfig'], State: { Status: 'running' } };
+    const inspect = {
+      Id: 'a'.repeat(64),
+      Config: { Labels: body['Labels'], Env: body['Env'] },
+      HostConfig: body['HostConfig'],
+      State: { Status: 'running' },
+    };
     const c = parseContainerInspect(inspect)!;
     assert.equal(c.recipe, 'mistral-7b');
     assert.equal(c.recipeDigest, L.digest);
@@ -77,7 +116,18 @@ describe('recipe apply: the container create body', () => {
   });
 
   it('runs the vLLM OpenAI server arguments and publishes the port on loopback', () => {
-    assert.deepEqual(body['Cmd'], ['--model', '/models/secret-model-dir', '--served-model-name', 'mistral-7b', '--max-model-len', '16384', '--host', '0.0.0.0', '--port', '8004']);
+    assert.deepEqual(body['Cmd'], [
+      '--model',
+      '/models/secret-model-dir',
+      '--served-model-name',
+      'mistral-7b',
+      '--max-model-len',
+      '16384',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '8004',
+    ]);
     assert.deepEqual(engineArgs(L.recipe), body['Cmd']);
     assert.deepEqual(body['ExposedPorts'], { '8004/tcp': {} });
     const hc = body['HostConfig'] as Record<string, unknown>;
@@ -88,25 +138,53 @@ describe('recipe apply: the container create body', () => {
   });
 
   it('a CPU recipe asks for no device', () => {
-    assert.equal((createBody(loaded({ gpus: [] }), { HF_TOKEN: 'x' })['HostConfig'] as Record<string, unknown>)['DeviceRequests'], undefined);
+    assert.equal(
+      (createBody(loaded({ gpus: [] }), { HF_TOKEN: 'x' })['HostConfig'] as Record<string, unknown>)['DeviceRequests'],
+      undefined,
+    );
   });
 });
 
 describe('recipe.apply and recipe.stop commands', () => {
   it('take exactly {name} with a recipe name', () => {
-    assert.deepEqual(parseCommand({ command: 'recipe.apply', params: { name: 'qwen-7b' } }), { name: 'recipe.apply', params: { name: 'qwen-7b' } });
-    assert.deepEqual(parseCommand({ command: 'recipe.stop', params: { name: 'a' } }), { name: 'recipe.stop', params: { name: 'a' } });
+    assert.deepEqual(parseCommand({ command: 'recipe.apply', params: { name: 'qwen-7b' } }), {
+      name: 'recipe.apply',
+      params: { name: 'qwen-7b' },
+    });
+    assert.deepEqual(parseCommand({ command: 'recipe.stop', params: { name: 'a' } }), {
+      name: 'recipe.stop',
+      params: { name: 'a' },
+    });
     const bad: unknown[] = [
-      { name: '../etc' }, { name: 'Qwen' }, { name: '' }, { name: 'a'.repeat(64) }, { name: 'a.b' }, { name: 'a', force: true }, {}, { name: 7 }, null,
+      { name: '../etc' },
+      { name: 'Qwen' },
+      { name: '' },
+      { name: 'a'.repeat(64) },
+      { name: 'a.b' },
+      { name: 'a', force: true },
+      {},
+      { name: 7 },
+      null,
     ];
     for (const params of bad) {
-      for (const command of ['recipe.apply', 'recipe.stop']) assert.throws(() => parseCommand({ command, params }), InvalidInputError, JSON.stringify(params));
+      for (const command of ['recipe.apply', 'recipe.stop'])
+        assert.throws(() => parseCommand({ command, params }), InvalidInputError, JSON.stringify(params));
     }
   });
 
   it('the apply plan names revision, image, port, GPUs and env names, never the model path or env values', () => {
     const text = describePlan({ name: 'recipe.apply', params: { name: 'mistral-7b' } }, L).join('\n');
-    for (const want of ['mistral-7b', L.digest.slice(7, 19), 'vllm/vllm-openai:v0.6.3', 'nothing is pulled', 'port 8004', 'GPUs 1', 'HF_TOKEN', 'svc-mistral-7b']) assert.ok(text.includes(want), want);
+    for (const want of [
+      'mistral-7b',
+      L.digest.slice(7, 19),
+      'vllm/vllm-openai:v0.6.3',
+      'nothing is pulled',
+      'port 8004',
+      'GPUs 1',
+      'HF_TOKEN',
+      'svc-mistral-7b',
+    ])
+      assert.ok(text.includes(want), want);
     for (const never of ['/models', 'secret-model-dir', CANARY]) assert.ok(!text.includes(never), never);
     const stop = describePlan({ name: 'recipe.stop', params: { name: 'mistral-7b' } }).join('\n');
     assert.match(stop, /stop every running container of recipe mistral-7b/);
@@ -128,12 +206,22 @@ describe('DockerEngineClient.post', () => {
     const api = new DockerEngineClient(fake.socketPath, { timeoutMs: 300 });
     try {
       assert.deepEqual(await api.post('/x/500'), { status: 500, body: null });
-      await assert.rejects(api.post('/x/bad'), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'malformed');
-      await assert.rejects(api.post('/x/hang', {}, { timeoutMs: 200 }), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'timeout');
+      await assert.rejects(
+        api.post('/x/bad'),
+        (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'malformed',
+      );
+      await assert.rejects(
+        api.post('/x/hang', {}, { timeoutMs: 200 }),
+        (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'timeout',
+      );
       const ctl = new AbortController();
       const p = api.post('/x/hang', undefined, { timeoutMs: 5000, signal: ctl.signal });
       ctl.abort();
-      await assert.rejects(p, (e: unknown) => !(e instanceof RuntimeUnreachableError), 'an abort is not a runtime failure');
+      await assert.rejects(
+        p,
+        (e: unknown) => !(e instanceof RuntimeUnreachableError),
+        'an abort is not a runtime failure',
+      );
       assert.ok(fake.requests.includes('POST /x/500'));
     } finally {
       await api.close();
@@ -143,7 +231,10 @@ describe('DockerEngineClient.post', () => {
 
   it('a missing socket is a connect failure', async () => {
     const api = new DockerEngineClient('/nonexistent/svc-docker.sock');
-    await assert.rejects(api.post('/containers/create', {}), (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'connect');
+    await assert.rejects(
+      api.post('/containers/create', {}),
+      (e: unknown) => e instanceof RuntimeUnreachableError && e.failure === 'connect',
+    );
     await api.close();
   });
 });

@@ -1,8 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  KNOWN_CONTAINER_STATES, mapRecipeServe, recipeQuality, serveState,
-  type ContainerSighting, type RecipeIntent, type RecipeServeInput,
+  KNOWN_CONTAINER_STATES,
+  mapRecipeServe,
+  recipeQuality,
+  serveState,
+  type ContainerSighting,
+  type RecipeIntent,
+  type RecipeServeInput,
 } from '../../src/actors/recipe-mapping.js';
 import { RECIPE_QUALITIES } from '../../src/schema/enums.js';
 import { UpdateTimes } from '../../src/actors/recipe-actor.js';
@@ -13,9 +18,22 @@ import { isValidRecord, recordRuleViolation } from '../../src/schema/record.js';
 const H = 'node-a';
 const NOW = Date.parse('2026-11-25T12:00:00.000Z');
 const CONF = NOW - 3_600_000;
-const box = (status: string, at = NOW - 600_000): ContainerSighting => ({ status, createdAt: at, changedAt: at + 1000 });
-const input = (intent: RecipeIntent, containers: ContainerSighting[], owner: 'recipe' | 'manifest' = 'recipe'): RecipeServeInput =>
-  ({ owner, nativeId: owner === 'recipe' ? 'qwen-7b' : 'node-a/qwen-7b', intent, configAt: CONF, containers });
+const box = (status: string, at = NOW - 600_000): ContainerSighting => ({
+  status,
+  createdAt: at,
+  changedAt: at + 1000,
+});
+const input = (
+  intent: RecipeIntent,
+  containers: ContainerSighting[],
+  owner: 'recipe' | 'manifest' = 'recipe',
+): RecipeServeInput => ({
+  owner,
+  nativeId: owner === 'recipe' ? 'qwen-7b' : 'node-a/qwen-7b',
+  intent,
+  configAt: CONF,
+  containers,
+});
 
 describe('recipe-serve mapping: native runtime answers -> canonical records', () => {
   // [case, intent, container states, state, quality, outcome]
@@ -31,8 +49,22 @@ describe('recipe-serve mapping: native runtime answers -> canonical records', ()
     ['absent, no container', 'absent', [], 'absent', 'absent', undefined],
     ['absent, container exited (left behind)', 'absent', ['exited'], 'absent', 'absent', undefined],
     ['absent, container running anyway', 'absent', ['running'], 'running', 'observed-running', undefined],
-    ['configured, two containers claim it (ambiguous)', 'configured', ['running', 'exited'], 'unsupported', 'configured', 'unknown'],
-    ['configured, two running containers (ambiguous)', 'configured', ['running', 'running'], 'unsupported', 'configured', 'unknown'],
+    [
+      'configured, two containers claim it (ambiguous)',
+      'configured',
+      ['running', 'exited'],
+      'unsupported',
+      'configured',
+      'unknown',
+    ],
+    [
+      'configured, two running containers (ambiguous)',
+      'configured',
+      ['running', 'running'],
+      'unsupported',
+      'configured',
+      'unknown',
+    ],
     ['absent, two containers (ambiguous)', 'absent', ['exited', 'exited'], 'unsupported', 'absent', 'unknown'],
     ['configured, unknown runtime state', 'configured', ['hibernating'], 'unsupported', 'configured', 'unknown'],
     ['configured, empty runtime state', 'configured', [''], 'unsupported', 'configured', 'unknown'],
@@ -41,7 +73,15 @@ describe('recipe-serve mapping: native runtime answers -> canonical records', ()
   for (const owner of ['recipe', 'manifest'] as const) {
     for (const [name, intent, states, state, quality, outcome] of table) {
       it(`${owner}: ${name} -> ${state}/${quality}`, () => {
-        const r = mapRecipeServe(H, input(intent, states.map((s) => box(s)), owner), NOW);
+        const r = mapRecipeServe(
+          H,
+          input(
+            intent,
+            states.map((s) => box(s)),
+            owner,
+          ),
+          NOW,
+        );
         assert.equal(r.state, state);
         assert.equal(r.phase, state, 'recipe-serve phases equal their state');
         assert.equal(r.observation_quality, quality);
@@ -69,7 +109,10 @@ describe('recipe-serve mapping: native runtime answers -> canonical records', ()
     assert.ok(!JSON.stringify(r).includes(canary));
     assert.ok(!JSON.stringify(r).includes('7781'));
     assert.deepEqual(serveState('configured', [box(canary)]), { state: 'unsupported', why: 'unknown-state' });
-    assert.deepEqual(serveState('configured', [box('running'), box('running')]), { state: 'unsupported', why: 'ambiguous' });
+    assert.deepEqual(serveState('configured', [box('running'), box('running')]), {
+      state: 'unsupported',
+      why: 'ambiguous',
+    });
   });
 
   it('the native identity feeds only the record ID; the name never appears in the record', () => {
@@ -91,7 +134,16 @@ describe('recipe-serve mapping: native runtime answers -> canonical records', ()
     assert.equal(bare.created_at, formatTimestamp(CONF));
     assert.equal(bare.updated_at, formatTimestamp(CONF));
     // An orphan container (no configuration time) with unknown times falls back to the read time.
-    const orphan = mapRecipeServe(H, { owner: 'recipe', nativeId: 'x', intent: 'absent', containers: [{ status: 'exited', createdAt: Number.NaN, changedAt: Number.NaN }] }, NOW);
+    const orphan = mapRecipeServe(
+      H,
+      {
+        owner: 'recipe',
+        nativeId: 'x',
+        intent: 'absent',
+        containers: [{ status: 'exited', createdAt: Number.NaN, changedAt: Number.NaN }],
+      },
+      NOW,
+    );
     assert.equal(orphan.created_at, formatTimestamp(NOW));
     assert.ok(isValidRecord(orphan));
   });
@@ -100,7 +152,8 @@ describe('recipe-serve mapping: native runtime answers -> canonical records', ()
 describe('recipe-serve quality ladder (SPEC.md rules 3 and 4)', () => {
   const base = { configured: false, containerRunning: false };
   it('rung 0: nothing known -> absent', () => assert.equal(recipeQuality(base), 'absent'));
-  it('rung 1: configuration alone -> configured', () => assert.equal(recipeQuality({ ...base, configured: true }), 'configured'));
+  it('rung 1: configuration alone -> configured', () =>
+    assert.equal(recipeQuality({ ...base, configured: true }), 'configured'));
   it('rung 2: a container seen running -> observed-running', () => {
     assert.equal(recipeQuality({ ...base, configured: true, containerRunning: true }), 'observed-running');
   });
@@ -110,14 +163,27 @@ describe('recipe-serve quality ladder (SPEC.md rules 3 and 4)', () => {
 
   it('a health response alone climbs nothing', () => {
     assert.equal(recipeQuality({ ...base, healthOk: true }), 'absent');
-    assert.equal(recipeQuality({ ...base, configured: true, healthOk: true }), 'configured', 'not observed-running either');
+    assert.equal(
+      recipeQuality({ ...base, configured: true, healthOk: true }),
+      'configured',
+      'not observed-running either',
+    );
   });
   it('a configured model name alone climbs nothing', () => {
     assert.equal(recipeQuality({ ...base, configured: true, configuredModel: 'qwen-7b' }), 'configured');
-    assert.equal(recipeQuality({ ...base, configured: true, configuredModel: 'qwen-7b', servedModels: ['qwen-7b'] }), 'configured');
+    assert.equal(
+      recipeQuality({ ...base, configured: true, configuredModel: 'qwen-7b', servedModels: ['qwen-7b'] }),
+      'configured',
+    );
   });
   it('a running container with health and a matching model name stays observed-running', () => {
-    const e = { configured: true, containerRunning: true, healthOk: true, configuredModel: 'qwen-7b', servedModels: ['qwen-7b'] };
+    const e = {
+      configured: true,
+      containerRunning: true,
+      healthOk: true,
+      configuredModel: 'qwen-7b',
+      servedModels: ['qwen-7b'],
+    };
     assert.equal(recipeQuality(e), 'observed-running');
   });
   it('the mapped record never reaches healthy-identity, whatever endpoint evidence it is handed', () => {
@@ -125,7 +191,18 @@ describe('recipe-serve quality ladder (SPEC.md rules 3 and 4)', () => {
     for (const intent of ['configured', 'absent'] as const) {
       for (const states of [[], ['running'], ['exited'], ['odd'], ['running', 'running']]) {
         for (const owner of ['recipe', 'manifest'] as const) {
-          const r = mapRecipeServe(H, { ...input(intent, states.map((s) => box(s)), owner), evidence }, NOW);
+          const r = mapRecipeServe(
+            H,
+            {
+              ...input(
+                intent,
+                states.map((s) => box(s)),
+                owner,
+              ),
+              evidence,
+            },
+            NOW,
+          );
           assert.notEqual(r.observation_quality, 'healthy-identity');
           assert.equal(recordRuleViolation(r), null);
         }
@@ -140,8 +217,28 @@ describe('recipe-serve quality ladder (SPEC.md rules 3 and 4)', () => {
 describe('recipe-serve update times across observations', () => {
   const H = 'node-a';
   const T = Date.parse('2026-11-20T10:00:00.000Z');
-  const observe = (times: UpdateTimes, containers: { status: string; createdAt: number; changedAt: number }[], configAt: number | undefined, at: number) =>
-    times.apply({ status: 'complete', records: [mapRecipeServe(H, { owner: 'recipe', nativeId: 'm', intent: configAt === undefined ? 'absent' : 'configured', configAt, containers }, at)] }).records[0]!;
+  const observe = (
+    times: UpdateTimes,
+    containers: { status: string; createdAt: number; changedAt: number }[],
+    configAt: number | undefined,
+    at: number,
+  ) =>
+    times.apply({
+      status: 'complete',
+      records: [
+        mapRecipeServe(
+          H,
+          {
+            owner: 'recipe',
+            nativeId: 'm',
+            intent: configAt === undefined ? 'absent' : 'configured',
+            configAt,
+            containers,
+          },
+          at,
+        ),
+      ],
+    }).records[0]!;
 
   it('a change whose evidence is older (the container removed) is dated by the observation that saw it; no change keeps its date', () => {
     const times = new UpdateTimes();
@@ -155,22 +252,38 @@ describe('recipe-serve update times across observations', () => {
     assert.equal(again.updated_at, formatTimestamp(T + 20_000), 'nothing changed: its date stays');
     assert.ok(isValidRecord(again) && recordRuleViolation(again) === null);
     // The recipe file removed, its stopped container left behind: absent, dated when seen.
-    const stopped = observe(times, [{ status: 'exited', createdAt: T + 1000, changedAt: T + 2000 }], undefined, T + 40_000);
+    const stopped = observe(
+      times,
+      [{ status: 'exited', createdAt: T + 1000, changedAt: T + 2000 }],
+      undefined,
+      T + 40_000,
+    );
     assert.deepEqual([stopped.state, stopped.updated_at], ['absent', formatTimestamp(T + 40_000)]);
   });
 
   it('evidence dated after the inspection (a recipe file touched a day ahead) is capped at it, and pins nothing once corrected', () => {
     const times = new UpdateTimes();
     const ahead = observe(times, [], T + 86_400_000, T + 1000);
-    assert.deepEqual([ahead.created_at, ahead.updated_at, ahead.source_timestamp], [formatTimestamp(T + 1000), formatTimestamp(T + 1000), formatTimestamp(T + 1000)]);
+    assert.deepEqual(
+      [ahead.created_at, ahead.updated_at, ahead.source_timestamp],
+      [formatTimestamp(T + 1000), formatTimestamp(T + 1000), formatTimestamp(T + 1000)],
+    );
     assert.ok(recordRuleViolation(ahead) === null);
     // Looked at again, still ahead: nothing changed, so nothing moves (no new date every poll,
     // no record sorting first for a day).
     const again = observe(times, [], T + 86_400_000, T + 2000);
     assert.deepEqual([again.created_at, again.updated_at], [formatTimestamp(T + 1000), formatTimestamp(T + 1000)]);
     // The mtime is put back, and the recipe's container starts: the change is dated now, not tomorrow.
-    const running = observe(times, [{ status: 'running', createdAt: T + 4000, changedAt: T + 5000 }], T + 2000, T + 6000);
-    assert.deepEqual([running.state, running.created_at, running.updated_at], ['running', formatTimestamp(T + 1000), formatTimestamp(T + 5000)]);
+    const running = observe(
+      times,
+      [{ status: 'running', createdAt: T + 4000, changedAt: T + 5000 }],
+      T + 2000,
+      T + 6000,
+    );
+    assert.deepEqual(
+      [running.state, running.created_at, running.updated_at],
+      ['running', formatTimestamp(T + 1000), formatTimestamp(T + 5000)],
+    );
     assert.ok(recordRuleViolation(running) === null);
   });
 });

@@ -26,7 +26,10 @@ export interface RecipeNode {
   readonly logs: string[];
   call(path: string, token: string, body?: unknown): Promise<Response>;
   /** Plans and, when the plan is 201, applies; the caller checks the answers. */
-  planApply(command: string, params: unknown): Promise<{ plan: Response; planBody: string; apply?: Response; applyBody?: string; operationId?: string }>;
+  planApply(
+    command: string,
+    params: unknown,
+  ): Promise<{ plan: Response; planBody: string; apply?: Response; applyBody?: string; operationId?: string }>;
   /** Polls the operation until it is terminal. */
   settle(operationId: string): Promise<{ state: string; outcome: string; summary: Record<string, unknown> }>;
   nodeWorkloads(): Promise<NodeResult>;
@@ -39,7 +42,9 @@ export interface RecipeNode {
 
 export const source = (r: NodeResult, owner: string): SourceResult => r.sources.find((s) => s.owner === owner)!;
 
-export async function startRecipeNode(opts: { fake?: FakeDockerOptions; recipesDir?: string | null } = {}): Promise<RecipeNode> {
+export async function startRecipeNode(
+  opts: { fake?: FakeDockerOptions; recipesDir?: string | null } = {},
+): Promise<RecipeNode> {
   const policy = writeTestPolicy();
   const fake = await startFakeDocker(opts.fake);
   const logs: string[] = [];
@@ -48,19 +53,38 @@ export async function startRecipeNode(opts: { fake?: FakeDockerOptions; recipesD
   const recipes = opts.recipesDir === undefined ? recipesDir(MISTRAL) : opts.recipesDir;
   const ctl = await startController(
     {
-      hostId: HOST, listen: { host: '127.0.0.1', port: 0 }, nats: undefined, policyPath: policy.path, staleAfterMs: 30_000, stateDir,
-      ...(recipes ? { recipesDir: recipes } : {}), containerSocket: fake.socketPath,
+      hostId: HOST,
+      listen: { host: '127.0.0.1', port: 0 },
+      nats: undefined,
+      policyPath: policy.path,
+      staleAfterMs: 30_000,
+      stateDir,
+      ...(recipes ? { recipesDir: recipes } : {}),
+      containerSocket: fake.socketPath,
     },
-    { logger: pino({ ...LOG_OPTIONS, level: 'debug' }, { write: (s: string) => void logs.push(s) }), env: { ...policy.env, HF_TOKEN: ENV_CANARY }, bus },
+    {
+      logger: pino({ ...LOG_OPTIONS, level: 'debug' }, { write: (s: string) => void logs.push(s) }),
+      env: { ...policy.env, HF_TOKEN: ENV_CANARY },
+      bus,
+    },
   );
   const call = (path: string, token: string, body?: unknown): Promise<Response> =>
     fetch(`${ctl.url}${path}`, {
       method: body === undefined ? 'GET' : 'POST',
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const node: RecipeNode = {
-    fake, ctl, policy, recipes: recipes ?? '', stateDir, logs, call,
+    fake,
+    ctl,
+    policy,
+    recipes: recipes ?? '',
+    stateDir,
+    logs,
+    call,
     async planApply(command, params) {
       const plan = await call('/v1/lifecycle/plan', policy.tokens.lifecycle, { command, params });
       const planBody = await plan.text();
@@ -68,14 +92,23 @@ export async function startRecipeNode(opts: { fake?: FakeDockerOptions; recipesD
       const token = (JSON.parse(planBody) as { confirmation_token: string }).confirmation_token;
       const apply = await call('/v1/lifecycle/apply', policy.tokens.lifecycle, { confirmation_token: token });
       const applyBody = await apply.text();
-      const operationId = apply.status === 200 ? (JSON.parse(applyBody) as { operation_id: string }).operation_id : undefined;
+      const operationId =
+        apply.status === 200 ? (JSON.parse(applyBody) as { operation_id: string }).operation_id : undefined;
       return { plan, planBody, apply, applyBody, ...(operationId ? { operationId } : {}) };
     },
     async settle(operationId) {
-      return eventually(async () => {
-        const s = (await (await call(`/v1/lifecycle/status/${operationId}`, policy.tokens.lifecycle)).json()) as { state: string; outcome: string; summary: Record<string, unknown> };
-        return ['succeeded', 'failed', 'interrupted', 'expired'].includes(s.state) ? s : undefined;
-      }, 10_000, 25);
+      return eventually(
+        async () => {
+          const s = (await (await call(`/v1/lifecycle/status/${operationId}`, policy.tokens.lifecycle)).json()) as {
+            state: string;
+            outcome: string;
+            summary: Record<string, unknown>;
+          };
+          return ['succeeded', 'failed', 'interrupted', 'expired'].includes(s.state) ? s : undefined;
+        },
+        10_000,
+        25,
+      );
     },
     async nodeWorkloads() {
       const res = await call('/tools/call', policy.tokens.reader, { name: 'node_workloads', arguments: {} });
@@ -84,18 +117,24 @@ export async function startRecipeNode(opts: { fake?: FakeDockerOptions; recipesD
     async recipeRecord(name, want) {
       let last = '';
       try {
-        return await eventually(async () => {
-          const r = source(await node.nodeWorkloads(), 'recipe');
-          const x = r.records.find((rec) => rec.id === recordId(HOST, 'recipe', 'recipe-serve', name));
-          last = x ? `${x.state}/${x.observation_quality}` : `${r.status}:none`;
-          return last === want ? last : undefined;
-        }, 8000, 50);
+        return await eventually(
+          async () => {
+            const r = source(await node.nodeWorkloads(), 'recipe');
+            const x = r.records.find((rec) => rec.id === recordId(HOST, 'recipe', 'recipe-serve', name));
+            last = x ? `${x.state}/${x.observation_quality}` : `${r.status}:none`;
+            return last === want ? last : undefined;
+          },
+          8000,
+          50,
+        );
       } catch {
         return last;
       }
     },
     stateBytes() {
-      return readdirSync(stateDir).map((f) => readFileSync(join(stateDir, f)).toString('latin1')).join('\n');
+      return readdirSync(stateDir)
+        .map((f) => readFileSync(join(stateDir, f)).toString('latin1'))
+        .join('\n');
     },
     async close() {
       await ctl.close();

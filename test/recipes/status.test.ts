@@ -51,7 +51,12 @@ describe('recipe status with a recorded Docker Engine API on a unix socket', () 
       context_size: 32768,
       serve_mode: { mode: 'gpu-exclusive', unresolved: [], gpu_owner: 'qwen-7b' },
       router: { state: 'absent' },
-      shared_memory: { available: true, files: ['svc.qwen-7b.nccl-0'], blocked_reasons: ['container-running'], reclaimable_bytes: 0 },
+      shared_memory: {
+        available: true,
+        files: ['svc.qwen-7b.nccl-0'],
+        blocked_reasons: ['container-running'],
+        reclaimable_bytes: 0,
+      },
     });
     assert.ok(!JSON.stringify(s).includes(shm), 'file names only, never paths');
     assert.ok(!JSON.stringify(s).includes('canary'), 'no env values');
@@ -62,10 +67,19 @@ describe('recipe status with a recorded Docker Engine API on a unix socket', () 
     assert.equal(s.state, 'configured');
     assert.equal(s.observation_quality, 'configured');
     assert.equal(s.baseline_equal, false);
-    assert.deepEqual(s.serve_mode, { mode: 'gpu-exclusive', unresolved: ['container-not-running', 'recipe-digest-mismatch'], gpu_owner: null });
+    assert.deepEqual(s.serve_mode, {
+      mode: 'gpu-exclusive',
+      unresolved: ['container-not-running', 'recipe-digest-mismatch'],
+      gpu_owner: null,
+    });
     assert.match(s.registry_digest!, /^sha256:[0-9a-f]{64}$/);
     assert.equal(s.revision, loaded('whisper-small').digest.slice(7, 19));
-    assert.deepEqual(s.shared_memory, { available: true, files: ['svc.whisper-small.cache', 'svc.whisper-small.ring'], blocked_reasons: [], reclaimable_bytes: 1024 });
+    assert.deepEqual(s.shared_memory, {
+      available: true,
+      files: ['svc.whisper-small.cache', 'svc.whisper-small.ring'],
+      blocked_reasons: [],
+      reclaimable_bytes: 1024,
+    });
   });
 
   it('no container, and its GPU held by another recipe', async () => {
@@ -75,8 +89,17 @@ describe('recipe status with a recorded Docker Engine API on a unix socket', () 
     assert.equal(s.image_digest, VLLM_IMAGE, 'the baseline image as the runtime has it');
     assert.equal(s.registry_digest, VLLM_REGISTRY);
     assert.equal(s.context_size, 65536);
-    assert.deepEqual(s.serve_mode, { mode: 'gpu-exclusive', unresolved: ['container-missing', 'gpu:0'], gpu_owner: 'qwen-7b' });
-    assert.deepEqual(s.shared_memory, { available: false, files: [], blocked_reasons: ['shm-unreadable'], reclaimable_bytes: 0 });
+    assert.deepEqual(s.serve_mode, {
+      mode: 'gpu-exclusive',
+      unresolved: ['container-missing', 'gpu:0'],
+      gpu_owner: 'qwen-7b',
+    });
+    assert.deepEqual(s.shared_memory, {
+      available: false,
+      files: [],
+      blocked_reasons: ['shm-unreadable'],
+      reclaimable_bytes: 0,
+    });
   });
 
   it('reads only: every request is a GET', () => {
@@ -87,8 +110,16 @@ describe('recipe status with a recorded Docker Engine API on a unix socket', () 
 
 describe('recipe status, pure parts', () => {
   const c = (over: Partial<ManagedContainer>): ManagedContainer => ({
-    id: 'a'.repeat(64), recipe: 'qwen-7b', recipeDigest: loaded('qwen-7b').digest, status: 'running', image: VLLM_IMAGE,
-    createdAt: 1, changedAt: 2, envNames: ['HF_TOKEN'], gpus: [0], ...over,
+    id: 'a'.repeat(64),
+    recipe: 'qwen-7b',
+    recipeDigest: loaded('qwen-7b').digest,
+    status: 'running',
+    image: VLLM_IMAGE,
+    createdAt: 1,
+    changedAt: 2,
+    envNames: ['HF_TOKEN'],
+    gpus: [0],
+    ...over,
   });
   const shm = { available: true, files: [], blocked_reasons: [], reclaimable_bytes: 0 };
   const img = { id: VLLM_IMAGE, repoDigests: [`vllm/vllm-openai@${VLLM_REGISTRY}`] };
@@ -116,7 +147,8 @@ describe('recipe status, pure parts', () => {
     const noImage = build([c({})], null);
     assert.deepEqual(noImage.serve_mode.unresolved, ['image-missing']);
     assert.equal(noImage.baseline_equal, false);
-    for (const s of [build([c({ image: null })]), build([c({ recipeDigest: 'sha256:' + '0'.repeat(64) })])]) assert.equal(s.baseline_equal, false);
+    for (const s of [build([c({ image: null })]), build([c({ recipeDigest: 'sha256:' + '0'.repeat(64) })])])
+      assert.equal(s.baseline_equal, false);
   });
   it('GPU ownership: all-GPU containers and conflicts', () => {
     const other = c({ id: 'b'.repeat(64), recipe: 'other', gpus: 'all' });
@@ -127,8 +159,17 @@ describe('recipe status, pure parts', () => {
   });
   it('registry digest: prefers the recipe repository, else the first, else null', () => {
     const d = (n: string) => `sha256:${n.repeat(64)}`;
-    assert.equal(registryDigest({ id: VLLM_IMAGE, repoDigests: [`mirror.local/x@${d('1')}`, `vllm/vllm-openai@${d('2')}`] }, 'vllm/vllm-openai:v1'), d('2'));
-    assert.equal(registryDigest({ id: VLLM_IMAGE, repoDigests: [`vllm/vllm-openai@${d('2')}`] }, 'docker.io/vllm/vllm-openai:v1'), d('2'));
+    assert.equal(
+      registryDigest(
+        { id: VLLM_IMAGE, repoDigests: [`mirror.local/x@${d('1')}`, `vllm/vllm-openai@${d('2')}`] },
+        'vllm/vllm-openai:v1',
+      ),
+      d('2'),
+    );
+    assert.equal(
+      registryDigest({ id: VLLM_IMAGE, repoDigests: [`vllm/vllm-openai@${d('2')}`] }, 'docker.io/vllm/vllm-openai:v1'),
+      d('2'),
+    );
     assert.equal(registryDigest({ id: VLLM_IMAGE, repoDigests: [`mirror.local/x@${d('1')}`] }, 'other:1'), d('1'));
     assert.equal(registryDigest({ id: VLLM_IMAGE, repoDigests: [] }, 'other:1'), null);
     assert.equal(registryDigest(null, 'other:1'), null);
@@ -138,9 +179,29 @@ describe('recipe status, pure parts', () => {
     writeFileSync(join(dir, 'svc.r.a'), Buffer.alloc(100));
     writeFileSync(join(dir, 'svc.r.b c'), Buffer.alloc(100)); // a name outside the allowed characters
     const uid = process.getuid!();
-    assert.deepEqual(scanSharedMemory(dir, 'r', 'none', uid), { available: true, files: ['svc.r.a'], blocked_reasons: [], reclaimable_bytes: 100 });
-    assert.deepEqual(scanSharedMemory(dir, 'r', 'none', uid + 1), { available: true, files: ['svc.r.a'], blocked_reasons: ['foreign-owner'], reclaimable_bytes: 0 });
-    assert.deepEqual(scanSharedMemory(dir, 'r', 'unknown', uid), { available: true, files: ['svc.r.a'], blocked_reasons: ['container-state-unknown'], reclaimable_bytes: 0 });
-    assert.deepEqual(scanSharedMemory(dir, 'nothing', 'running', uid), { available: true, files: [], blocked_reasons: [], reclaimable_bytes: 0 });
+    assert.deepEqual(scanSharedMemory(dir, 'r', 'none', uid), {
+      available: true,
+      files: ['svc.r.a'],
+      blocked_reasons: [],
+      reclaimable_bytes: 100,
+    });
+    assert.deepEqual(scanSharedMemory(dir, 'r', 'none', uid + 1), {
+      available: true,
+      files: ['svc.r.a'],
+      blocked_reasons: ['foreign-owner'],
+      reclaimable_bytes: 0,
+    });
+    assert.deepEqual(scanSharedMemory(dir, 'r', 'unknown', uid), {
+      available: true,
+      files: ['svc.r.a'],
+      blocked_reasons: ['container-state-unknown'],
+      reclaimable_bytes: 0,
+    });
+    assert.deepEqual(scanSharedMemory(dir, 'nothing', 'running', uid), {
+      available: true,
+      files: [],
+      blocked_reasons: [],
+      reclaimable_bytes: 0,
+    });
   });
 });

@@ -15,7 +15,8 @@ const KEY = 'responder-unit-key-0123';
 const CANARY = 'prompt-canary-51c9e2 tell nobody';
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
-const problem = (status: number, slug: string, title: string) => JSON.stringify({ type: `urn:svc-serving:problem:${slug}`, title, status });
+const problem = (status: number, slug: string, title: string) =>
+  JSON.stringify({ type: `urn:svc-serving:problem:${slug}`, title, status });
 const NOT_FOUND = problem(404, 'not-found', 'Not found');
 const INVALID = problem(400, 'invalid-input', 'Invalid input');
 
@@ -26,7 +27,11 @@ describe('router request lookups over the bus (svc.v1.<host>.requests.*)', () =>
   let router: RouterHandle;
   const wire: string[] = [];
   const ask = async (lookup: 'get' | 'session' | 'active', payload: string | Uint8Array): Promise<string> => {
-    const text = dec(await bus.request(requestsSubject('node-a', lookup), typeof payload === 'string' ? enc(payload) : payload, { timeoutMs: 2000 }));
+    const text = dec(
+      await bus.request(requestsSubject('node-a', lookup), typeof payload === 'string' ? enc(payload) : payload, {
+        timeoutMs: 2000,
+      }),
+    );
     wire.push(text);
     return text;
   };
@@ -48,15 +53,43 @@ describe('router request lookups over the bus (svc.v1.<host>.requests.*)', () =>
   let gid2: string;
 
   before(async () => {
-    sim = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 3, model: 'sim', maxModelLen: 8192 });
+    sim = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 0,
+      tokenDelayMs: 0,
+      tokens: 3,
+      model: 'sim',
+      maxModelLen: 8192,
+    });
     const path = join(p.dir, 'router.toml');
-    writeFileSync(path, [
-      '[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', `authorization_policy = "${p.path}"`, '',
-      '[[models]]', 'alias = "m"', `upstream = "${sim.url}/v1"`, 'upstream_model = "sim"',
-    ].join('\n'));
-    router = await startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { ...p.env, UNIT_KEYS: KEY }, bus });
+    writeFileSync(
+      path,
+      [
+        '[server]',
+        'host_id = "node-a"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "UNIT_KEYS"',
+        `authorization_policy = "${p.path}"`,
+        '',
+        '[[models]]',
+        'alias = "m"',
+        `upstream = "${sim.url}/v1"`,
+        'upstream_model = "sim"',
+      ].join('\n'),
+    );
+    router = await startRouter(loadRouterConfig(path), {
+      logger: pino({ level: 'silent' }),
+      env: { ...p.env, UNIT_KEYS: KEY },
+      bus,
+    });
     gid1 = await chat({ 'x-svc-session-id': 'sess-1', 'x-svc-task-id': 'task-7' });
-    gid2 = await chat({ 'x-svc-session-id': 'sess-1', 'x-svc-workbench-run-id': 'run-3', 'x-request-id': 'caller-id-9' });
+    gid2 = await chat({
+      'x-svc-session-id': 'sess-1',
+      'x-svc-workbench-run-id': 'run-3',
+      'x-request-id': 'caller-id-9',
+    });
   });
   after(async () => {
     await router?.close();
@@ -79,10 +112,20 @@ describe('router request lookups over the bus (svc.v1.<host>.requests.*)', () =>
       assert.equal(h.status, 200, path);
       assert.equal(await nats, h.text, path);
     }
-    const session = JSON.parse(await ask('session', '{"session_id":"sess-1"}')) as { requests: { request_id: string }[] };
-    assert.deepEqual(session.requests.map((r) => r.request_id), ['caller-id-9', gid1], 'newest first');
+    const session = JSON.parse(await ask('session', '{"session_id":"sess-1"}')) as {
+      requests: { request_id: string }[];
+    };
+    assert.deepEqual(
+      session.requests.map((r) => r.request_id),
+      ['caller-id-9', gid1],
+      'newest first',
+    );
     const task = JSON.parse(await ask('session', '{"task_id":"task-7"}')) as { requests: { request_id: string }[] };
-    assert.deepEqual(task.requests.map((r) => r.request_id), [gid1], 'only the task\'s request');
+    assert.deepEqual(
+      task.requests.map((r) => r.request_id),
+      [gid1],
+      "only the task's request",
+    );
     assert.ok(gid2);
   });
 
@@ -90,20 +133,42 @@ describe('router request lookups over the bus (svc.v1.<host>.requests.*)', () =>
     assert.equal(await ask('get', `{"id":"req_${'0'.repeat(32)}"}`), NOT_FOUND);
     assert.equal(await ask('get', '{"id":"never-seen"}'), NOT_FOUND);
     assert.equal((await http('/v1/requests/never-seen')).status, 404);
-    assert.equal(await ask('session', '{"session_id":"nobody"}'), JSON.stringify({ requests: [], truncation: { returned: 0, omitted: 0 } }));
+    assert.equal(
+      await ask('session', '{"session_id":"nobody"}'),
+      JSON.stringify({ requests: [], truncation: { returned: 0, omitted: 0 } }),
+    );
   });
 
   it('refuses every malformed request with the fixed 400 problem and never echoes it', async () => {
-    const bad: [('get' | 'session' | 'active'), string | Uint8Array][] = [
-      ['get', ''], ['get', 'not json'], ['get', '[]'], ['get', 'null'], ['get', '{}'], ['get', '{"id":1}'], ['get', '{"id":null}'],
-      ['get', '{"id":"a b"}'], ['get', '{"id":"ok","extra":1}'], ['get', '{"id":"x","id":"y"}'], ['get', '{"Id":"x"}'],
-      ['get', `{"id":"${'a'.repeat(129)}"}`], ['get', `{"id":"a"}${' '.repeat(MAX_LOOKUP_REQUEST_BYTES)}`], ['get', new Uint8Array([0xff, 0xfe])],
+    const bad: ['get' | 'session' | 'active', string | Uint8Array][] = [
+      ['get', ''],
+      ['get', 'not json'],
+      ['get', '[]'],
+      ['get', 'null'],
+      ['get', '{}'],
+      ['get', '{"id":1}'],
+      ['get', '{"id":null}'],
+      ['get', '{"id":"a b"}'],
+      ['get', '{"id":"ok","extra":1}'],
+      ['get', '{"id":"x","id":"y"}'],
+      ['get', '{"Id":"x"}'],
+      ['get', `{"id":"${'a'.repeat(129)}"}`],
+      ['get', `{"id":"a"}${' '.repeat(MAX_LOOKUP_REQUEST_BYTES)}`],
+      ['get', new Uint8Array([0xff, 0xfe])],
       ['get', '{"__proto__":{"id":"x"}}'],
-      ['session', '{}'], ['session', '{"session_id":"a","task_id":"b"}'], ['session', '{"session_id":""}'], ['session', '{"session_id":"has space"}'],
-      ['session', '{"session":"a"}'], ['session', '{"session_id":["a"]}'], ['session', '{"history":1,"session_id":"a"}'],
-      ['active', '{"active":1}'], ['active', '[]'], ['active', 'x'],
+      ['session', '{}'],
+      ['session', '{"session_id":"a","task_id":"b"}'],
+      ['session', '{"session_id":""}'],
+      ['session', '{"session_id":"has space"}'],
+      ['session', '{"session":"a"}'],
+      ['session', '{"session_id":["a"]}'],
+      ['session', '{"history":1,"session_id":"a"}'],
+      ['active', '{"active":1}'],
+      ['active', '[]'],
+      ['active', 'x'],
     ];
-    for (const [lookup, payload] of bad) assert.equal(await ask(lookup, payload), INVALID, `${lookup} ${String(payload).slice(0, 40)}`);
+    for (const [lookup, payload] of bad)
+      assert.equal(await ask(lookup, payload), INVALID, `${lookup} ${String(payload).slice(0, 40)}`);
   });
 
   it('never carries prompt text on the wire', () => {
@@ -116,7 +181,11 @@ describe('router request lookups over the bus (svc.v1.<host>.requests.*)', () =>
     assert.equal((await http('/v1/requests?active=1', p.tokens.requests)).status, 200);
     assert.equal((await http(`/v1/requests/${gid1}`, p.tokens.reader)).status, 200, 'workloads:read keeps its lookups');
     assert.equal((await http(`/v1/requests/${gid1}`, p.tokens.lifecycle)).status, 403);
-    assert.equal((await http('/v1/workloads', p.tokens.requests)).status, 403, 'requests:read does not imply workloads:read');
+    assert.equal(
+      (await http('/v1/workloads', p.tokens.requests)).status,
+      403,
+      'requests:read does not imply workloads:read',
+    );
     assert.equal((await http('/v1/requests?task_id=a&session_id=b&history=1')).status, 400);
     assert.equal((await http('/v1/requests?task_id=a')).status, 400);
   });

@@ -135,7 +135,7 @@ const WORKLOADS: readonly (readonly [string | null, number])[] = [
   ['constructor=1', 400],
 ];
 
-describe('the router routes\' query strings: the exact accepted and refused sets', () => {
+describe("the router routes' query strings: the exact accepted and refused sets", () => {
   const p = writeTestPolicy();
   const bus = new InProcessBus();
   let sim: EngineSim;
@@ -147,16 +147,46 @@ describe('the router routes\' query strings: the exact accepted and refused sets
   };
 
   before(async () => {
-    sim = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 3, model: 'sim', maxModelLen: 8192 });
+    sim = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 0,
+      tokenDelayMs: 0,
+      tokens: 3,
+      model: 'sim',
+      maxModelLen: 8192,
+    });
     const path = join(p.dir, 'router.toml');
-    writeFileSync(path, [
-      '[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', `authorization_policy = "${p.path}"`, '',
-      '[[models]]', 'alias = "m"', `upstream = "${sim.url}/v1"`, 'upstream_model = "sim"',
-    ].join('\n'));
-    router = await startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { ...p.env, UNIT_KEYS: KEY }, bus });
+    writeFileSync(
+      path,
+      [
+        '[server]',
+        'host_id = "node-a"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "UNIT_KEYS"',
+        `authorization_policy = "${p.path}"`,
+        '',
+        '[[models]]',
+        'alias = "m"',
+        `upstream = "${sim.url}/v1"`,
+        'upstream_model = "sim"',
+      ].join('\n'),
+    );
+    router = await startRouter(loadRouterConfig(path), {
+      logger: pino({ level: 'silent' }),
+      env: { ...p.env, UNIT_KEYS: KEY },
+      bus,
+    });
     const res = await fetch(`${router.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json', 'x-svc-session-id': 'sess-1', 'x-svc-task-id': 'task-7', 'x-svc-workbench-run-id': 'run-3' },
+      headers: {
+        authorization: `Bearer ${KEY}`,
+        'content-type': 'application/json',
+        'x-svc-session-id': 'sess-1',
+        'x-svc-task-id': 'task-7',
+        'x-svc-workbench-run-id': 'run-3',
+      },
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
     });
     assert.equal(res.status, 200);
@@ -169,15 +199,19 @@ describe('the router routes\' query strings: the exact accepted and refused sets
   });
 
   it('/v1/requests accepts exactly its two shapes and refuses every other query with 400', async () => {
-    for (const [q, status] of REQUESTS) assert.equal(await get(q === null ? '/v1/requests' : `/v1/requests?${q}`, KEY), status, `?${q}`);
+    for (const [q, status] of REQUESTS)
+      assert.equal(await get(q === null ? '/v1/requests' : `/v1/requests?${q}`, KEY), status, `?${q}`);
   });
 
   it('/v1/workloads accepts exactly the filters and refuses every other query with 400', async () => {
-    for (const [q, status] of WORKLOADS) assert.equal(await get(q === null ? '/v1/workloads' : `/v1/workloads?${q}`, p.tokens.reader), status, `?${q}`);
+    for (const [q, status] of WORKLOADS)
+      assert.equal(await get(q === null ? '/v1/workloads' : `/v1/workloads?${q}`, p.tokens.reader), status, `?${q}`);
   });
 
   it('the history lookup answers the lineage it names', async () => {
-    const res = await fetch(`${router.url}/v1/requests?task_id=task-7&history=1`, { headers: { authorization: `Bearer ${KEY}` } });
+    const res = await fetch(`${router.url}/v1/requests?task_id=task-7&history=1`, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
     const body = (await res.json()) as { requests: unknown[] };
     assert.equal(body.requests.length, 1);
   });

@@ -21,7 +21,10 @@ import { rec } from '../support/terminal-records.js';
 import { writeTestPolicy } from '../support/policy.js';
 
 const rejection = async (p: Promise<unknown>): Promise<string> => {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.ok(err instanceof AdmissionRefused, `refused, got ${String(err)}`);
   return err.reason;
 };
@@ -96,10 +99,28 @@ describe('admission', () => {
 describe('normalizeFinishReason', () => {
   it('keeps the normalized values, maps known provider spellings, and turns anything else into unknown', () => {
     const table: Array<[unknown, string | null]> = [
-      ['stop', 'stop'], ['length', 'length'], ['tool_calls', 'tool_calls'], ['content_filter', 'content_filter'], ['error', 'error'],
-      ['cancelled', 'cancelled'], ['unknown', 'unknown'], ['function_call', 'tool_calls'], ['tool_call', 'tool_calls'], ['eos', 'stop'],
-      ['stop_sequence', 'stop'], ['max_tokens', 'length'], ['abort', 'cancelled'], ['end_turn', 'unknown'], ['STOP', 'unknown'],
-      ['', 'unknown'], ['x'.repeat(10_000), 'unknown'], [42, 'unknown'], [{}, 'unknown'], [true, 'unknown'], [null, null], [undefined, null],
+      ['stop', 'stop'],
+      ['length', 'length'],
+      ['tool_calls', 'tool_calls'],
+      ['content_filter', 'content_filter'],
+      ['error', 'error'],
+      ['cancelled', 'cancelled'],
+      ['unknown', 'unknown'],
+      ['function_call', 'tool_calls'],
+      ['tool_call', 'tool_calls'],
+      ['eos', 'stop'],
+      ['stop_sequence', 'stop'],
+      ['max_tokens', 'length'],
+      ['abort', 'cancelled'],
+      ['end_turn', 'unknown'],
+      ['STOP', 'unknown'],
+      ['', 'unknown'],
+      ['x'.repeat(10_000), 'unknown'],
+      [42, 'unknown'],
+      [{}, 'unknown'],
+      [true, 'unknown'],
+      [null, null],
+      [undefined, null],
     ];
     for (const [input, want] of table) {
       assert.equal(normalizeFinishReason(input), want, String(input).slice(0, 20));
@@ -113,7 +134,11 @@ describe('normalizeFinishReason', () => {
       const o = new StreamObserver(() => 1);
       o.sseChunk(Buffer.from(`data: {"choices":[{"delta":{},"finish_reason":"${name}"}]}\n\n`));
       assert.equal(o.finishReason, 'unknown', name);
-      assert.equal(parseDecision(JSON.stringify({ ...rec(), finish_reason: name }))?.record.finish_reason, 'unknown', name);
+      assert.equal(
+        parseDecision(JSON.stringify({ ...rec(), finish_reason: name }))?.record.finish_reason,
+        'unknown',
+        name,
+      );
     }
   });
 });
@@ -126,7 +151,10 @@ describe('stream observer', () => {
     let clock = 0;
     const o = new StreamObserver(() => clock);
     const text =
-      chunk({ role: 'assistant', content: '' }) + chunk({ content: 'héllo' }) + chunk({ content: ' wörld' }) + chunk({}, 'stop') +
+      chunk({ role: 'assistant', content: '' }) +
+      chunk({ content: 'héllo' }) +
+      chunk({ content: ' wörld' }) +
+      chunk({}, 'stop') +
       `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 2 } })}\n\ndata: [DONE]\n\n`;
     const bytes = Buffer.from(text, 'utf8');
     const firstContent = bytes.indexOf(Buffer.from('héllo'));
@@ -151,7 +179,11 @@ describe('stream observer', () => {
       for (const step of [1, 7, bytes.length]) {
         const o = new StreamObserver(() => 0);
         for (let i = 0; i < bytes.length; i += step) o.sseChunk(bytes.subarray(i, i + step));
-        assert.deepEqual([o.fragments, o.contentChars, o.finishReason, o.done], [2, 4, 'length', true], JSON.stringify({ eol, step }));
+        assert.deepEqual(
+          [o.fragments, o.contentChars, o.finishReason, o.done],
+          [2, 4, 'length', true],
+          JSON.stringify({ eol, step }),
+        );
       }
     }
     // An error event ended by a bare CR is seen as one, and what came before it may be relayed.
@@ -161,21 +193,33 @@ describe('stream observer', () => {
     assert.deepEqual([o.failed, o.failedAtByte], [true, Buffer.byteLength(before)]);
   });
 
-  it('reads events as SSE does: data lines joined (a CRLF split between chunks included), comments and ids ignored, anything else the engine\'s failure', () => {
+  it("reads events as SSE does: data lines joined (a CRLF split between chunks included), comments and ids ignored, anything else the engine's failure", () => {
     const feed = (...parts: string[]): StreamObserver => {
       const o = new StreamObserver(() => 0);
       for (const p of parts) o.sseChunk(Buffer.from(p, 'utf8'));
       return o;
     };
     // One event over two data lines, its CRLF split between two chunks: read once, whole.
-    const joined = feed(': keep-alive\r\nid: 7\r\nretry: 100\r\ndata: {"choices":[{"delta":\r', '\ndata: {"content":"ab"}}]}\r\n\r\n', 'data: [DONE]\r\n\r\n');
+    const joined = feed(
+      ': keep-alive\r\nid: 7\r\nretry: 100\r\ndata: {"choices":[{"delta":\r',
+      '\ndata: {"content":"ab"}}]}\r\n\r\n',
+      'data: [DONE]\r\n\r\n',
+    );
     assert.deepEqual([joined.failed, joined.fragments, joined.contentChars, joined.done], [false, 1, 2, true]);
     // Not read until the event ends.
     const open = feed('data: {"choices":[{"delta":{"content":"ab"}}]}\n');
     assert.equal(open.fragments, 0);
     open.sseChunk(Buffer.from('\n'));
     assert.equal(open.fragments, 1);
-    for (const bad of ['event: error\ndata: {}\n\n', 'data: not json\n\n', 'data: [1,2]\n\n', 'data: "text"\n\n', 'Traceback: x\n', 'oops\n', 'data: {"error":\ndata: {"message":"x"}}\n\n']) {
+    for (const bad of [
+      'event: error\ndata: {}\n\n',
+      'data: not json\n\n',
+      'data: [1,2]\n\n',
+      'data: "text"\n\n',
+      'Traceback: x\n',
+      'oops\n',
+      'data: {"error":\ndata: {"message":"x"}}\n\n',
+    ]) {
       const before = 'data: {"choices":[{"delta":{"content":"ok"}}]}\n\n';
       const o = feed(before + bad);
       assert.deepEqual([o.failed, o.failedAtByte], [true, Buffer.byteLength(before)], JSON.stringify(bad));
@@ -183,11 +227,18 @@ describe('stream observer', () => {
     // Nothing after [DONE] is read: its end is where the relay stops.
     const head = 'data: {"choices":[{"delta":{"content":"ab"}}]}\n\ndata: [DONE]\n\n';
     const after = feed(head + 'data: {"error":{"message":"late"}}\n\n');
-    assert.deepEqual([after.done, after.failed, after.doneAtByte, after.fragments], [true, false, Buffer.byteLength(head), 1]);
+    assert.deepEqual(
+      [after.done, after.failed, after.doneAtByte, after.fragments],
+      [true, false, Buffer.byteLength(head), 1],
+    );
     const exact = feed(head);
     assert.equal(exact.doneAtByte, Buffer.byteLength(head));
     // Bytes that are not UTF-8 before the cut: the offsets are still the chunk's bytes.
-    const invalid = Buffer.concat([Buffer.from('data: {"choices":[{"delta":{"content":"'), Buffer.alloc(40, 0xff), Buffer.from('"}}]}\n\n')]);
+    const invalid = Buffer.concat([
+      Buffer.from('data: {"choices":[{"delta":{"content":"'),
+      Buffer.alloc(40, 0xff),
+      Buffer.from('"}}]}\n\n'),
+    ]);
     const bad = new StreamObserver(() => 0);
     bad.sseChunk(Buffer.concat([Buffer.from('\ufeff'), invalid, Buffer.from('data: SECRET\n\n')]));
     assert.deepEqual([bad.failed, bad.failedAtByte], [true, 3 + invalid.length]);
@@ -247,7 +298,11 @@ describe('stream observer', () => {
 
   it('accepts data: without a space, CRLF lines, comments and event lines; normalizes finish reasons', () => {
     const o = new StreamObserver(() => 1);
-    o.sseChunk(Buffer.from(': keep-alive\r\nevent: message\r\ndata:{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\r\n\r\n'));
+    o.sseChunk(
+      Buffer.from(
+        ': keep-alive\r\nevent: message\r\ndata:{"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\r\n\r\n',
+      ),
+    );
     o.sseChunk(Buffer.from('data: {"choices":[{"delta":{},"finish_reason":"eos"}]}\r\n\r\n'));
     assert.equal(o.fragments, 1);
     assert.equal(o.finishReason, 'stop');
@@ -262,7 +317,11 @@ describe('stream observer', () => {
 
   it('ignores malformed JSON and usage that is not a non-negative integer', () => {
     const o = new StreamObserver(() => 1);
-    o.sseChunk(Buffer.from('data: {not json\n\ndata: 42\n\ndata: null\n\ndata: {"choices":"x"}\n\ndata: {"choices":[null,1]}\n\n'));
+    o.sseChunk(
+      Buffer.from(
+        'data: {not json\n\ndata: 42\n\ndata: null\n\ndata: {"choices":"x"}\n\ndata: {"choices":[null,1]}\n\n',
+      ),
+    );
     o.sseChunk(Buffer.from('data: {"usage":{"prompt_tokens":-1,"completion_tokens":1.5}}\n\n'));
     o.sseChunk(Buffer.from('data: {"usage":{"prompt_tokens":"3","completion_tokens":null}}\n\n'));
     assert.deepEqual([o.promptTokens, o.completionTokens, o.fragments, o.firstContentAt], [null, null, 0, null]);
@@ -270,8 +329,14 @@ describe('stream observer', () => {
 
   it('tool calls: a protocol transition without content (no first content), counted as fragments when streamed', () => {
     const o = new StreamObserver(() => 5);
-    o.sseChunk(Buffer.from(chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, function: { name: 'f', arguments: '' } }] })));
-    o.sseChunk(Buffer.from(chunk({ tool_calls: [{ index: 0, function: { arguments: '{}' } }] }) + chunk({}, 'tool_calls')));
+    o.sseChunk(
+      Buffer.from(
+        chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, function: { name: 'f', arguments: '' } }] }),
+      ),
+    );
+    o.sseChunk(
+      Buffer.from(chunk({ tool_calls: [{ index: 0, function: { arguments: '{}' } }] }) + chunk({}, 'tool_calls')),
+    );
     assert.equal(o.toolCall, true);
     assert.equal(o.fragments, 2);
     assert.equal(o.firstContentAt, null);
@@ -290,13 +355,29 @@ describe('stream observer', () => {
 
   it('observes whole JSON bodies: chat message content, completion text, tool calls, usage', () => {
     const chat = new StreamObserver(() => 9);
-    chat.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'four words in here' }, finish_reason: 'length' }], usage: { prompt_tokens: 1, completion_tokens: 4 } })));
-    assert.deepEqual([chat.firstContentAt, chat.fragments, chat.contentChars, chat.finishReason, chat.completionTokens], [9, 1, 18, 'length', 4]);
+    chat.jsonBody(
+      Buffer.from(
+        JSON.stringify({
+          choices: [{ message: { role: 'assistant', content: 'four words in here' }, finish_reason: 'length' }],
+          usage: { prompt_tokens: 1, completion_tokens: 4 },
+        }),
+      ),
+    );
+    assert.deepEqual(
+      [chat.firstContentAt, chat.fragments, chat.contentChars, chat.finishReason, chat.completionTokens],
+      [9, 1, 18, 'length', 4],
+    );
     const cmpl = new StreamObserver(() => 3);
     cmpl.jsonBody(Buffer.from(JSON.stringify({ choices: [{ text: 'abc', finish_reason: 'stop' }] })));
     assert.deepEqual([cmpl.contentChars, cmpl.finishReason, cmpl.completionTokens], [3, 'stop', null]);
     const tool = new StreamObserver(() => 3);
-    tool.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { content: null, tool_calls: [{ id: 'x' }] }, finish_reason: 'tool_calls' }] })));
+    tool.jsonBody(
+      Buffer.from(
+        JSON.stringify({
+          choices: [{ message: { content: null, tool_calls: [{ id: 'x' }] }, finish_reason: 'tool_calls' }],
+        }),
+      ),
+    );
     assert.deepEqual([tool.toolCall, tool.firstContentAt, tool.fragments], [true, null, 0]);
     const bad = new StreamObserver(() => 3);
     bad.jsonBody(Buffer.from('{"choices": ['));
@@ -305,7 +386,21 @@ describe('stream observer', () => {
 
   it('estimates tokens from characters and counts prompt characters without keeping them', () => {
     assert.deepEqual([estimateTokens(0), estimateTokens(1), estimateTokens(4), estimateTokens(5)], [0, 1, 1, 2]);
-    assert.equal(promptChars({ messages: [{ role: 'system', content: 'abc' }, { role: 'user', content: [{ type: 'text', text: 'de' }, { type: 'image_url', image_url: { url: 'x' } }] }] }), 5);
+    assert.equal(
+      promptChars({
+        messages: [
+          { role: 'system', content: 'abc' },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'de' },
+              { type: 'image_url', image_url: { url: 'x' } },
+            ],
+          },
+        ],
+      }),
+      5,
+    );
     assert.equal(promptChars({ prompt: 'hello' }), 5);
     assert.equal(promptChars({ prompt: ['ab', 'cd'] }), 4);
     assert.equal(promptChars({ messages: 'not an array' }), 0);
@@ -319,13 +414,34 @@ describe('stream observer', () => {
 
   it('an engine usage count past what a record may hold is no count (the record stays readable)', () => {
     const o = new StreamObserver(() => 3);
-    o.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 5e9, completion_tokens: 7 } })));
+    o.jsonBody(
+      Buffer.from(
+        JSON.stringify({
+          choices: [{ message: { content: 'hi' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 5e9, completion_tokens: 7 },
+        }),
+      ),
+    );
     assert.deepEqual([o.promptTokens, o.completionTokens], [null, 7]);
   });
 
-  it('a buffered tool-call answer counts the calls\' names and arguments toward the completion estimate, never as content', () => {
+  it("a buffered tool-call answer counts the calls' names and arguments toward the completion estimate, never as content", () => {
     const o = new StreamObserver(() => 3);
-    o.jsonBody(Buffer.from(JSON.stringify({ choices: [{ message: { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get', arguments: '{"city":"Paris"}' } }] }, finish_reason: 'tool_calls' }] })));
+    o.jsonBody(
+      Buffer.from(
+        JSON.stringify({
+          choices: [
+            {
+              message: {
+                content: null,
+                tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get', arguments: '{"city":"Paris"}' } }],
+              },
+              finish_reason: 'tool_calls',
+            },
+          ],
+        }),
+      ),
+    );
     assert.deepEqual([o.toolCall, o.firstContentAt, o.contentChars, o.toolChars], [true, null, 0, 3 + 16]);
   });
 });
@@ -343,7 +459,11 @@ describe('multipart field', () => {
   const wav = new Blob([Buffer.from([0, 1, 2, 0x2d, 0x2d, 0x0d, 0x0a, 255])], { type: 'audio/wav' });
 
   it('finds a small text field in a FormData body, not a file part of the same name', async () => {
-    const { body, ct } = await form([['file', wav, 'model'], ['model', 'whisper-x'], ['language', 'en']]);
+    const { body, ct } = await form([
+      ['file', wav, 'model'],
+      ['model', 'whisper-x'],
+      ['language', 'en'],
+    ]);
     assert.equal(multipartField(body, ct, 'model'), 'whisper-x');
     assert.equal(multipartField(body, ct, 'language'), 'en');
     assert.equal(multipartField(body, ct, 'missing'), undefined);
@@ -352,24 +472,47 @@ describe('multipart field', () => {
   });
 
   it('undefined for a field sent twice (an engine may read the other copy), whichever part comes second', async () => {
-    const twice = await form([['model', 'alias'], ['file', wav, 'a.wav'], ['model', 'other-model']]);
+    const twice = await form([
+      ['model', 'alias'],
+      ['file', wav, 'a.wav'],
+      ['model', 'other-model'],
+    ]);
     assert.equal(multipartField(twice.body, twice.ct, 'model'), undefined);
     assert.equal(replaceMultipartField(twice.body, twice.ct, 'model', 'engine'), undefined);
-    const fileToo = await form([['model', 'alias'], ['model', wav, 'model.wav']]);
+    const fileToo = await form([
+      ['model', 'alias'],
+      ['model', wav, 'model.wav'],
+    ]);
     assert.equal(multipartField(fileToo.body, fileToo.ct, 'model'), undefined);
     // However the second copy spells its name (unquoted, spaced, after long headers), it is seen.
-    const part = (disp: string, v: string, pad = ''): string => `--B\r\nContent-Disposition: ${disp}\r\n${pad}\r\n${v}\r\n`;
-    for (const second of ['form-data; name=model', 'form-data; name = "model"', 'form-data;name="model"', 'form-data; NAME="model"']) {
+    const part = (disp: string, v: string, pad = ''): string =>
+      `--B\r\nContent-Disposition: ${disp}\r\n${pad}\r\n${v}\r\n`;
+    for (const second of [
+      'form-data; name=model',
+      'form-data; name = "model"',
+      'form-data;name="model"',
+      'form-data; NAME="model"',
+    ]) {
       const body = Buffer.from(part('form-data; name="model"', 'alias') + part(second, 'other') + '--B--\r\n');
       assert.equal(multipartField(body, 'multipart/form-data; boundary=B', 'model'), undefined, second);
     }
-    const padded = Buffer.from(part('form-data; name="model"', 'alias') + part('form-data; name="model"', 'other', `X-Pad: ${'p'.repeat(1100)}\r\n`) + '--B--\r\n');
+    const padded = Buffer.from(
+      part('form-data; name="model"', 'alias') +
+        part('form-data; name="model"', 'other', `X-Pad: ${'p'.repeat(1100)}\r\n`) +
+        '--B--\r\n',
+    );
     assert.equal(multipartField(padded, 'multipart/form-data; boundary=B', 'model'), undefined);
     // `filename` is not `name`; `xname` is not `name`.
-    const lookalike = Buffer.from(part('form-data; name="model"', 'alias') + part('form-data; xname="model"; filename="model"', 'f') + '--B--\r\n');
+    const lookalike = Buffer.from(
+      part('form-data; name="model"', 'alias') + part('form-data; xname="model"; filename="model"', 'f') + '--B--\r\n',
+    );
     assert.equal(multipartField(lookalike, 'multipart/form-data; boundary=B', 'model'), 'alias');
     // Other fields named twice do not matter to the alias.
-    const lang = await form([['model', 'alias'], ['language', 'en'], ['language', 'de']]);
+    const lang = await form([
+      ['model', 'alias'],
+      ['language', 'en'],
+      ['language', 'de'],
+    ]);
     assert.equal(multipartField(lang.body, lang.ct, 'model'), 'alias');
   });
 
@@ -379,38 +522,65 @@ describe('multipart field', () => {
     assert.equal(multipartField(good, 'multipart/form-data; boundary=B', 'model'), 'alias');
     // Two boundary parameters: a parser that keeps the last one reads another form.
     const inner = part('form-data; name="model"', 'smuggled', 'C') + '--C--\r\n';
-    const nested = Buffer.from(part('form-data; name="model"', 'alias') + part('form-data; name="file"; filename="a.wav"', inner) + '--B--\r\n');
+    const nested = Buffer.from(
+      part('form-data; name="model"', 'alias') + part('form-data; name="file"; filename="a.wav"', inner) + '--B--\r\n',
+    );
     assert.equal(multipartField(nested, 'multipart/form-data; boundary=B; boundary=C', 'model'), undefined);
-    assert.equal(multipartField(nested, 'multipart/form-data; boundary=B', 'model'), 'alias', 'the inner form is the file\'s bytes');
+    assert.equal(
+      multipartField(nested, 'multipart/form-data; boundary=B', 'model'),
+      'alias',
+      "the inner form is the file's bytes",
+    );
     // A part that names itself twice, or with an encoded name.
-    for (const disp of ['form-data; name="note"; name="model"', 'form-data; name*=utf-8\'\'model', 'form-data; name="note"; name*=utf-8\'\'model']) {
+    for (const disp of [
+      'form-data; name="note"; name="model"',
+      "form-data; name*=utf-8''model",
+      'form-data; name="note"; name*=utf-8\'\'model',
+    ]) {
       const body = Buffer.from(part('form-data; name="model"', 'alias') + part(disp, 'smuggled') + '--B--\r\n');
       assert.equal(multipartField(body, 'multipart/form-data; boundary=B', 'model'), undefined, disp);
     }
     // Two Content-Disposition headers in one part.
-    const twoDisp = Buffer.from('--B\r\nContent-Disposition: form-data; name="note"\r\nContent-Disposition: form-data; name="model"\r\n\r\nx\r\n' + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    const twoDisp = Buffer.from(
+      '--B\r\nContent-Disposition: form-data; name="note"\r\nContent-Disposition: form-data; name="model"\r\n\r\nx\r\n' +
+        part('form-data; name="model"', 'alias') +
+        '--B--\r\n',
+    );
     assert.equal(multipartField(twoDisp, 'multipart/form-data; boundary=B', 'model'), undefined);
     // The boundary anywhere but at a line start (parsers differ on it), or a preamble before
     // the first delimiter (one parser takes `junk--B` as a delimiter, another skips to the next).
     const inline = Buffer.from('--B\r\nContent-Disposition: form-data; name="model"\r\n\r\nalias x--B y\r\n--B--\r\n');
     assert.equal(multipartField(inline, 'multipart/form-data; boundary=B', 'model'), undefined);
-    const preamble = Buffer.from('junk--B\r\n' + part('form-data; name="model"', 'other') + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    const preamble = Buffer.from(
+      'junk--B\r\n' + part('form-data; name="model"', 'other') + part('form-data; name="model"', 'alias') + '--B--\r\n',
+    );
     assert.equal(multipartField(preamble, 'multipart/form-data; boundary=B', 'model'), undefined);
     // A boundary parameter that does not end where a parameter ends: a quoted one over 70
     // characters, or a token run into other text.
     const long = `AAA ${'C'.repeat(71)}`;
     const longForm = Buffer.from(part('form-data; name="model"', 'alias', long) + `--${long}--\r\n`);
     assert.equal(multipartField(longForm, `multipart/form-data; boundary="${long}"`, 'model'), undefined);
-    for (const ct of ['multipart/form-data; boundary=B x', 'multipart/form-data; boundary=B"x"', 'multipart/form-data; boundary*=utf-8\'\'B', 'multipart/form-data; boundary=']) {
+    for (const ct of [
+      'multipart/form-data; boundary=B x',
+      'multipart/form-data; boundary=B"x"',
+      "multipart/form-data; boundary*=utf-8''B",
+      'multipart/form-data; boundary=',
+    ]) {
       assert.equal(multipartField(good, ct, 'model'), undefined, ct);
     }
     assert.equal(multipartField(good, 'multipart/form-data; boundary=B ; charset=utf-8', 'model'), 'alias');
     assert.equal(multipartField(good, 'multipart/form-data; boundary="B"', 'model'), 'alias');
     // A folded header line continues the one before it for some parsers only.
-    const folded = Buffer.from('--B\r\nContent-Disposition: form-data;\r\n name="model"\r\n\r\nother\r\n' + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    const folded = Buffer.from(
+      '--B\r\nContent-Disposition: form-data;\r\n name="model"\r\n\r\nother\r\n' +
+        part('form-data; name="model"', 'alias') +
+        '--B--\r\n',
+    );
     assert.equal(multipartField(folded, 'multipart/form-data; boundary=B', 'model'), undefined);
     // An empty part and a part without headers are fine.
-    const empty = Buffer.from('--B\r\n\r\n\r\n' + part('form-data; name="e"', '') + part('form-data; name="model"', 'alias') + '--B--\r\n');
+    const empty = Buffer.from(
+      '--B\r\n\r\n\r\n' + part('form-data; name="e"', '') + part('form-data; name="model"', 'alias') + '--B--\r\n',
+    );
     assert.equal(multipartField(empty, 'multipart/form-data; boundary=B', 'model'), 'alias');
   });
 
@@ -426,7 +596,11 @@ describe('multipart field', () => {
   });
 
   it('replaces a field value and leaves every other byte (the file) as it was', async () => {
-    const { body, ct } = await form([['file', wav, 'clip.wav'], ['model', 'alias'], ['response_format', 'json']]);
+    const { body, ct } = await form([
+      ['file', wav, 'clip.wav'],
+      ['model', 'alias'],
+      ['response_format', 'json'],
+    ]);
     const out = replaceMultipartField(body, ct, 'model', 'engine-model-name')!;
     const parts = parseMultipart(out, /boundary=(.+)$/.exec(ct)![1]!)!;
     assert.equal(parts.get('model')!.data.toString(), 'engine-model-name');
@@ -436,7 +610,6 @@ describe('multipart field', () => {
     assert.equal(replaceMultipartField(body, ct, 'nope', 'x'), undefined);
   });
 });
-
 
 describe('relay request preparation (in-process router, recording upstream)', () => {
   const CEIL = 8;
@@ -448,11 +621,27 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     up = await startRecordingUpstream();
     const dir = mkdtempSync(join(tmpdir(), 'svc-prep-'));
     const path = join(dir, 'router.toml');
-    writeFileSync(path, [
-      '[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', '',
-      '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, `max_output_tokens = ${CEIL}`, '',
-      '[[models]]', 'alias = "aliased"', `upstream = "${up.url}"`, 'upstream_model = "engine-name"', `max_output_tokens = ${CEIL}`, '',
-    ].join('\n'));
+    writeFileSync(
+      path,
+      [
+        '[server]',
+        'host_id = "node-a"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "UNIT_KEYS"',
+        '',
+        '[[models]]',
+        'alias = "same"',
+        `upstream = "${up.url}"`,
+        `max_output_tokens = ${CEIL}`,
+        '',
+        '[[models]]',
+        'alias = "aliased"',
+        `upstream = "${up.url}"`,
+        'upstream_model = "engine-name"',
+        `max_output_tokens = ${CEIL}`,
+        '',
+      ].join('\n'),
+    );
     router = await startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } });
   });
   after(async () => {
@@ -460,7 +649,11 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     await up?.close();
   });
 
-  const send = async (body: string | Uint8Array | Record<string, unknown>, path = '/v1/chat/completions', ct = 'application/json') => {
+  const send = async (
+    body: string | Uint8Array | Record<string, unknown>,
+    path = '/v1/chat/completions',
+    ct = 'application/json',
+  ) => {
     const n = up.requests.length;
     const res = await fetch(`${router.url}${path}`, {
       method: 'POST',
@@ -469,23 +662,31 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     });
     await res.arrayBuffer();
     const id = res.headers.get('x-svc-request-id')!;
-    return { status: res.status, upstream: up.requests.length > n ? up.requests[n]!.body : undefined, record: (await router.registry.lookup(id)) };
+    return {
+      status: res.status,
+      upstream: up.requests.length > n ? up.requests[n]!.body : undefined,
+      record: await router.registry.lookup(id),
+    };
   };
   const json = (b: Buffer | undefined) => JSON.parse(b!.toString('utf8')) as Record<string, unknown>;
 
   it('a request within the ceiling, for an alias that is the engine name, is forwarded byte for byte', async () => {
-    const text = '{"model":"same",  "messages":[{"role":"user","content":"hi"}], "max_tokens": 3, "extra": {"kept": [1, 2]}}';
+    const text =
+      '{"model":"same",  "messages":[{"role":"user","content":"hi"}], "max_tokens": 3, "extra": {"kept": [1, 2]}}';
     const r = await send(text);
     assert.equal(r.status, 200);
     assert.equal(r.upstream!.toString('utf8'), text);
     assert.deepEqual(r.record?.output_limit, { requested: 3, effective: 3, clamped: false });
   });
 
-  it('an absent limit is added to the client\'s own text (nothing else re-serialized), trailing blanks included', async () => {
+  it("an absent limit is added to the client's own text (nothing else re-serialized), trailing blanks included", async () => {
     const text = '{"model":"same", "messages":[{"role":"user","content":"caf\\u00e9 \u00e9"}], "n": 1.50}\r\n\t ';
     const r = await send(text);
     assert.equal(r.status, 200);
-    assert.equal(r.upstream!.toString('utf8'), `{"model":"same", "messages":[{"role":"user","content":"caf\\u00e9 \u00e9"}], "n": 1.50,"max_tokens":${CEIL}}`);
+    assert.equal(
+      r.upstream!.toString('utf8'),
+      `{"model":"same", "messages":[{"role":"user","content":"caf\\u00e9 \u00e9"}], "n": 1.50,"max_tokens":${CEIL}}`,
+    );
     assert.deepEqual(r.record?.output_limit, { requested: null, effective: CEIL, clamped: false });
     // max_completion_tokens given as null: max_tokens is the limit, added beside it.
     const r2 = await send('{"model":"same","messages":[],"max_completion_tokens":null}');
@@ -524,8 +725,18 @@ describe('relay request preparation (in-process router, recording upstream)', ()
   });
 
   it("the engine's model name replaces the alias (chat, embeddings, multipart audio); other members are kept", async () => {
-    const r = await send({ model: 'aliased', messages: [{ role: 'user', content: 'x' }], temperature: 0.5, max_tokens: 2 });
-    assert.deepEqual(json(r.upstream), { model: 'engine-name', messages: [{ role: 'user', content: 'x' }], temperature: 0.5, max_tokens: 2 });
+    const r = await send({
+      model: 'aliased',
+      messages: [{ role: 'user', content: 'x' }],
+      temperature: 0.5,
+      max_tokens: 2,
+    });
+    assert.deepEqual(json(r.upstream), {
+      model: 'engine-name',
+      messages: [{ role: 'user', content: 'x' }],
+      temperature: 0.5,
+      max_tokens: 2,
+    });
     const e = await send({ model: 'aliased', input: 'x' }, '/v1/embeddings');
     assert.deepEqual(json(e.upstream), { model: 'engine-name', input: 'x' }, 'no output limit on embeddings');
     assert.equal(e.record?.output_limit, null);
@@ -553,9 +764,25 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     const blocker = join(dir, 'file');
     appendFileSync(blocker, 'x');
     const path = join(dir, 'router.toml');
-    writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', 'decision_log_path = "file/sub/d.jsonl"', '',
-      '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
-    await assert.rejects(startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } }), /decision_log_path cannot be opened/);
+    writeFileSync(
+      path,
+      [
+        '[server]',
+        'host_id = "node-a"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "UNIT_KEYS"',
+        'decision_log_path = "file/sub/d.jsonl"',
+        '',
+        '[[models]]',
+        'alias = "same"',
+        `upstream = "${up.url}"`,
+        '',
+      ].join('\n'),
+    );
+    await assert.rejects(
+      startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } }),
+      /decision_log_path cannot be opened/,
+    );
   });
 
   it('a decision log path that is a FIFO (or a rotated file, a lock or a journal that is one) never blocks the router: refused at start, skipped when read', async () => {
@@ -566,12 +793,28 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     };
     const toml = (log: string): string => {
       const path = join(dir, `${log.replace(/\W/g, '_')}.toml`);
-      writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', `decision_log_path = "${log}"`, '',
-        '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
+      writeFileSync(
+        path,
+        [
+          '[server]',
+          'host_id = "node-a"',
+          'listen = "127.0.0.1:0"',
+          'api_keys_env = "UNIT_KEYS"',
+          `decision_log_path = "${log}"`,
+          '',
+          '[[models]]',
+          'alias = "same"',
+          `upstream = "${up.url}"`,
+          '',
+        ].join('\n'),
+      );
       return path;
     };
     fifo(join(dir, 'fifo.jsonl'));
-    const err = await startRouter(loadRouterConfig(toml('fifo.jsonl')), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } }).then(
+    const err = await startRouter(loadRouterConfig(toml('fifo.jsonl')), {
+      logger: pino({ level: 'silent' }),
+      env: { UNIT_KEYS: KEY },
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -580,24 +823,49 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     // FIFOs where a rotated file, the lock and the journal go: the router starts, restores what
     // it can and answers lookups, never waiting on any of them.
     mkdirSync(join(dir, 'logs'));
-    for (const f of ['d.jsonl.1', 'd.jsonl.lock', 'd.jsonl.inflight', 'd.jsonl.inflight.tmp', 'd.jsonl.unclean']) fifo(join(dir, 'logs', f));
-    const r = await startRouter(loadRouterConfig(toml('logs/d.jsonl')), { logger: pino({ level: 'silent' }), env: { UNIT_KEYS: KEY } });
+    for (const f of ['d.jsonl.1', 'd.jsonl.lock', 'd.jsonl.inflight', 'd.jsonl.inflight.tmp', 'd.jsonl.unclean'])
+      fifo(join(dir, 'logs', f));
+    const r = await startRouter(loadRouterConfig(toml('logs/d.jsonl')), {
+      logger: pino({ level: 'silent' }),
+      env: { UNIT_KEYS: KEY },
+    });
     try {
-      const res = await fetch(`${r.url}/v1/requests/req_${'0'.repeat(32)}`, { headers: { authorization: `Bearer ${KEY}` }, signal: AbortSignal.timeout(5000) });
+      const res = await fetch(`${r.url}/v1/requests/req_${'0'.repeat(32)}`, {
+        headers: { authorization: `Bearer ${KEY}` },
+        signal: AbortSignal.timeout(5000),
+      });
       assert.equal(res.status, 404);
     } finally {
       await r.close();
     }
   });
 
-  it('a data-plane key that is also a policy client\'s token stops start-up, naming the client, never the token', async () => {
+  it("a data-plane key that is also a policy client's token stops start-up, naming the client, never the token", async () => {
     const policy = writeTestPolicy();
     const path = join(policy.dir, 'router.toml');
-    writeFileSync(path, ['[server]', 'host_id = "node-a"', 'listen = "127.0.0.1:0"', 'api_keys_env = "UNIT_KEYS"', 'authorization_policy = "policy.toml"', '',
-      '[[models]]', 'alias = "same"', `upstream = "${up.url}"`, ''].join('\n'));
+    writeFileSync(
+      path,
+      [
+        '[server]',
+        'host_id = "node-a"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "UNIT_KEYS"',
+        'authorization_policy = "policy.toml"',
+        '',
+        '[[models]]',
+        'alias = "same"',
+        `upstream = "${up.url}"`,
+        '',
+      ].join('\n'),
+    );
     await assert.rejects(
-      startRouter(loadRouterConfig(path), { logger: pino({ level: 'silent' }), env: { ...policy.env, UNIT_KEYS: `${KEY}, ${policy.tokens.reader}` } }),
-      (err: Error) => /a key in UNIT_KEYS is also the credential of policy client "ops-reader"/.test(err.message) && !err.message.includes(policy.tokens.reader),
+      startRouter(loadRouterConfig(path), {
+        logger: pino({ level: 'silent' }),
+        env: { ...policy.env, UNIT_KEYS: `${KEY}, ${policy.tokens.reader}` },
+      }),
+      (err: Error) =>
+        /a key in UNIT_KEYS is also the credential of policy client "ops-reader"/.test(err.message) &&
+        !err.message.includes(policy.tokens.reader),
     );
   });
 });

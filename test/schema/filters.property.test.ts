@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { InvalidInputError } from '../../src/errors.js';
 import { KINDS, OWNERS, STATES } from '../../src/schema/enums.js';
-import { FILTER_NAMES, LIMIT, RECENT_SECONDS, parseFilterArgs, parseFilterQuery, type FilterArgs } from '../../src/schema/filters.js';
+import {
+  FILTER_NAMES,
+  LIMIT,
+  RECENT_SECONDS,
+  parseFilterArgs,
+  parseFilterQuery,
+  type FilterArgs,
+} from '../../src/schema/filters.js';
 
 type Name = (typeof FILTER_NAMES)[number];
 /** One query member: its wire spelling and the typed value it must parse to. */
@@ -25,7 +32,11 @@ const VALID: Record<Name, fc.Arbitrary<Member>> = {
   state: fc.constantFrom(...STATES).map((v) => ({ name: 'state', raw: v, typed: v })),
   host: hostArb.map((v) => ({ name: 'host', raw: v, typed: v })),
   active_only: fc.boolean().map((v) => ({ name: 'active_only', raw: String(v), typed: v })),
-  recent_seconds: boundedInt(RECENT_SECONDS.min, RECENT_SECONDS.max).map((v) => ({ name: 'recent_seconds', raw: String(v), typed: v })),
+  recent_seconds: boundedInt(RECENT_SECONDS.min, RECENT_SECONDS.max).map((v) => ({
+    name: 'recent_seconds',
+    raw: String(v),
+    typed: v,
+  })),
   limit: boundedInt(LIMIT.min, LIMIT.max).map((v) => ({ name: 'limit', raw: String(v), typed: v })),
 };
 
@@ -43,20 +54,39 @@ const validMembers: fc.Arbitrary<Member[]> = fc
 const query = (ms: readonly { name: string; raw: string }[]): string =>
   ms.map((m) => `${encodeURIComponent(m.name)}=${encodeURIComponent(m.raw)}`).join('&');
 
-const typedOf = (ms: readonly Member[]): Record<string, unknown> => Object.fromEntries(ms.map((m) => [m.name, m.typed]));
+const typedOf = (ms: readonly Member[]): Record<string, unknown> =>
+  Object.fromEntries(ms.map((m) => [m.name, m.typed]));
 
 /** A casing of `s` that differs from it (needs at least one letter). */
 function recased(s: string): fc.Arbitrary<string> {
   return fc
     .array(fc.boolean(), { minLength: s.length, maxLength: s.length })
-    .map((flips) => [...s].map((c, i) => (flips[i] ? (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase()) : c)).join(''))
+    .map((flips) =>
+      [...s].map((c, i) => (flips[i] ? (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase()) : c)).join(''),
+    )
     .filter((t) => t !== s);
 }
 
 /** Values that are not plain in-range decimal digits for an integer filter. */
 function badInt(min: number, max: number): fc.Arbitrary<string> {
   return fc.oneof(
-    fc.constantFrom(String(min - 1), String(max + 1), '-1', '+5', '5.0', '1e2', '0x10', ' 5', '5 ', '010', '00', 'NaN', 'Infinity', '\uFF15', '٣'),
+    fc.constantFrom(
+      String(min - 1),
+      String(max + 1),
+      '-1',
+      '+5',
+      '5.0',
+      '1e2',
+      '0x10',
+      ' 5',
+      '5 ',
+      '010',
+      '00',
+      'NaN',
+      'Infinity',
+      '\uFF15',
+      '٣',
+    ),
     fc.integer({ min: max + 1, max: Number.MAX_SAFE_INTEGER }).map(String),
     fc.bigInt({ min: 10n ** 16n, max: 10n ** 40n }).map(String),
     fc.integer({ min: -1_000_000, max: 0 }).map(String),
@@ -71,34 +101,67 @@ const badMember: fc.Arbitrary<{ label: string; name: string; raw: string; clashe
   fc
     .oneof(
       fc.string({ minLength: 1, maxLength: 20 }),
-      fc.constantFrom(...FILTER_NAMES).chain((n) => fc.integer({ min: 1, max: n.length - 1 }).map((k) => n.slice(0, k))),
+      fc
+        .constantFrom(...FILTER_NAMES)
+        .chain((n) => fc.integer({ min: 1, max: n.length - 1 }).map((k) => n.slice(0, k))),
       fc.constantFrom(...FILTER_NAMES).map((n) => `${n}s`),
-      fc.constantFrom('activeOnly', 'active-only', 'recent', 'owners', 'host_id', 'filter', '__proto__', 'constructor', 'toString'),
+      fc.constantFrom(
+        'activeOnly',
+        'active-only',
+        'recent',
+        'owners',
+        'host_id',
+        'filter',
+        '__proto__',
+        'constructor',
+        'toString',
+      ),
     )
     .filter((n) => !NAME_SET.has(n))
     .chain((name) => fc.constantFrom('router', 'true', '5').map((raw) => ({ label: 'unknown name', name, raw }))),
   // wrongly cased names, with a value that would be valid for the real name
-  fc.constantFrom(...FILTER_NAMES).chain((n) => fc.tuple(recased(n), VALID[n]).map(([name, m]) => ({ label: 'cased name', name, raw: m.raw }))),
+  fc
+    .constantFrom(...FILTER_NAMES)
+    .chain((n) => fc.tuple(recased(n), VALID[n]).map(([name, m]) => ({ label: 'cased name', name, raw: m.raw }))),
   // wrongly cased enum and boolean values (host IDs are case-sensitive and stay valid, so not here)
-  fc.constantFrom('owner', 'kind', 'state', 'active_only' as const).chain((n) =>
-    VALID[n].chain((m) => recased(m.raw).map((raw) => ({ label: 'cased value', name: n, raw, clashes: n }))),
-  ),
+  fc
+    .constantFrom('owner', 'kind', 'state', 'active_only' as const)
+    .chain((n) =>
+      VALID[n].chain((m) => recased(m.raw).map((raw) => ({ label: 'cased value', name: n, raw, clashes: n }))),
+    ),
   // empty values
   fc.constantFrom(...FILTER_NAMES).map((n) => ({ label: 'empty value', name: n, raw: '', clashes: n })),
   // values outside the vocabulary
   fc.constantFrom('owner', 'kind', 'state' as const).chain((n) =>
-    fc.oneof(fc.string({ minLength: 1 }), fc.constantFrom('null', 'undefined', 'all', '*', 'rout', 'media-job,recipe'))
-      .filter((v) => !(n === 'owner' ? (OWNERS as readonly string[]) : n === 'kind' ? (KINDS as readonly string[]) : (STATES as readonly string[])).includes(v))
+    fc
+      .oneof(fc.string({ minLength: 1 }), fc.constantFrom('null', 'undefined', 'all', '*', 'rout', 'media-job,recipe'))
+      .filter(
+        (v) =>
+          !(
+            n === 'owner'
+              ? (OWNERS as readonly string[])
+              : n === 'kind'
+                ? (KINDS as readonly string[])
+                : (STATES as readonly string[])
+          ).includes(v),
+      )
       .map((raw) => ({ label: 'unknown value', name: n, raw, clashes: n })),
   ),
-  fc.oneof(fc.string({ minLength: 1 }), fc.constantFrom('1', '0', 'yes', 'on', 'null'))
+  fc
+    .oneof(fc.string({ minLength: 1 }), fc.constantFrom('1', '0', 'yes', 'on', 'null'))
     .filter((v) => v !== 'true' && v !== 'false')
     .map((raw) => ({ label: 'bad boolean', name: 'active_only', raw, clashes: 'active_only' as const })),
-  fc.oneof(fc.string({ minLength: 1, maxLength: 70 }), fc.constantFrom('1node', '-a', 'a.b', 'a b', 'x'.repeat(65)))
+  fc
+    .oneof(fc.string({ minLength: 1, maxLength: 70 }), fc.constantFrom('1node', '-a', 'a.b', 'a b', 'x'.repeat(65)))
     .filter((v) => !/^[A-Za-z][A-Za-z0-9_-]{0,63}$/.test(v))
     .map((raw) => ({ label: 'bad host', name: 'host', raw, clashes: 'host' as const })),
   // out-of-range and non-decimal integers
-  badInt(RECENT_SECONDS.min, RECENT_SECONDS.max).map((raw) => ({ label: 'bad integer', name: 'recent_seconds', raw, clashes: 'recent_seconds' as const })),
+  badInt(RECENT_SECONDS.min, RECENT_SECONDS.max).map((raw) => ({
+    label: 'bad integer',
+    name: 'recent_seconds',
+    raw,
+    clashes: 'recent_seconds' as const,
+  })),
   badInt(LIMIT.min, LIMIT.max).map((raw) => ({ label: 'bad integer', name: 'limit', raw, clashes: 'limit' as const })),
 );
 
@@ -157,13 +220,18 @@ describe('filters - raw query string properties', () => {
 
   it('a bare name, an empty segment or a name-less member is rejected', () => {
     fc.assert(
-      fc.property(validMembers, fc.constantFrom('act', 'owner', 'limit', '', '=router', '=', 'active_only'), fc.nat(), (ms, seg, at) => {
-        const parts = ms.map((m) => `${m.name}=${encodeURIComponent(m.raw)}`);
-        parts.splice(at % (parts.length + 1), 0, seg);
-        const qs = parts.join('&');
-        if (qs === '') return; // the empty query is the default query, not a member
-        assertRejected(qs, 'malformed segment');
-      }),
+      fc.property(
+        validMembers,
+        fc.constantFrom('act', 'owner', 'limit', '', '=router', '=', 'active_only'),
+        fc.nat(),
+        (ms, seg, at) => {
+          const parts = ms.map((m) => `${m.name}=${encodeURIComponent(m.raw)}`);
+          parts.splice(at % (parts.length + 1), 0, seg);
+          const qs = parts.join('&');
+          if (qs === '') return; // the empty query is the default query, not a member
+          assertRejected(qs, 'malformed segment');
+        },
+      ),
       RUNS,
     );
   });
@@ -180,7 +248,10 @@ describe('filters - arguments object properties', () => {
       return;
     }
     // Only a plain object (or nothing at all) is an `arguments` object: `[]` is not `{}`.
-    assert.ok(v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v)), `accepted ${JSON.stringify(v)}`);
+    assert.ok(
+      v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v)),
+      `accepted ${JSON.stringify(v)}`,
+    );
     for (const k of Object.keys(out)) assert.ok(NAME_SET.has(k), `returned key ${k}`);
     // What it accepts must be exactly what it was given, and stable under a second pass.
     if (v !== undefined) assert.deepEqual({ ...out }, { ...(v as object) });
@@ -198,7 +269,10 @@ describe('filters - arguments object properties', () => {
   });
 
   it('objects keyed mostly by filter names with arbitrary JSON values are handled totally', () => {
-    const key = fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...FILTER_NAMES) }, { weight: 1, arbitrary: fc.string() });
+    const key = fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom(...FILTER_NAMES) },
+      { weight: 1, arbitrary: fc.string() },
+    );
     // Values near the valid ones, so that both acceptance and every rejection path are reached.
     const value = fc.oneof(
       fc.constantFrom<unknown>(...OWNERS, ...KINDS, ...STATES, 'node-a', 'Router', '', null, '5', 'true'),
@@ -212,16 +286,21 @@ describe('filters - arguments object properties', () => {
 
   it('valid typed objects are accepted as given; a null member or a wire-typed value is rejected', () => {
     fc.assert(
-      fc.property(validMembers.filter((ms) => ms.length > 0), fc.nat(), fc.boolean(), (ms, pick, useNull) => {
-        const typed = typedOf(ms);
-        assert.deepEqual({ ...parseFilterArgs(typed) }, typed);
-        const victim = ms[pick % ms.length]!;
-        // Over JSON the types are native: the query string's text form is not accepted here,
-        // except for the string-valued filters, where text is the native type.
-        if (!useNull && typeof victim.typed === 'string') return;
-        const broken = { ...typed, [victim.name]: useNull ? null : victim.raw };
-        assert.throws(() => parseFilterArgs(broken), isInvalidInput, JSON.stringify(broken));
-      }),
+      fc.property(
+        validMembers.filter((ms) => ms.length > 0),
+        fc.nat(),
+        fc.boolean(),
+        (ms, pick, useNull) => {
+          const typed = typedOf(ms);
+          assert.deepEqual({ ...parseFilterArgs(typed) }, typed);
+          const victim = ms[pick % ms.length]!;
+          // Over JSON the types are native: the query string's text form is not accepted here,
+          // except for the string-valued filters, where text is the native type.
+          if (!useNull && typeof victim.typed === 'string') return;
+          const broken = { ...typed, [victim.name]: useNull ? null : victim.raw };
+          assert.throws(() => parseFilterArgs(broken), isInvalidInput, JSON.stringify(broken));
+        },
+      ),
       RUNS,
     );
   });

@@ -5,10 +5,21 @@ import { parseFilterArgs, parseFilterQuery, resolveFilters } from '../../src/sch
 
 describe('filters - raw query string', () => {
   it('accepts every filter once with canonical values', () => {
-    const f = parseFilterQuery('owner=router&kind=router-request&state=streaming&host=node-a&active_only=true&recent_seconds=60&limit=5');
-    assert.deepEqual({ ...f }, {
-      owner: 'router', kind: 'router-request', state: 'streaming', host: 'node-a', active_only: true, recent_seconds: 60, limit: 5,
-    });
+    const f = parseFilterQuery(
+      'owner=router&kind=router-request&state=streaming&host=node-a&active_only=true&recent_seconds=60&limit=5',
+    );
+    assert.deepEqual(
+      { ...f },
+      {
+        owner: 'router',
+        kind: 'router-request',
+        state: 'streaming',
+        host: 'node-a',
+        active_only: true,
+        recent_seconds: 60,
+        limit: 5,
+      },
+    );
   });
   it('an empty query means defaults', () => {
     assert.deepEqual(resolveFilters(parseFilterQuery('')), { active_only: false, recent_seconds: 3600, limit: 200 });
@@ -63,7 +74,10 @@ describe('filters - raw query string', () => {
 
 describe('filters - arguments object', () => {
   it('accepts typed present members', () => {
-    assert.deepEqual({ ...parseFilterArgs({ owner: 'media', active_only: false, limit: 10 }) }, { owner: 'media', active_only: false, limit: 10 });
+    assert.deepEqual(
+      { ...parseFilterArgs({ owner: 'media', active_only: false, limit: 10 }) },
+      { owner: 'media', active_only: false, limit: 10 },
+    );
   });
   it('absent arguments are no filters', () => assert.deepEqual(parseFilterArgs(undefined), {}));
   const bad: [string, unknown][] = [

@@ -24,7 +24,11 @@ describe('hasDuplicateKey', () => {
     assert.equal(verdict('{"__proto__":{"admin":true}}'), 'prototype');
     assert.equal(verdict('{"m":[{"x":{"\\u005f_proto__":{}}}]}'), 'prototype', 'escaped, nested in an array');
     assert.equal(verdict('{"constructor":{"prototype":{"x":1}}}'), 'prototype');
-    assert.equal(verdict('{"constructor":{"name":"x"},"prototype":1}'), undefined, 'constructor without prototype in it');
+    assert.equal(
+      verdict('{"constructor":{"name":"x"},"prototype":1}'),
+      undefined,
+      'constructor without prototype in it',
+    );
     assert.equal(verdict('{"constructor":["prototype"]}'), undefined);
     assert.equal(verdict('{"s":"__proto__","t":"{\\"__proto__\\":1}"}'), undefined, 'in strings');
     assert.equal(({} as Record<string, unknown>)['admin'], undefined, 'nothing was polluted');
@@ -36,7 +40,11 @@ describe('hasDuplicateKey', () => {
     assert.equal(hasDuplicateKey('{"a":{"a":{"a":1}}}'), false, 'the same name at different depths');
     assert.equal(hasDuplicateKey('{"s":"{\\"k\\":1,\\"k\\":2}","t":"x:y"}'), false, 'inside a string');
     assert.equal(hasDuplicateKey('{"a":["b","b"],"c":"\\\\"}'), false);
-    assert.equal(hasDuplicateKey('[' + '['.repeat(50_000) + ']'.repeat(50_000) + ']'), false, 'deep nesting costs no stack');
+    assert.equal(
+      hasDuplicateKey('[' + '['.repeat(50_000) + ']'.repeat(50_000) + ']'),
+      false,
+      'deep nesting costs no stack',
+    );
   });
 
   it('agrees with a parse that counts names, on generated JSON', () => {

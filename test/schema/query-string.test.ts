@@ -11,7 +11,13 @@ describe('splitQuery: the one strict query-string splitter', () => {
       ['', []],
       ['active=1', [['active', '1']]],
       ['%61ctive=%31', [['active', '1']]],
-      ['history=1&session_id=a+b', [['history', '1'], ['session_id', 'a+b']]],
+      [
+        'history=1&session_id=a+b',
+        [
+          ['history', '1'],
+          ['session_id', 'a+b'],
+        ],
+      ],
       ['session_id=a=b', [['session_id', 'a=b']]],
       ['session_id=a%20b', [['session_id', 'a b']]],
     ];
@@ -20,8 +26,23 @@ describe('splitQuery: the one strict query-string splitter', () => {
 
   it('refuses repeated, empty, abbreviated, unknown, differently cased and undecodable members the same way', () => {
     const bad = [
-      '&', 'active=1&', '&active=1', 'active=1&&history=1', 'active', 'act', 'act=1', '=1', 'active=', 'ACTIVE=1', 'x=1',
-      'active=1&active=1', '%61ctive=1&active=1', '%zz=1', 'active=%zz', '__proto__=1', 'constructor=1',
+      '&',
+      'active=1&',
+      '&active=1',
+      'active=1&&history=1',
+      'active',
+      'act',
+      'act=1',
+      '=1',
+      'active=',
+      'ACTIVE=1',
+      'x=1',
+      'active=1&active=1',
+      '%61ctive=1&active=1',
+      '%zz=1',
+      'active=%zz',
+      '__proto__=1',
+      'constructor=1',
       `session_id=${'s'.repeat(MAX_QUERY_LENGTH)}`,
     ];
     for (const q of bad) assert.throws(() => splitQuery(q, MEMBERS), InvalidInputError, q);

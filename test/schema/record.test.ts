@@ -12,7 +12,10 @@ describe('record id', () => {
     assert.equal(a, recordId('node-a', 'router', 'router-request', 'x'));
     assert.notEqual(a, recordId('node-b', 'router', 'router-request', 'x'));
     // The NUL separator keeps "ab"+"c" apart from "a"+"bc".
-    assert.notEqual(recordId('node-a', 'router', 'router-request', 'ab'), recordId('node-a', 'router', 'router-request', 'a\0b'));
+    assert.notEqual(
+      recordId('node-a', 'router', 'router-request', 'ab'),
+      recordId('node-a', 'router', 'router-request', 'a\0b'),
+    );
   });
   it('matches the contract digest', async () => {
     const { createHash } = await import('node:crypto');
@@ -22,8 +25,10 @@ describe('record id', () => {
 });
 
 describe('host id grammar', () => {
-  for (const ok of ['a', 'node-a', 'N_1', 'a'.repeat(64)]) it(`accepts ${ok.slice(0, 10)}`, () => assert.ok(isHostId(ok)));
-  for (const bad of ['', '1a', '-a', 'a.b', 'a b', 'a'.repeat(65), 'nöde', 'a\n']) it(`rejects ${JSON.stringify(bad).slice(0, 12)}`, () => assert.ok(!isHostId(bad)));
+  for (const ok of ['a', 'node-a', 'N_1', 'a'.repeat(64)])
+    it(`accepts ${ok.slice(0, 10)}`, () => assert.ok(isHostId(ok)));
+  for (const bad of ['', '1a', '-a', 'a.b', 'a b', 'a'.repeat(65), 'nöde', 'a\n'])
+    it(`rejects ${JSON.stringify(bad).slice(0, 12)}`, () => assert.ok(!isHostId(bad)));
 });
 
 describe('timestamps', () => {
@@ -38,7 +43,14 @@ describe('timestamps', () => {
     const at = Date.parse('2026-11-25T21:49:59.990Z');
     // Within one second (the cached prefix), across a second, a minute and a day boundary.
     const cases = [at, at + 5, at + 9.7, at + 10, at + 109, at + 1_000, 0, 1, 999, 1_000, 86_399_999, 86_400_000];
-    cases.push(Date.parse('2026-12-31T23:59:59.999Z'), Date.parse('2027-01-01T00:00:00.000Z'), 253_402_300_799_999, 253_402_300_800_000, -1, -1_500);
+    cases.push(
+      Date.parse('2026-12-31T23:59:59.999Z'),
+      Date.parse('2027-01-01T00:00:00.000Z'),
+      253_402_300_799_999,
+      253_402_300_800_000,
+      -1,
+      -1_500,
+    );
     for (const ms of cases) assert.equal(formatTimestamp(ms), new Date(ms).toISOString(), String(ms));
     // Out of a Date's range: the same RangeError.
     assert.throws(() => formatTimestamp(Number.NaN), RangeError);
@@ -74,9 +86,18 @@ describe('record rules', () => {
     assert.equal(recordRuleViolation(r), 'quality-ceiling');
   });
   it('configured and absent records carry no outcome; unavailable and unsupported do', () => {
-    assert.equal(recordRuleViolation(rec('h', 'recipe', 'r', { state: 'absent', phase: 'absent', observation_quality: 'absent' })), null);
-    assert.equal(recordRuleViolation(rec('h', 'recipe', 'r', { state: 'unsupported', phase: 'unsupported' })), 'outcome-presence');
-    assert.equal(recordRuleViolation(rec('h', 'recipe', 'r', { state: 'unsupported', phase: 'unsupported', outcome: 'unknown' })), null);
+    assert.equal(
+      recordRuleViolation(rec('h', 'recipe', 'r', { state: 'absent', phase: 'absent', observation_quality: 'absent' })),
+      null,
+    );
+    assert.equal(
+      recordRuleViolation(rec('h', 'recipe', 'r', { state: 'unsupported', phase: 'unsupported' })),
+      'outcome-presence',
+    );
+    assert.equal(
+      recordRuleViolation(rec('h', 'recipe', 'r', { state: 'unsupported', phase: 'unsupported', outcome: 'unknown' })),
+      null,
+    );
   });
   it('rejects extra members and JSON null outcome', () => {
     assert.ok(!isValidRecord({ ...rec('h', 'media', 'j'), prompt: 'x' }));
@@ -86,8 +107,19 @@ describe('record rules', () => {
     const r = rec('h', 'media', 'j', { progress: { completed: 1, total: null, unit: 'items' } });
     const shuffled = Object.fromEntries(Object.entries(r).reverse()) as typeof r;
     assert.deepEqual(Object.keys(canonicalRecord(shuffled)), [
-      'schema', 'id', 'host', 'owner', 'kind', 'state', 'phase', 'progress', 'source_authority', 'observation_quality',
-      'created_at', 'updated_at', 'source_timestamp',
+      'schema',
+      'id',
+      'host',
+      'owner',
+      'kind',
+      'state',
+      'phase',
+      'progress',
+      'source_authority',
+      'observation_quality',
+      'created_at',
+      'updated_at',
+      'source_timestamp',
     ]);
   });
 });

@@ -44,15 +44,36 @@ describe('schema/subjects: every NATS subject of the contract, built and parsed 
   });
 
   it('parses what it builds, and nothing else', () => {
-    for (const owner of OWNERS) assert.deepEqual(parseSubject(observationSubject('h', owner)), { kind: 'obs', host: 'h', owner });
+    for (const owner of OWNERS)
+      assert.deepEqual(parseSubject(observationSubject('h', owner)), { kind: 'obs', host: 'h', owner });
     assert.deepEqual(parseSubject(workloadsSubject('node-a')), { kind: 'workloads', host: 'node-a' });
     assert.deepEqual(parseSubject(resyncSubject('node-a')), { kind: 'resync', host: 'node-a' });
-    for (const lookup of REQUEST_LOOKUPS) assert.deepEqual(parseSubject(requestsSubject('node-a', lookup)), { kind: 'requests', host: 'node-a', lookup });
+    for (const lookup of REQUEST_LOOKUPS)
+      assert.deepEqual(parseSubject(requestsSubject('node-a', lookup)), { kind: 'requests', host: 'node-a', lookup });
     const others = [
-      '', 'svc', 'svc.v1', 'svc.v1.', 'svc.v1.node-a', 'svc.v1.node-a.', 'svc.v2.node-a.workloads', 'SVC.v1.node-a.workloads',
-      'svc.v1.node-a.obs', 'svc.v1.node-a.obs.', 'svc.v1.node-a.obs.*', 'svc.v1.node-a.obs.nobody', 'svc.v1.node-a.obs.router.x',
-      'svc.v1.node-a.workloads.x', 'svc.v1.node-a.resync.x', 'svc.v1.node-a.requests', 'svc.v1.node-a.requests.all',
-      'svc.v1.node-a.requests.get.x', 'svc.v1.1a.workloads', 'svc.v1.*.workloads', 'svc.v1..workloads', '_INBOX.x', 'svc.v1.node-a.trick',
+      '',
+      'svc',
+      'svc.v1',
+      'svc.v1.',
+      'svc.v1.node-a',
+      'svc.v1.node-a.',
+      'svc.v2.node-a.workloads',
+      'SVC.v1.node-a.workloads',
+      'svc.v1.node-a.obs',
+      'svc.v1.node-a.obs.',
+      'svc.v1.node-a.obs.*',
+      'svc.v1.node-a.obs.nobody',
+      'svc.v1.node-a.obs.router.x',
+      'svc.v1.node-a.workloads.x',
+      'svc.v1.node-a.resync.x',
+      'svc.v1.node-a.requests',
+      'svc.v1.node-a.requests.all',
+      'svc.v1.node-a.requests.get.x',
+      'svc.v1.1a.workloads',
+      'svc.v1.*.workloads',
+      'svc.v1..workloads',
+      '_INBOX.x',
+      'svc.v1.node-a.trick',
     ];
     for (const s of others) assert.equal(parseSubject(s), undefined, s);
   });

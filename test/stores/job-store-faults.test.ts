@@ -19,16 +19,31 @@ function diskFull(): never {
 describe('job store faults', () => {
   let sim: EngineSim;
   before(async () => {
-    sim = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 20, tokenDelayMs: 5, tokens: 4, model: 'm', maxModelLen: 8192 });
+    sim = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 20,
+      tokenDelayMs: 5,
+      tokens: 4,
+      model: 'm',
+      maxModelLen: 8192,
+    });
   });
   after(() => sim.close());
 
   it('a job whose store can no longer be written is stopped and logged once, its end answered at once and written when the store heals', async () => {
     const lines: string[] = [];
-    const logger = pino({ ...LOG_OPTIONS, level: 'info' }, new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
+    const logger = pino(
+      { ...LOG_OPTIONS, level: 'info' },
+      new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }),
+    );
     const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
     const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, logger);
-    const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 } });
+    const plan = jobs.plan({
+      name: 'benchmark.start',
+      params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 },
+    });
     const { job_id: jobId } = jobs.apply(plan.confirmation_token);
     assert.ok(jobId);
     await eventually(() => (jobs.status(jobId).progress.completed ?? 0) > 0, 10_000);
@@ -66,12 +81,19 @@ describe('job store faults', () => {
     const stores = (jobs as unknown as { stores: Record<string, JobStore> }).stores;
     const ops = stores['controller']!;
     for (const failAt of ['preparing', 'job']) {
-      const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 5, concurrency: 1, prompt_tokens: 8, max_tokens: 4 } });
+      const plan = jobs.plan({
+        name: 'benchmark.start',
+        params: { alias: 'm', requests: 5, concurrency: 1, prompt_tokens: 8, max_tokens: 4 },
+      });
       // The disk fills between plan and apply: the operation's first write fails, or the job's insert.
       if (failAt === 'preparing') ops.update = diskFull;
       else stores['benchmark']!.insert = diskFull;
       assert.throws(() => jobs.apply(plan.confirmation_token), /disk I\/O error/);
-      assert.deepEqual([jobs.status(plan.operation_id).state, jobs.status(plan.operation_id).outcome], ['failed', 'error'], failAt);
+      assert.deepEqual(
+        [jobs.status(plan.operation_id).state, jobs.status(plan.operation_id).outcome],
+        ['failed', 'error'],
+        failAt,
+      );
       delete (ops as { update?: unknown }).update;
       delete (stores['benchmark'] as { insert?: unknown }).insert;
       await eventually(() => ops.get(plan.operation_id)!.native_state === 'failed', 5_000);
@@ -80,10 +102,13 @@ describe('job store faults', () => {
     await jobs.close();
   });
 
-  it('a job stopped by a store failure that then heals ends failed, never as a user\'s cancel', async () => {
+  it("a job stopped by a store failure that then heals ends failed, never as a user's cancel", async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'svc-state-'));
     const jobs = new JobService(stateDir, { url: sim.url, key: 'k' }, pino({ level: 'silent' }));
-    const plan = jobs.plan({ name: 'benchmark.start', params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 } });
+    const plan = jobs.plan({
+      name: 'benchmark.start',
+      params: { alias: 'm', requests: 100_000, concurrency: 2, prompt_tokens: 8, max_tokens: 4 },
+    });
     const { job_id: jobId } = jobs.apply(plan.confirmation_token);
     assert.ok(jobId);
     await eventually(() => (jobs.status(jobId).progress.completed ?? 0) > 0, 10_000);

@@ -39,9 +39,13 @@ function collect(obs: Observable<BusMsg>, n: number, ms = 5_000): Promise<BusMsg
 }
 /** Subscribes now; resolves with every message before the one whose payload is `end`. */
 function until(obs: Observable<BusMsg>, end: string, ms = 5_000): Promise<string[]> {
-  return firstValueFrom(obs.pipe(takeWhile((m) => text(m.data) !== end), toArray(), timeout(ms))).then((ms2) =>
-    ms2.map((m) => `${m.subject}=${text(m.data)}`),
-  );
+  return firstValueFrom(
+    obs.pipe(
+      takeWhile((m) => text(m.data) !== end),
+      toArray(),
+      timeout(ms),
+    ),
+  ).then((ms2) => ms2.map((m) => `${m.subject}=${text(m.data)}`));
 }
 /** Retries `attempt` every 100 ms until it returns true; fails after `ms`. */
 async function eventually(attempt: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
@@ -113,7 +117,12 @@ for (const [name, factory] of IMPLS) {
       bus.publish('svc.v1.z.workloads', bytes('end'));
       bus.publish('svc.v1.a.end', bytes('end'));
       assert.deepEqual(await star, ['svc.v1.a.workloads=1', 'svc.v1.b.workloads=1']);
-      assert.deepEqual(await rest, ['svc.v1.a.workloads=1', 'svc.v1.a.b.workloads=1', 'svc.v1.a.obs=2', 'svc.v1.a.obs.x.y=2']);
+      assert.deepEqual(await rest, [
+        'svc.v1.a.workloads=1',
+        'svc.v1.a.b.workloads=1',
+        'svc.v1.a.obs=2',
+        'svc.v1.a.obs.x.y=2',
+      ]);
     });
 
     it('stops delivery after unsubscribe', T, async () => {
@@ -126,7 +135,10 @@ for (const [name, factory] of IMPLS) {
       sub.unsubscribe();
       bus.publish('svc.v1.a.obs.u', bytes('two'));
       // The sentinel seeing `two` proves it was delivered while the first was gone.
-      assert.deepEqual((await sentinel).map((m) => text(m.data)), ['one', 'two']);
+      assert.deepEqual(
+        (await sentinel).map((m) => text(m.data)),
+        ['one', 'two'],
+      );
       assert.deepEqual(seen, ['one']);
     });
 
@@ -137,7 +149,10 @@ for (const [name, factory] of IMPLS) {
       bus.publish('svc.v1.a.obs.1', bytes('first'));
       bus.publish('svc.v1.a.obs.3', bytes('second'));
       // Delivery is asynchronous in both buses: the nested publish queues behind `second`.
-      assert.deepEqual((await seen).map((m) => text(m.data)), ['first', 'second', 'nested']);
+      assert.deepEqual(
+        (await seen).map((m) => text(m.data)),
+        ['first', 'second', 'nested'],
+      );
     });
 
     it('isolates a subscriber that throws from the other subscribers', T, async () => {
@@ -152,7 +167,10 @@ for (const [name, factory] of IMPLS) {
         const healthy = collect(bus.subscribe('svc.v1.a.obs.t'), 2);
         bus.publish('svc.v1.a.obs.t', bytes('1'));
         bus.publish('svc.v1.a.obs.t', bytes('2'));
-        assert.deepEqual((await healthy).map((m) => text(m.data)), ['1', '2']);
+        assert.deepEqual(
+          (await healthy).map((m) => text(m.data)),
+          ['1', '2'],
+        );
         await eventually(() => reported.length === 2, 5_000);
       } finally {
         config.onUnhandledError = previous;
@@ -197,7 +215,10 @@ for (const [name, factory] of IMPLS) {
     it('rejects a request nobody serves with BusNoRespondersError, without waiting for the timeout', T, async () => {
       const bus = await connect();
       const started = Date.now();
-      await assert.rejects(bus.request('svc.v1.nobody.workloads', bytes('q'), { timeoutMs: 5_000 }), BusNoRespondersError);
+      await assert.rejects(
+        bus.request('svc.v1.nobody.workloads', bytes('q'), { timeoutMs: 5_000 }),
+        BusNoRespondersError,
+      );
       assert.ok(Date.now() - started < 2_000, 'no-responders must not wait for the timeout');
     });
 
@@ -250,7 +271,10 @@ for (const [name, factory] of IMPLS) {
       for (let i = 0; i < 1_000; i++) bus.publish('svc.v1.a.obs.seq', bytes(String(i)));
       await bus.flush();
       const seqs = (await got).map((m) => Number(text(m.data)));
-      assert.deepEqual(seqs, Array.from({ length: 1_000 }, (_, i) => i));
+      assert.deepEqual(
+        seqs,
+        Array.from({ length: 1_000 }, (_, i) => i),
+      );
     });
 
     it('refuses malformed subjects with InvalidInputError', T, async () => {
@@ -401,12 +425,17 @@ describe('nats bus only', () => {
 
   it('names the server it could not reach without any credential a URL carries', T, async () => {
     const port = await freePort();
-    await assert.rejects(connectNatsBus({ servers: [`nats://svc:url-canary-9d1@127.0.0.1:${port}/path?token=q-canary`, `127.0.0.1:${port}`] }), (err: unknown) => {
-      assert.ok(err instanceof SvcError);
-      assert.equal(err.message, `NATS server unreachable at nats://127.0.0.1:${port}, nats://127.0.0.1:${port}`);
-      assert.ok(!/canary/.test(err.message));
-      return true;
-    });
+    await assert.rejects(
+      connectNatsBus({
+        servers: [`nats://svc:url-canary-9d1@127.0.0.1:${port}/path?token=q-canary`, `127.0.0.1:${port}`],
+      }),
+      (err: unknown) => {
+        assert.ok(err instanceof SvcError);
+        assert.equal(err.message, `NATS server unreachable at nats://127.0.0.1:${port}, nats://127.0.0.1:${port}`);
+        assert.ok(!/canary/.test(err.message));
+        return true;
+      },
+    );
   });
 });
 
@@ -430,12 +459,15 @@ describe('nats bus with server configuration', () => {
   it('tls:// requires TLS: a server that does not offer it is refused before the password is sent', T, async (t) => {
     // The real server (no TLS configured), then a bare listener that records every byte.
     const port = Number(new URL(server.url).port);
-    await assert.rejects(connectNatsBus({ servers: `tls://127.0.0.1:${port}`, user: 'svc', pass: PASSWORD }), (err: unknown) => {
-      assert.ok(err instanceof SvcError);
-      assert.match(err.message, /^NATS server at tls:\/\/127\.0\.0\.1:\d+ does not offer TLS/);
-      assert.ok(!err.message.includes(PASSWORD));
-      return true;
-    });
+    await assert.rejects(
+      connectNatsBus({ servers: `tls://127.0.0.1:${port}`, user: 'svc', pass: PASSWORD }),
+      (err: unknown) => {
+        assert.ok(err instanceof SvcError);
+        assert.match(err.message, /^NATS server at tls:\/\/127\.0\.0\.1:\d+ does not offer TLS/);
+        assert.ok(!err.message.includes(PASSWORD));
+        return true;
+      },
+    );
     let received = '';
     const plain = createServer((sock) => {
       sock.on('data', (d: Buffer) => (received += d.toString('latin1')));
@@ -446,32 +478,65 @@ describe('nats bus with server configuration', () => {
     await once(plain, 'listening');
     t.after(() => plain.close());
     const fakePort = (plain.address() as AddressInfo).port;
-    await assert.rejects(connectNatsBus({ servers: `tls://127.0.0.1:${fakePort}`, user: 'svc', pass: PASSWORD }), SvcError);
+    await assert.rejects(
+      connectNatsBus({ servers: `tls://127.0.0.1:${fakePort}`, user: 'svc', pass: PASSWORD }),
+      SvcError,
+    );
     assert.ok(!received.includes(PASSWORD), 'no password in plain text');
     assert.doesNotMatch(received, /CONNECT/);
   });
 
-  it('tls:// against a TLS server: an untrusted certificate is refused (named as such), a trusted one (NODE_EXTRA_CA_CERTS) connects', T, async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-nats-tls-'));
-    t.after(() => rmSync(dir, { recursive: true, force: true }));
-    const key = join(dir, 'key.pem');
-    const cert = join(dir, 'cert.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
-    const secure = await startNatsServer({ configText: `tls {\n  cert_file: "${cert}"\n  key_file: "${key}"\n}\nauthorization {\n  user: svc\n  password: "${PASSWORD}"\n}\n` });
-    t.after(() => secure.stop());
-    const url = `tls://127.0.0.1:${secure.port}`;
-    await assert.rejects(connectNatsBus({ servers: url, user: 'svc', pass: PASSWORD }), (err: unknown) => {
-      assert.ok(err instanceof SvcError);
-      assert.match(err.message, /does not offer TLS, or its certificate is not trusted/);
-      return true;
-    });
-    // Trusted by the process (as an operator adds a private CA): it connects over TLS.
-    const script = `import { connectNatsBus } from ${JSON.stringify(new URL('../../src/streams/nats-bus.js', import.meta.url).href)};
+  it(
+    'tls:// against a TLS server: an untrusted certificate is refused (named as such), a trusted one (NODE_EXTRA_CA_CERTS) connects',
+    T,
+    async (t) => {
+      const dir = mkdtempSync(join(tmpdir(), 'svc-nats-tls-'));
+      t.after(() => rmSync(dir, { recursive: true, force: true }));
+      const key = join(dir, 'key.pem');
+      const cert = join(dir, 'cert.pem');
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'rsa:2048',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          cert,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=127.0.0.1',
+          '-addext',
+          'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        ],
+        { stdio: 'ignore' },
+      );
+      const secure = await startNatsServer({
+        configText: `tls {\n  cert_file: "${cert}"\n  key_file: "${key}"\n}\nauthorization {\n  user: svc\n  password: "${PASSWORD}"\n}\n`,
+      });
+      t.after(() => secure.stop());
+      const url = `tls://127.0.0.1:${secure.port}`;
+      await assert.rejects(connectNatsBus({ servers: url, user: 'svc', pass: PASSWORD }), (err: unknown) => {
+        assert.ok(err instanceof SvcError);
+        assert.match(err.message, /does not offer TLS, or its certificate is not trusted/);
+        return true;
+      });
+      // Trusted by the process (as an operator adds a private CA): it connects over TLS.
+      const script = `import { connectNatsBus } from ${JSON.stringify(new URL('../../src/streams/nats-bus.js', import.meta.url).href)};
       const bus = await connectNatsBus({ servers: ${JSON.stringify(url)}, user: 'svc', pass: process.env.P });
       await bus.flush(); await bus.close(); console.log('connected');`;
-    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, P: PASSWORD }, encoding: 'utf8', timeout: 20_000 });
-    assert.equal(out.trim(), 'connected');
-  });
+      const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+        env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, P: PASSWORD },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      assert.equal(out.trim(), 'connected');
+    },
+  );
 
   it('rejects wrong credentials with ConfigError that does not echo them', T, async () => {
     await assert.rejects(connectNatsBus({ servers: server.url, user: 'svc', pass: 'wrong-canary' }), (err: unknown) => {
@@ -496,7 +561,10 @@ describe('nats bus with server configuration', () => {
       JSON.parse(text(data)); // quotes the payload in its message
       return bytes('never');
     });
-    await assert.rejects(bus.request('svc.v1.a.workloads', bytes('payload-canary{'), { timeoutMs: 300 }), BusTimeoutError);
+    await assert.rejects(
+      bus.request('svc.v1.a.workloads', bytes('payload-canary{'), { timeoutMs: 300 }),
+      BusTimeoutError,
+    );
     await eventually(() => lines.some((l) => l.includes('bus handler failed')), 5_000);
     const all = lines.join('');
     assert.ok(!all.includes('payload-canary'), 'payload leaked into logs');
@@ -511,7 +579,8 @@ describe('subject-match', () => {
       assert.ok(!isValidSubject(bad), JSON.stringify(bad));
     }
     for (const ok of ['*', '>', 'a.*', 'a.>', '*.b.>', 'a.*.*']) assert.ok(isValidPattern(ok), ok);
-    for (const bad of ['', 'a.>.b', '>.a', 'a.**', 'a.b>', 'a..>', ' a']) assert.ok(!isValidPattern(bad), JSON.stringify(bad));
+    for (const bad of ['', 'a.>.b', '>.a', 'a.**', 'a.b>', 'a..>', ' a'])
+      assert.ok(!isValidPattern(bad), JSON.stringify(bad));
   });
 
   it('matches `*` to exactly one token and `>` to one or more trailing tokens', () => {

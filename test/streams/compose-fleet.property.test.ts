@@ -34,7 +34,13 @@ const sourceArb: fc.Arbitrary<SourceSpec> = fc.oneof(
   },
 );
 const nodeArb: fc.Arbitrary<NodeSpec> = fc.oneof(
-  { weight: 8, arbitrary: fc.record({ kind: fc.constant('alive' as const), sources: fc.array(sourceArb, { minLength: 6, maxLength: 6 }) }) },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      kind: fc.constant('alive' as const),
+      sources: fc.array(sourceArb, { minLength: 6, maxLength: 6 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'unreachable' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'garbage' as const }) },
 );
@@ -51,7 +57,9 @@ function snapshotOf(host: string, spec: SourceSpec[]): NodeSnapshot {
     const upserts = src.records.map((r, i) => {
       const at = T0 - r.ago * 1000;
       // Recipe and manifest records are never terminal; the others may be.
-      return r.terminal && owner !== 'recipe' && owner !== 'manifest' ? done(host, owner, `n${i}`, at) : rec(host, owner, `n${i}`, { at });
+      return r.terminal && owner !== 'recipe' && owner !== 'manifest'
+        ? done(host, owner, `n${i}`, at)
+        : rec(host, owner, `n${i}`, { at });
     });
     foldBatch(s, batch(host, owner, { seq: 1, at: T0, upserts, omitted: src.omitted }));
   });
@@ -63,7 +71,10 @@ function answersOf(specs: NodeSpec[], f: Filters): NodeAnswer[] {
   return specs.map((n, i): NodeAnswer => {
     if (n.kind === 'unreachable') return { kind: 'unreachable' };
     if (n.kind === 'garbage') return { kind: 'reply', data: enc.encode('{"schema":"svc-workloads/v1",') };
-    const result = queryNode(snapshotOf(`node-${i}`, n.sources), f, T0, { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS });
+    const result = queryNode(snapshotOf(`node-${i}`, n.sources), f, T0, {
+      staleAfterMs: 30_000,
+      owners: CONTROLLER_OWNERS,
+    });
     return { kind: 'reply', data: enc.encode(nodeResultJson(result)) };
   });
 }
@@ -74,12 +85,20 @@ const declaredOf = (specs: NodeSpec[]): DeclaredNode[] => specs.map((_, i) => ({
  * check every answer, then keep the newest `cap` (the limit) records across nodes and count
  * the rest.
  */
-function reference(declared: DeclaredNode[], answers: NodeAnswer[], f: Filters, now: number, cap = Math.min(f.limit, 1000)): FleetResult {
+function reference(
+  declared: DeclaredNode[],
+  answers: NodeAnswer[],
+  f: Filters,
+  now: number,
+  cap = Math.min(f.limit, 1000),
+): FleetResult {
   const nodes = declared.map((d, i) => {
     const c = classifyAnswer(d.hostId, answers[i]!, f);
     return typeof c === 'string' ? failedNode(d.hostId, c as NodeCondition, now) : c;
   });
-  const all = nodes.flatMap((n, node) => n.sources.flatMap((s) => s.records.map((r) => ({ r, t: Date.parse(r.updated_at), node }))));
+  const all = nodes.flatMap((n, node) =>
+    n.sources.flatMap((s) => s.records.map((r) => ({ r, t: Date.parse(r.updated_at), node }))),
+  );
   all.sort((a, b) => b.t - a.t || (a.r.id < b.r.id ? -1 : a.r.id > b.r.id ? 1 : a.node - b.node));
   const keep = new Set<WorkloadRecord>(all.slice(0, cap).map((x) => x.r));
   for (const n of nodes) {
@@ -90,11 +109,17 @@ function reference(declared: DeclaredNode[], answers: NodeAnswer[], f: Filters, 
       if (dropped === 0) continue;
       cut += dropped;
       s.records = kept;
-      s.truncation = { returned: kept.length, omitted: s.truncation.omitted === null ? null : s.truncation.omitted + dropped };
+      s.truncation = {
+        returned: kept.length,
+        omitted: s.truncation.omitted === null ? null : s.truncation.omitted + dropped,
+      };
       if (s.status === 'complete') s.status = 'partial';
     }
     if (cut > 0) {
-      n.truncation = { returned: n.truncation.returned - cut, omitted: n.truncation.omitted === null ? null : n.truncation.omitted + cut };
+      n.truncation = {
+        returned: n.truncation.returned - cut,
+        omitted: n.truncation.omitted === null ? null : n.truncation.omitted + cut,
+      };
       if (n.status === 'complete') n.status = 'partial';
     }
   }
@@ -104,33 +129,48 @@ function reference(declared: DeclaredNode[], answers: NodeAnswer[], f: Filters, 
     returned += n.truncation.returned;
     omitted = omitted === null || n.truncation.omitted === null ? null : omitted + n.truncation.omitted;
   }
-  const status: ResultStatus = nodes.length > 0 && nodes.every((n) => n.status === 'unavailable') ? 'unavailable'
-    : nodes.every((n) => n.status === 'complete') && omitted === 0 ? 'complete' : 'partial';
-  return { schema: 'svc-workloads/v1', status, collected_at: formatTimestamp(now), nodes, truncation: { returned, omitted } };
+  const status: ResultStatus =
+    nodes.length > 0 && nodes.every((n) => n.status === 'unavailable')
+      ? 'unavailable'
+      : nodes.every((n) => n.status === 'complete') && omitted === 0
+        ? 'complete'
+        : 'partial';
+  return {
+    schema: 'svc-workloads/v1',
+    status,
+    collected_at: formatTimestamp(now),
+    nodes,
+    truncation: { returned, omitted },
+  };
 }
 
 describe('fleet composition (properties)', () => {
   it('answers composed as they arrive, in any order, give the result of composing them all at once', () => {
     fc.assert(
-      fc.property(fc.array(nodeArb, { minLength: 1, maxLength: 7 }), argsArb, fc.infiniteStream(fc.nat()), (specs, args, rnd) => {
-        const f = resolveFilters(args);
-        const declared = declaredOf(specs);
-        const expected = reference(declared, answersOf(specs, f), f, T0);
-        // Some arrival order: a shuffle driven by the generated stream.
-        const order = declared.map((_, i) => i);
-        const it = rnd[Symbol.iterator]();
-        for (let i = order.length - 1; i > 0; i--) {
-          const j = it.next().value % (i + 1);
-          [order[i], order[j]] = [order[j]!, order[i]!];
-        }
-        const answers = answersOf(specs, f);
-        const c = new FleetComposer(declared, f);
-        for (const i of order) c.add(i, answers[i]!);
-        const got = c.result(T0);
-        assert.deepEqual(got, expected);
-        assert.deepEqual(composeFleet(declared, answersOf(specs, f), f, T0), expected);
-        assert.ok(checkFleetResult.Check(got));
-      }),
+      fc.property(
+        fc.array(nodeArb, { minLength: 1, maxLength: 7 }),
+        argsArb,
+        fc.infiniteStream(fc.nat()),
+        (specs, args, rnd) => {
+          const f = resolveFilters(args);
+          const declared = declaredOf(specs);
+          const expected = reference(declared, answersOf(specs, f), f, T0);
+          // Some arrival order: a shuffle driven by the generated stream.
+          const order = declared.map((_, i) => i);
+          const it = rnd[Symbol.iterator]();
+          for (let i = order.length - 1; i > 0; i--) {
+            const j = it.next().value % (i + 1);
+            [order[i], order[j]] = [order[j]!, order[i]!];
+          }
+          const answers = answersOf(specs, f);
+          const c = new FleetComposer(declared, f);
+          for (const i of order) c.add(i, answers[i]!);
+          const got = c.result(T0);
+          assert.deepEqual(got, expected);
+          assert.deepEqual(composeFleet(declared, answersOf(specs, f), f, T0), expected);
+          assert.ok(checkFleetResult.Check(got));
+        },
+      ),
       RUNS,
     );
   });
@@ -148,14 +188,23 @@ describe('fleet composition (properties)', () => {
         const wide = reference(declared, answersOf(specs, all), all, T0, f.limit);
         assert.deepEqual(pushed, wide);
         const alive = pushed.nodes.filter((n: NodeResult) => n.condition === undefined);
-        assert.equal(pushed.truncation.returned, alive.reduce((a, n) => a + n.truncation.returned, 0));
+        assert.equal(
+          pushed.truncation.returned,
+          alive.reduce((a, n) => a + n.truncation.returned, 0),
+        );
       }),
       RUNS,
     );
   });
 
   it('a node answering twice, or one never answered, is counted once or as unreachable', () => {
-    const specs: NodeSpec[] = [{ kind: 'alive', sources: OWNERS.map(() => ({ heard: true, omitted: 0, records: [{ ago: 1, terminal: false }] })) }, { kind: 'alive', sources: [] }];
+    const specs: NodeSpec[] = [
+      {
+        kind: 'alive',
+        sources: OWNERS.map(() => ({ heard: true, omitted: 0, records: [{ ago: 1, terminal: false }] })),
+      },
+      { kind: 'alive', sources: [] },
+    ];
     const f = resolveFilters({});
     const c = new FleetComposer(declaredOf(specs), f);
     const [a] = answersOf(specs.slice(0, 1), f);

@@ -9,9 +9,15 @@ import { T0, batch, done, enc, rec, resetSeqs } from '../support/records.js';
 
 const H = 'node-a';
 const STALE = 30_000;
-const q = (s: NodeSnapshot, now: number, f = {}) => queryNode(s, resolveFilters(f), now, { staleAfterMs: STALE, owners: CONTROLLER_OWNERS });
-const msg = (b: unknown, owner = 'media', host = H) => ({ type: 'message' as const, subject: `svc.v1.${host}.obs.${owner}`, data: enc(b) });
-const qr = (s: NodeSnapshot, now: number) => queryNode(s, resolveFilters({}), now, { staleAfterMs: STALE, owners: ['router'] });
+const q = (s: NodeSnapshot, now: number, f = {}) =>
+  queryNode(s, resolveFilters(f), now, { staleAfterMs: STALE, owners: CONTROLLER_OWNERS });
+const msg = (b: unknown, owner = 'media', host = H) => ({
+  type: 'message' as const,
+  subject: `svc.v1.${host}.obs.${owner}`,
+  data: enc(b),
+});
+const qr = (s: NodeSnapshot, now: number) =>
+  queryNode(s, resolveFilters({}), now, { staleAfterMs: STALE, owners: ['router'] });
 const src = (r: ReturnType<typeof q>, owner: string) => r.sources.find((s) => s.owner === owner)!;
 
 describe('node fold', () => {
@@ -24,7 +30,10 @@ describe('node fold', () => {
   it('a node that heard nothing reports every source unavailable, never an empty complete', () => {
     const r = q(s, T0);
     assert.equal(r.status, 'unavailable');
-    assert.deepEqual(r.sources.map((x) => x.owner), ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest']);
+    assert.deepEqual(
+      r.sources.map((x) => x.owner),
+      ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'],
+    );
     for (const x of r.sources) {
       assert.equal(x.status, 'unavailable');
       assert.equal(x.reason, 'no-observation');
@@ -56,7 +65,10 @@ describe('node fold', () => {
     assert.equal(s.dropped.clock_ahead, 2);
     assert.equal(m.status, 'partial');
     assert.deepEqual(m.truncation, { returned: 1, omitted: null });
-    assert.deepEqual(m.records.map((r) => r.id), [real.id]);
+    assert.deepEqual(
+      m.records.map((r) => r.id),
+      [real.id],
+    );
     // Within a minute of the node's clock is ordinary skew between hosts.
     const soon = rec(H, 'media', 'soon', { at: T0 + 30_000 });
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 30_000, upserts: [real, soon] })), T0);
@@ -123,8 +135,16 @@ describe('node fold', () => {
   });
 
   it('an older observation never moves a record backwards', () => {
-    const newer = rec(H, 'benchmark', 'j', { at: T0 + 5000, created_at: formatTimestamp(T0), progress: { completed: 5, total: 10, unit: 'requests' } });
-    const older = rec(H, 'benchmark', 'j', { at: T0 + 1000, created_at: formatTimestamp(T0), progress: { completed: 1, total: 10, unit: 'requests' } });
+    const newer = rec(H, 'benchmark', 'j', {
+      at: T0 + 5000,
+      created_at: formatTimestamp(T0),
+      progress: { completed: 5, total: 10, unit: 'requests' },
+    });
+    const older = rec(H, 'benchmark', 'j', {
+      at: T0 + 1000,
+      created_at: formatTimestamp(T0),
+      progress: { completed: 1, total: 10, unit: 'requests' },
+    });
     s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 5000, upserts: [newer] }), 'benchmark'), T0);
     s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 6000, full: false, upserts: [older] }), 'benchmark'), T0);
     assert.deepEqual(src(q(s, T0 + 6000), 'benchmark').records[0]!.progress, newer.progress);
@@ -138,29 +158,93 @@ describe('node fold', () => {
     assert.equal(src(q(s, T0 + 2000), 'media').records[0]!.state, 'terminal');
   });
 
-  it('an active record ends even when its end is dated before its last active observation (the owner\'s clock stepped back)', () => {
+  it("an active record ends even when its end is dated before its last active observation (the owner's clock stepped back)", () => {
     const created = formatTimestamp(T0);
     const streaming = rec(H, 'router', 'r', { at: T0 + 5000, created_at: created });
     s = foldNode(s, msg(batch(H, 'router', { at: T0 + 5000, upserts: [streaming] }), 'router'), T0 + 5000);
     // The clock went back 3 s: the end is dated 2 s after the start, before the streaming view.
     const ended = done(H, 'router', 'r', T0 + 2000);
-    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 6000, upserts: [{ ...ended, created_at: created }] }), 'router'), T0 + 6000);
+    s = foldNode(
+      s,
+      msg(batch(H, 'router', { at: T0 + 6000, upserts: [{ ...ended, created_at: created }] }), 'router'),
+      T0 + 6000,
+    );
     const r = src(qr(s, T0 + 6000), 'router');
     assert.deepEqual([r.records[0]!.state, r.records[0]!.outcome], ['terminal', 'success']);
     assert.equal(r.status, 'complete');
   });
 
-  it('an active record never steps back along its kind\'s path (DESIGN.md transitions), even when the observation is newer', () => {
+  it("an active record never steps back along its kind's path (DESIGN.md transitions), even when the observation is newer", () => {
     const created = formatTimestamp(T0);
-    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 1000, upserts: [rec(H, 'router', 'r', { at: T0 + 1000, created_at: created })] }), 'router'), T0);
-    s = foldNode(s, msg(batch(H, 'router', { at: T0 + 2000, full: false, upserts: [rec(H, 'router', 'r', { at: T0 + 2000, created_at: created, state: 'checking', phase: 'checking' })] }), 'router'), T0);
+    s = foldNode(
+      s,
+      msg(
+        batch(H, 'router', { at: T0 + 1000, upserts: [rec(H, 'router', 'r', { at: T0 + 1000, created_at: created })] }),
+        'router',
+      ),
+      T0,
+    );
+    s = foldNode(
+      s,
+      msg(
+        batch(H, 'router', {
+          at: T0 + 2000,
+          full: false,
+          upserts: [
+            rec(H, 'router', 'r', { at: T0 + 2000, created_at: created, state: 'checking', phase: 'checking' }),
+          ],
+        }),
+        'router',
+      ),
+      T0,
+    );
     assert.equal(src(qr(s, T0 + 2000), 'router').records[0]!.state, 'streaming');
-    s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 1000, upserts: [rec(H, 'benchmark', 'j', { at: T0 + 1000, created_at: created })] }), 'benchmark'), T0);
-    s = foldNode(s, msg(batch(H, 'benchmark', { at: T0 + 2000, full: false, upserts: [rec(H, 'benchmark', 'j', { at: T0 + 2000, created_at: created, state: 'queued', phase: 'queued' })] }), 'benchmark'), T0);
+    s = foldNode(
+      s,
+      msg(
+        batch(H, 'benchmark', {
+          at: T0 + 1000,
+          upserts: [rec(H, 'benchmark', 'j', { at: T0 + 1000, created_at: created })],
+        }),
+        'benchmark',
+      ),
+      T0,
+    );
+    s = foldNode(
+      s,
+      msg(
+        batch(H, 'benchmark', {
+          at: T0 + 2000,
+          full: false,
+          upserts: [rec(H, 'benchmark', 'j', { at: T0 + 2000, created_at: created, state: 'queued', phase: 'queued' })],
+        }),
+        'benchmark',
+      ),
+      T0,
+    );
     assert.equal(src(q(s, T0 + 2000), 'benchmark').records[0]!.state, 'running');
     // Forward along the path is taken (queued -> running).
-    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 1000, upserts: [rec(H, 'media', 'm', { at: T0 + 1000, created_at: created, state: 'queued', phase: 'queued' })] })), T0);
-    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 2000, full: false, upserts: [rec(H, 'media', 'm', { at: T0 + 2000, created_at: created })] })), T0);
+    s = foldNode(
+      s,
+      msg(
+        batch(H, 'media', {
+          at: T0 + 1000,
+          upserts: [rec(H, 'media', 'm', { at: T0 + 1000, created_at: created, state: 'queued', phase: 'queued' })],
+        }),
+      ),
+      T0,
+    );
+    s = foldNode(
+      s,
+      msg(
+        batch(H, 'media', {
+          at: T0 + 2000,
+          full: false,
+          upserts: [rec(H, 'media', 'm', { at: T0 + 2000, created_at: created })],
+        }),
+      ),
+      T0,
+    );
     assert.equal(src(q(s, T0 + 2000), 'media').records[0]!.state, 'running');
   });
 
@@ -168,11 +252,18 @@ describe('node fold', () => {
     const ok = done(H, 'controller', 'op', T0 + 1000);
     s = foldNode(s, msg(batch(H, 'controller', { at: T0 + 1000, upserts: [ok] }), 'controller'), T0);
     const rewritten = done(H, 'controller', 'op', T0 + 2000, 'error');
-    s = foldNode(s, msg(batch(H, 'controller', { at: T0 + 2000, full: false, upserts: [rewritten] }), 'controller'), T0);
+    s = foldNode(
+      s,
+      msg(batch(H, 'controller', { at: T0 + 2000, full: false, upserts: [rewritten] }), 'controller'),
+      T0,
+    );
     const r = src(q(s, T0 + 2000), 'controller').records[0]!;
     assert.deepEqual([r.phase, r.outcome], ['completed', 'success']);
     // The same end observed again (later) is taken: nothing about how it ended moved.
-    const again = { ...done(H, 'controller', 'op', T0 + 3000), progress: { completed: 3, total: 3, unit: 'steps' as const } };
+    const again = {
+      ...done(H, 'controller', 'op', T0 + 3000),
+      progress: { completed: 3, total: 3, unit: 'steps' as const },
+    };
     s = foldNode(s, msg(batch(H, 'controller', { at: T0 + 3000, full: false, upserts: [again] }), 'controller'), T0);
     assert.deepEqual(src(q(s, T0 + 3000), 'controller').records[0]!.progress, again.progress);
   });
@@ -180,13 +271,21 @@ describe('node fold', () => {
   it('a batch with an older source timestamp or a repeated seq is ignored and counted', () => {
     s = foldNode(s, msg(batch(H, 'media', { at: T0 + 1000, upserts: [rec(H, 'media', 'a')] })), T0);
     s = foldNode(s, msg(batch(H, 'media', { at: T0, upserts: [] })), T0);
-    s = foldNode(s, msg(batch(H, 'media', { seq: 1, at: T0 + 2000, full: false, removals: [rec(H, 'media', 'a').id] })), T0);
+    s = foldNode(
+      s,
+      msg(batch(H, 'media', { seq: 1, at: T0 + 2000, full: false, removals: [rec(H, 'media', 'a').id] })),
+      T0,
+    );
     assert.equal(src(q(s, T0 + 2000), 'media').records.length, 1);
     assert.equal(s.dropped.out_of_order, 2);
   });
 
   it('drops and counts malformed, oversized and wrong-host messages, never folding them', () => {
-    s = foldNode(s, { type: 'message', subject: `svc.v1.${H}.obs.media`, data: new TextEncoder().encode('{not json') }, T0);
+    s = foldNode(
+      s,
+      { type: 'message', subject: `svc.v1.${H}.obs.media`, data: new TextEncoder().encode('{not json') },
+      T0,
+    );
     s = foldNode(s, msg({ ...batch(H, 'media'), extra: 1 }), T0);
     s = foldNode(s, msg(batch(H, 'media', { upserts: [{ ...rec(H, 'media', 'a'), prompt: 'hi' } as never] })), T0);
     s = foldNode(s, msg(batch(H, 'media', { upserts: [rec(H, 'media', 'a', { outcome: 'success' })] })), T0);
@@ -212,7 +311,11 @@ describe('node fold', () => {
   });
 
   it('an owner that reports itself unavailable shows no records and its reason', () => {
-    s = foldNode(s, msg(batch(H, 'recipe', { status: 'unavailable', reason: 'inspection-error', upserts: [] }), 'recipe'), T0);
+    s = foldNode(
+      s,
+      msg(batch(H, 'recipe', { status: 'unavailable', reason: 'inspection-error', upserts: [] }), 'recipe'),
+      T0,
+    );
     const r = src(q(s, T0), 'recipe');
     assert.equal(r.status, 'unavailable');
     assert.equal(r.reason, 'inspection-error');
@@ -222,17 +325,35 @@ describe('node fold', () => {
     const a = rec(H, 'media', 'a');
     const b2 = rec(H, 'media', 'b');
     s = foldNode(s, msg(batch(H, 'media', { upserts: [rec(H, 'media', 'old')] })), T0);
-    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 1, snapshot: { id: 's1', part: 1, parts: 2 }, upserts: [a] })), T0);
-    assert.deepEqual(src(q(s, T0 + 1), 'media').records.map((r) => r.id), [rec(H, 'media', 'old').id], 'half a window changes nothing');
-    s = foldNode(s, msg(batch(H, 'media', { at: T0 + 2, snapshot: { id: 's1', part: 2, parts: 2 }, upserts: [b2] })), T0);
-    assert.deepEqual(src(q(s, T0 + 2), 'media').records.map((r) => r.id).sort(), [a.id, b2.id].sort());
+    s = foldNode(
+      s,
+      msg(batch(H, 'media', { at: T0 + 1, snapshot: { id: 's1', part: 1, parts: 2 }, upserts: [a] })),
+      T0,
+    );
+    assert.deepEqual(
+      src(q(s, T0 + 1), 'media').records.map((r) => r.id),
+      [rec(H, 'media', 'old').id],
+      'half a window changes nothing',
+    );
+    s = foldNode(
+      s,
+      msg(batch(H, 'media', { at: T0 + 2, snapshot: { id: 's1', part: 2, parts: 2 }, upserts: [b2] })),
+      T0,
+    );
+    assert.deepEqual(
+      src(q(s, T0 + 2), 'media')
+        .records.map((r) => r.id)
+        .sort(),
+      [a.id, b2.id].sort(),
+    );
   });
 
-  it('two split windows interleaved (neither whole in time): the old window is no longer the owner\'s, so the source is partial, not complete', () => {
+  it("two split windows interleaved (neither whole in time): the old window is no longer the owner's, so the source is partial, not complete", () => {
     const old = rec(H, 'media', 'old');
     s = foldNode(s, msg(batch(H, 'media', { seq: 1, upserts: [old] })), T0);
     assert.equal(src(q(s, T0), 'media').status, 'complete');
-    const part = (seq: number, id: string, n: number, r: string) => msg(batch(H, 'media', { seq, at: T0 + seq, snapshot: { id, part: n, parts: 2 }, upserts: [rec(H, 'media', r)] }));
+    const part = (seq: number, id: string, n: number, r: string) =>
+      msg(batch(H, 'media', { seq, at: T0 + seq, snapshot: { id, part: n, parts: 2 }, upserts: [rec(H, 'media', r)] }));
     s = foldNode(s, part(2, 'D', 1, 'n1'), T0);
     s = foldNode(s, part(3, 'E', 1, 'n1'), T0);
     s = foldNode(s, part(4, 'D', 2, 'n2'), T0);
@@ -241,13 +362,22 @@ describe('node fold', () => {
     assert.equal(r.status, 'partial');
     assert.notEqual(r.truncation.omitted, 0);
     // A whole window heals it.
-    s = foldNode(s, msg(batch(H, 'media', { seq: 6, at: T0 + 6, upserts: [rec(H, 'media', 'n1'), rec(H, 'media', 'n2')] })), T0);
+    s = foldNode(
+      s,
+      msg(batch(H, 'media', { seq: 6, at: T0 + 6, upserts: [rec(H, 'media', 'n1'), rec(H, 'media', 'n2')] })),
+      T0,
+    );
     assert.equal(src(q(s, T0 + 6), 'media').status, 'complete');
   });
 
   it('evicts beyond the mirror cap, keeping active work, and says the count is unknown', () => {
     s = createNodeSnapshot(H, 3);
-    const ups = [rec(H, 'media', 'live', { at: T0 - 5000 }), done(H, 'media', 'd1', T0 - 1), done(H, 'media', 'd2', T0 - 2), done(H, 'media', 'd3', T0 - 3)];
+    const ups = [
+      rec(H, 'media', 'live', { at: T0 - 5000 }),
+      done(H, 'media', 'd1', T0 - 1),
+      done(H, 'media', 'd2', T0 - 2),
+      done(H, 'media', 'd3', T0 - 3),
+    ];
     s = foldNode(s, msg(batch(H, 'media', { upserts: ups })), T0);
     const m = src(q(s, T0), 'media');
     assert.equal(m.records.length, 3);

@@ -13,9 +13,19 @@ const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 10));
 function started() {
   const bus = new InProcessBus();
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+  const logger = pino(
+    { ...LOG_OPTIONS, level: 'info' },
+    { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) },
+  );
   const clock = { now: Date.parse('2026-11-27T06:00:00.000Z') };
-  const view = new NodeView({ host: 'node-a', bus, staleAfterMs: 30_000, owners: ['router'], now: () => clock.now, logger });
+  const view = new NodeView({
+    host: 'node-a',
+    bus,
+    staleAfterMs: 30_000,
+    owners: ['router'],
+    now: () => clock.now,
+    logger,
+  });
   view.start();
   return { bus, lines, view, clock };
 }
@@ -30,7 +40,13 @@ describe('node view: dropped batches', () => {
     await settle();
     assert.equal(dropLines().length, 1);
     assert.equal(dropLines()[0]!['level'], 40);
-    assert.deepEqual(dropLines()[0]!['dropped'], { oversized: 0, malformed: 1, wrong_host: 0, out_of_order: 0, clock_ahead: 0 });
+    assert.deepEqual(dropLines()[0]!['dropped'], {
+      oversized: 0,
+      malformed: 1,
+      wrong_host: 0,
+      out_of_order: 0,
+      clock_ahead: 0,
+    });
     assert.equal(dropLines()[0]!['host'], 'node-a');
     // Within the minute: counted, not logged (a flood of bad batches writes one line a minute).
     for (let i = 0; i < 50; i++) bus.publish('svc.v1.node-a.obs.router', enc.encode('{}'));
@@ -42,7 +58,13 @@ describe('node view: dropped batches', () => {
     bus.publish('svc.v1.node-a.obs.router', enc.encode('[]'));
     await settle();
     assert.equal(dropLines().length, 2);
-    assert.deepEqual(dropLines()[1]!['dropped'], { oversized: 0, malformed: 51, wrong_host: 0, out_of_order: 0, clock_ahead: 0 });
+    assert.deepEqual(dropLines()[1]!['dropped'], {
+      oversized: 0,
+      malformed: 51,
+      wrong_host: 0,
+      out_of_order: 0,
+      clock_ahead: 0,
+    });
     // Nothing dropped since: nothing more is said, however long it runs.
     clock.now += DROP_REPORT_INTERVAL_MS;
     view.stop();
@@ -50,11 +72,18 @@ describe('node view: dropped batches', () => {
     assert.ok(!JSON.stringify(lines).includes('not json at all'), 'the dropped bytes are never logged');
   });
 
-  it('a batch older than one already folded is out of order (info); one dated ahead of the node\'s clock is a warning', async () => {
+  it("a batch older than one already folded is out of order (info); one dated ahead of the node's clock is a warning", async () => {
     const { bus, lines, view, clock } = started();
     const sent: BusMsg[] = [];
     const sub = bus.subscribe('svc.v1.node-a.obs.router').subscribe((m) => sent.push(m));
-    const actor = new OwnerActor({ host: 'node-a', owner: 'router', bus, read: () => ({ status: 'complete', records: [] }), now: () => clock.now, staleAfterMs: 30_000 });
+    const actor = new OwnerActor({
+      host: 'node-a',
+      owner: 'router',
+      bus,
+      read: () => ({ status: 'complete', records: [] }),
+      now: () => clock.now,
+      staleAfterMs: 30_000,
+    });
     await actor.step(true);
     clock.now += 1000;
     await actor.step(true);
@@ -66,17 +95,36 @@ describe('node view: dropped batches', () => {
     const drop = lines.filter((l) => l['msg'] === 'observation batches dropped');
     assert.equal(drop.length, 1);
     assert.equal(drop[0]!['level'], 30);
-    assert.deepEqual(drop[0]!['dropped'], { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 1, clock_ahead: 0 });
+    assert.deepEqual(drop[0]!['dropped'], {
+      oversized: 0,
+      malformed: 0,
+      wrong_host: 0,
+      out_of_order: 1,
+      clock_ahead: 0,
+    });
     // A publisher whose clock runs five minutes ahead: every batch of it is refused, and that
     // is a warning (no resync mends a wrong clock).
     clock.now += 60_000;
-    const ahead = new OwnerActor({ host: 'node-a', owner: 'media', bus, read: () => ({ status: 'complete', records: [] }), now: () => clock.now + 300_000, staleAfterMs: 30_000 });
+    const ahead = new OwnerActor({
+      host: 'node-a',
+      owner: 'media',
+      bus,
+      read: () => ({ status: 'complete', records: [] }),
+      now: () => clock.now + 300_000,
+      staleAfterMs: 30_000,
+    });
     await ahead.step(true);
     await settle();
     const more = lines.filter((l) => l['msg'] === 'observation batches dropped');
     assert.equal(more.length, 2);
     assert.equal(more[1]!['level'], 40);
-    assert.deepEqual(more[1]!['dropped'], { oversized: 0, malformed: 0, wrong_host: 0, out_of_order: 0, clock_ahead: 1 });
+    assert.deepEqual(more[1]!['dropped'], {
+      oversized: 0,
+      malformed: 0,
+      wrong_host: 0,
+      out_of_order: 0,
+      clock_ahead: 1,
+    });
     sub.unsubscribe();
     view.stop();
   });

@@ -2,8 +2,23 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import {
-  KIND_OF_OWNER, KINDS, OUTCOMES, OWNERS, PHASES_OF_STATE, QUALITIES, RECIPE_QUALITIES, SOURCE_REASONS, STATES, STATES_OF_KIND,
-  type Outcome, type Owner, type Phase, type Quality, type ResultStatus, type SourceReason, type State,
+  KIND_OF_OWNER,
+  KINDS,
+  OUTCOMES,
+  OWNERS,
+  PHASES_OF_STATE,
+  QUALITIES,
+  RECIPE_QUALITIES,
+  SOURCE_REASONS,
+  STATES,
+  STATES_OF_KIND,
+  type Outcome,
+  type Owner,
+  type Phase,
+  type Quality,
+  type ResultStatus,
+  type SourceReason,
+  type State,
 } from '../../src/schema/enums.js';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
 import { nodeResultJson } from '../../src/schema/result-json.js';
@@ -74,7 +89,10 @@ function recSpec(owner: Owner, stale: number): fc.Arbitrary<RecSpec> {
       pick: fc.nat(),
       outcome: fc.constantFrom(...OUTCOMES),
       // Owner-reported `stale` is valid: an owner may label its own observation.
-      quality: fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...qualities.filter((q) => q !== 'stale')) }, { weight: 1, arbitrary: fc.constant<Quality>('stale') }),
+      quality: fc.oneof(
+        { weight: 4, arbitrary: fc.constantFrom(...qualities.filter((q) => q !== 'stale')) },
+        { weight: 1, arbitrary: fc.constant<Quality>('stale') },
+      ),
       updatedAgo: fc.oneof(
         // Coarse seconds make updated_at ties common, so the id tie-break is exercised.
         fc.integer({ min: -2, max: 20 }).map((s) => s * 1000),
@@ -110,9 +128,16 @@ function sourceSpec(owner: Owner, stale: number): fc.Arbitrary<SourceSpec> {
       { weight: 1, arbitrary: fc.constantFrom(stale, stale + 1, 10 * stale, 10 * stale + 1) },
       { weight: 2, arbitrary: fc.integer({ min: stale + 1, max: 12 * stale }) },
     ),
-    status: fc.oneof({ weight: 6, arbitrary: fc.constant<ResultStatus>('complete') }, { weight: 1, arbitrary: fc.constantFrom<ResultStatus>('partial', 'unavailable') }),
+    status: fc.oneof(
+      { weight: 6, arbitrary: fc.constant<ResultStatus>('complete') },
+      { weight: 1, arbitrary: fc.constantFrom<ResultStatus>('partial', 'unavailable') },
+    ),
     reason: fc.option(fc.constantFrom(...SOURCE_REASONS), { nil: undefined }),
-    omitted: fc.oneof({ weight: 6, arbitrary: fc.constant<number | null>(0) }, { weight: 1, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 50 }) }),
+    omitted: fc.oneof(
+      { weight: 6, arbitrary: fc.constant<number | null>(0) },
+      { weight: 1, arbitrary: fc.constant(null) },
+      { weight: 1, arbitrary: fc.integer({ min: 1, max: 50 }) },
+    ),
     gap: fc.oneof({ weight: 6, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     records: recSpecs(owner, stale),
   });
@@ -141,11 +166,21 @@ const scenario: fc.Arbitrary<Scenario> = fc.constantFrom(30_000, 10_000).chain((
   fc.record({
     staleAfterMs: fc.constant(stale),
     // A small mirror cap sometimes, so that eviction (overflow) makes counts unknown.
-    mirrorCap: fc.oneof({ weight: 8, arbitrary: fc.constant(DEFAULT_MIRROR_CAP) }, { weight: 1, arbitrary: fc.integer({ min: 20, max: 250 }) }),
-    owners: fc.oneof({ weight: 4, arbitrary: fc.constant(CONTROLLER_OWNERS) }, { weight: 1, arbitrary: fc.constant(ROUTER_OWNERS) }),
+    mirrorCap: fc.oneof(
+      { weight: 8, arbitrary: fc.constant(DEFAULT_MIRROR_CAP) },
+      { weight: 1, arbitrary: fc.integer({ min: 20, max: 250 }) },
+    ),
+    owners: fc.oneof(
+      { weight: 4, arbitrary: fc.constant(CONTROLLER_OWNERS) },
+      { weight: 1, arbitrary: fc.constant(ROUTER_OWNERS) },
+    ),
     sources: fc.record({
-      router: sourceSpec('router', stale), controller: sourceSpec('controller', stale), benchmark: sourceSpec('benchmark', stale),
-      media: sourceSpec('media', stale), recipe: sourceSpec('recipe', stale), manifest: sourceSpec('manifest', stale),
+      router: sourceSpec('router', stale),
+      controller: sourceSpec('controller', stale),
+      benchmark: sourceSpec('benchmark', stale),
+      media: sourceSpec('media', stale),
+      recipe: sourceSpec('recipe', stale),
+      manifest: sourceSpec('manifest', stale),
     }),
     args: filterArgs,
   }),
@@ -158,8 +193,12 @@ const scenario: fc.Arbitrary<Scenario> = fc.constantFrom(30_000, 10_000).chain((
 function toRecord(owner: Owner, i: number, s: RecSpec): WorkloadRecord {
   const updated = NOW - s.updatedAgo;
   const r = rec(H, owner, `n${i}`, {
-    state: s.state, phase: s.phase, observation_quality: s.quality,
-    created_at: formatTimestamp(updated - s.createdBefore), updated_at: formatTimestamp(updated), source_timestamp: formatTimestamp(NOW - s.sourceAgo),
+    state: s.state,
+    phase: s.phase,
+    observation_quality: s.quality,
+    created_at: formatTimestamp(updated - s.createdBefore),
+    updated_at: formatTimestamp(updated),
+    source_timestamp: formatTimestamp(NOW - s.sourceAgo),
   });
   if (s.outcome !== undefined) r.outcome = s.outcome;
   return r;
@@ -221,23 +260,36 @@ function newestFirst(a: WorkloadRecord, b: WorkloadRecord): number {
 }
 
 /** CONTRACT.md freshness: fresh up to the threshold, stale up to 10x, then unavailable. */
-function refHealth(spec: SourceSpec, overflow: boolean, stale: number): { status: ResultStatus; stale: boolean; countKnown: boolean } {
+function refHealth(
+  spec: SourceSpec,
+  overflow: boolean,
+  stale: number,
+): { status: ResultStatus; stale: boolean; countKnown: boolean } {
   if (!spec.heard) return { status: 'unavailable', stale: false, countKnown: false };
-  if (spec.age > 10 * stale || spec.status === 'unavailable') return { status: 'unavailable', stale: false, countKnown: false };
+  if (spec.age > 10 * stale || spec.status === 'unavailable')
+    return { status: 'unavailable', stale: false, countKnown: false };
   const isStale = spec.age > stale;
   const known = !isStale && !spec.gap && !overflow && spec.status === 'complete' && spec.omitted === 0;
   return { status: known ? 'complete' : 'partial', stale: isStale, countKnown: known };
 }
 
-function reference(sc: Scenario, built: Built, f: Filters): { sources: RefSource[]; kept: Map<string, Quality>; keptOrder: string[] } {
+function reference(
+  sc: Scenario,
+  built: Built,
+  f: Filters,
+): { sources: RefSource[]; kept: Map<string, Quality>; keptOrder: string[] } {
   const sources = sc.owners.map((owner): RefSource => {
     const health = refHealth(sc.sources[owner], built.overflow[owner], sc.staleAfterMs);
-    const relevant = (f.owner === undefined || f.owner === owner) && (f.kind === undefined || f.kind === KIND_OF_OWNER[owner]);
+    const relevant =
+      (f.owner === undefined || f.owner === owner) && (f.kind === undefined || f.kind === KIND_OF_OWNER[owner]);
     const matched: { rec: WorkloadRecord; quality: Quality }[] = [];
     if (relevant && health.status !== 'unavailable') {
       for (const r of built.held[owner]) {
         const active = ACTIVE.has(r.state);
-        const stale = health.stale || (active && NOW - ms(r.source_timestamp) > sc.staleAfterMs) || r.observation_quality === 'stale';
+        const stale =
+          health.stale ||
+          (active && NOW - ms(r.source_timestamp) > sc.staleAfterMs) ||
+          r.observation_quality === 'stale';
         if (f.state !== undefined && r.state !== f.state) continue;
         if (f.host !== undefined && r.host !== f.host) continue;
         if (f.active_only && !(active && !stale)) continue;
@@ -275,13 +327,21 @@ function satisfies(r: WorkloadRecord, owner: Owner, f: Filters): boolean {
 
 function checkInvariants(sc: Scenario, res: NodeResult, f: Filters, ref: ReturnType<typeof reference>): void {
   assert.ok(checkNodeResult.Check(res), 'the result matches the NodeResult schema');
-  assert.deepEqual(res.sources.map((s) => s.owner), [...sc.owners], 'sources in contract order');
+  assert.deepEqual(
+    res.sources.map((s) => s.owner),
+    [...sc.owners],
+    'sources in contract order',
+  );
 
   const all = res.sources.flatMap((s) => s.records);
   assert.equal(new Set(all.map((r) => r.id)).size, all.length, 'no record appears twice');
   assert.ok(all.length <= Math.min(f.limit, NODE_CAP), 'node total <= min(limit, 1000)');
   assert.equal(res.truncation.returned, all.length, 'node returned counts the records');
-  assert.equal(res.truncation.returned, res.sources.reduce((n, s) => n + s.truncation.returned, 0), 'node returned == sum of sources');
+  assert.equal(
+    res.truncation.returned,
+    res.sources.reduce((n, s) => n + s.truncation.returned, 0),
+    'node returned == sum of sources',
+  );
 
   let sum: number | null = 0;
   let anyDoubt = false;
@@ -293,7 +353,8 @@ function checkInvariants(sc: Scenario, res: NodeResult, f: Filters, ref: ReturnT
     assert.ok(s.records.length <= SOURCE_CAP, 'a source returns at most 200');
     assert.equal(s.truncation.returned, s.records.length);
     assert.ok(sortedNewestFirst(s.records), `${s.owner}: newest updated_at first, ties by id`);
-    for (const x of s.records) assert.ok(satisfies(x, s.owner, f), `${s.owner}: ${x.id} breaks the filters ${JSON.stringify(f)}`);
+    for (const x of s.records)
+      assert.ok(satisfies(x, s.owner, f), `${s.owner}: ${x.id} breaks the filters ${JSON.stringify(f)}`);
     if (s.status === 'unavailable') {
       assert.equal(s.records.length, 0, 'nothing is returned from an unavailable source');
       assert.equal(s.truncation.omitted, null, 'an unavailable source never counts what it left out');
@@ -313,9 +374,18 @@ function checkInvariants(sc: Scenario, res: NodeResult, f: Filters, ref: ReturnT
     sum = sum === null || s.truncation.omitted === null ? null : sum + s.truncation.omitted;
   }
   assert.equal(res.truncation.omitted, sum, 'node omitted == sum of relevant sources, or null when any is unknown');
-  if (anyDoubt) assert.notEqual(res.truncation.omitted, 0, 'omitted is never 0 while a relevant source is partial or unavailable');
-  if (res.status === 'complete') assert.ok(allComplete && res.truncation.omitted === 0, 'complete means every relevant source complete and nothing omitted');
-  assert.equal(res.status === 'unavailable', relevantCount > 0 && unavailableCount === relevantCount, 'unavailable iff every relevant source is');
+  if (anyDoubt)
+    assert.notEqual(res.truncation.omitted, 0, 'omitted is never 0 while a relevant source is partial or unavailable');
+  if (res.status === 'complete')
+    assert.ok(
+      allComplete && res.truncation.omitted === 0,
+      'complete means every relevant source complete and nothing omitted',
+    );
+  assert.equal(
+    res.status === 'unavailable',
+    relevantCount > 0 && unavailableCount === relevantCount,
+    'unavailable iff every relevant source is',
+  );
 
   // Against the naive reference: the same records, in the same order, with the same labels.
   // Merged across sources, the node's records are the reference's global top, newest first.
@@ -327,10 +397,23 @@ function checkInvariants(sc: Scenario, res: NodeResult, f: Filters, ref: ReturnT
   res.sources.forEach((s, i) => {
     const r = ref.sources[i]!;
     const want = ref.keptOrder.filter((id) => r.matched.some((m) => m.rec.id === id));
-    assert.deepEqual(s.records.map((x) => x.id), want, `${s.owner}: records and order match the reference`);
-    for (const x of s.records) assert.equal(x.observation_quality, ref.kept.get(x.id), `${s.owner}: quality label of ${x.id}`);
-    assert.equal(s.status, r.status === 'complete' && r.matched.length > s.records.length ? 'partial' : r.status, `${s.owner}: status`);
-    assert.equal(s.truncation.omitted, r.countKnown ? r.matched.length - s.records.length : null, `${s.owner}: omitted`);
+    assert.deepEqual(
+      s.records.map((x) => x.id),
+      want,
+      `${s.owner}: records and order match the reference`,
+    );
+    for (const x of s.records)
+      assert.equal(x.observation_quality, ref.kept.get(x.id), `${s.owner}: quality label of ${x.id}`);
+    assert.equal(
+      s.status,
+      r.status === 'complete' && r.matched.length > s.records.length ? 'partial' : r.status,
+      `${s.owner}: status`,
+    );
+    assert.equal(
+      s.truncation.omitted,
+      r.countKnown ? r.matched.length - s.records.length : null,
+      `${s.owner}: omitted`,
+    );
   });
 }
 
@@ -360,13 +443,20 @@ describe('node query properties', () => {
   it('the same holds for healthy, full nodes queried with the default filters', () => {
     // Dense, fresh, complete sources: the caps and the cross-source cut decide everything here.
     const healthy = fc.record({
-      router: recSpecs('router', 30_000), controller: recSpecs('controller', 30_000), benchmark: recSpecs('benchmark', 30_000),
-      media: recSpecs('media', 30_000), recipe: recSpecs('recipe', 30_000), manifest: recSpecs('manifest', 30_000),
+      router: recSpecs('router', 30_000),
+      controller: recSpecs('controller', 30_000),
+      benchmark: recSpecs('benchmark', 30_000),
+      media: recSpecs('media', 30_000),
+      recipe: recSpecs('recipe', 30_000),
+      manifest: recSpecs('manifest', 30_000),
     });
     fc.assert(
       fc.property(healthy, fc.option(fc.integer({ min: 1, max: 1000 }), { nil: undefined }), (recs, limit) => {
         const sources = Object.fromEntries(
-          OWNERS.map((o) => [o, { heard: true, age: 0, status: 'complete', reason: undefined, omitted: 0, gap: false, records: recs[o] }]),
+          OWNERS.map((o) => [
+            o,
+            { heard: true, age: 0, status: 'complete', reason: undefined, omitted: 0, gap: false, records: recs[o] },
+          ]),
         ) as unknown as Record<Owner, SourceSpec>;
         const args: FilterArgs = limit === undefined ? {} : { limit };
         run({ staleAfterMs: 30_000, mirrorCap: DEFAULT_MIRROR_CAP, owners: CONTROLLER_OWNERS, sources, args });
@@ -385,9 +475,26 @@ describe('node query properties', () => {
       fc.property(ownerAndRecords, ([o, recs]) => {
         const fresh = recs.map((r) => ({ ...r, sourceAgo: 0 }));
         const sources = Object.fromEntries(
-          OWNERS.map((x) => [x, { heard: true, age: 0, status: 'complete', reason: undefined, omitted: 0, gap: false, records: x === o ? fresh : [] }]),
+          OWNERS.map((x) => [
+            x,
+            {
+              heard: true,
+              age: 0,
+              status: 'complete',
+              reason: undefined,
+              omitted: 0,
+              gap: false,
+              records: x === o ? fresh : [],
+            },
+          ]),
         ) as unknown as Record<Owner, SourceSpec>;
-        run({ staleAfterMs: 30_000, mirrorCap: DEFAULT_MIRROR_CAP, owners: CONTROLLER_OWNERS, sources, args: { active_only: true } });
+        run({
+          staleAfterMs: 30_000,
+          mirrorCap: DEFAULT_MIRROR_CAP,
+          owners: CONTROLLER_OWNERS,
+          sources,
+          args: { active_only: true },
+        });
       }),
       opts(100),
     );

@@ -32,7 +32,11 @@ describe('node query', () => {
 
   it('default window: active work, terminal within recent_seconds, and current records', () => {
     const s = node({
-      media: [rec(H, 'media', 'live', { at: T0 - 3 * 86_400_000 + 1 }), done(H, 'media', 'recent', T0 - 3_599_000), done(H, 'media', 'old', T0 - 3_601_000)],
+      media: [
+        rec(H, 'media', 'live', { at: T0 - 3 * 86_400_000 + 1 }),
+        done(H, 'media', 'recent', T0 - 3_599_000),
+        done(H, 'media', 'old', T0 - 3_601_000),
+      ],
       recipe: [rec(H, 'recipe', 'cfg', { at: T0 - 80_000_000 })],
     });
     const r = q(s);
@@ -66,8 +70,13 @@ describe('node query', () => {
   });
 
   it('caps a source at 200 and a node at limit, trimming the oldest across sources', () => {
-    const many = (owner: Owner, n: number, offset: number) => Array.from({ length: n }, (_, i) => rec(H, owner, `x${i}`, { at: T0 - offset - i * 10 }));
-    const s = node({ media: many('media', 300, 0), benchmark: many('benchmark', 300, 5), controller: many('controller', 300, 7) });
+    const many = (owner: Owner, n: number, offset: number) =>
+      Array.from({ length: n }, (_, i) => rec(H, owner, `x${i}`, { at: T0 - offset - i * 10 }));
+    const s = node({
+      media: many('media', 300, 0),
+      benchmark: many('benchmark', 300, 5),
+      controller: many('controller', 300, 7),
+    });
     const r = q(s, { limit: 1000 });
     for (const src of r.sources) assert.ok(src.records.length <= 200);
     assert.equal(r.truncation.returned, 600);
@@ -120,7 +129,10 @@ describe('node query', () => {
 
   it('a router view has exactly one source', () => {
     const r = q(node({ router: [rec(H, 'router', 'r1')] }), {}, T0, ROUTER_OWNERS);
-    assert.deepEqual(r.sources.map((x) => x.owner), ['router']);
+    assert.deepEqual(
+      r.sources.map((x) => x.owner),
+      ['router'],
+    );
     assert.equal(r.truncation.returned, 1);
   });
 

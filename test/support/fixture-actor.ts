@@ -19,10 +19,22 @@ const env = (k: string): string => {
   return v;
 };
 
-const credentials = process.env['NATS_USER'] ? { user: process.env['NATS_USER'], pass: process.env['NATS_PASS'] ?? '' } : {};
-const bus = process.env['NATS_PIN'] === '1'
-  ? new NatsBus(await connect({ servers: env('NATS_URL'), name: 'fixture-actor', ...credentials, ignoreClusterUpdates: true, maxReconnectAttempts: -1, reconnectTimeWait: 250 }))
-  : await connectNatsBus({ servers: env('NATS_URL'), name: 'fixture-actor', ...credentials });
+const credentials = process.env['NATS_USER']
+  ? { user: process.env['NATS_USER'], pass: process.env['NATS_PASS'] ?? '' }
+  : {};
+const bus =
+  process.env['NATS_PIN'] === '1'
+    ? new NatsBus(
+        await connect({
+          servers: env('NATS_URL'),
+          name: 'fixture-actor',
+          ...credentials,
+          ignoreClusterUpdates: true,
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 250,
+        }),
+      )
+    : await connectNatsBus({ servers: env('NATS_URL'), name: 'fixture-actor', ...credentials });
 const actor = new OwnerActor({
   host: env('HOST_ID'),
   owner: env('OWNER') as Owner,
@@ -32,7 +44,10 @@ const actor = new OwnerActor({
   // A live authority: each read is fresh evidence, so records carry the read time.
   read: () => {
     const at = formatTimestamp(Date.now());
-    const records = (JSON.parse(readFileSync(env('RECORDS_FILE'), 'utf8')) as WorkloadRecord[]).map((r) => ({ ...r, source_timestamp: at }));
+    const records = (JSON.parse(readFileSync(env('RECORDS_FILE'), 'utf8')) as WorkloadRecord[]).map((r) => ({
+      ...r,
+      source_timestamp: at,
+    }));
     return { status: 'complete', records };
   },
 });

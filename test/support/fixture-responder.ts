@@ -11,11 +11,19 @@ import { resolveFilters } from '../../src/schema/filters.js';
 import { workloadsSubject } from '../../src/schema/subjects.js';
 
 const env = (k: string): string => process.env[k] ?? '';
-const bus = await connectNatsBus({ servers: env('NATS_URL'), user: env('NATS_USER'), pass: env('NATS_PASS'), name: 'fixture-responder' });
+const bus = await connectNatsBus({
+  servers: env('NATS_URL'),
+  user: env('NATS_USER'),
+  pass: env('NATS_PASS'),
+  name: 'fixture-responder',
+});
 const enc = new TextEncoder();
 bus.serve(workloadsSubject(env('HOST_ID')), () => {
   if (env('MODE') === 'malformed') return enc.encode('{"schema":"svc-workloads/v1","expected_host":');
-  const forged = queryNode(createNodeSnapshot(env('FORGE_AS')), resolveFilters({}), Date.now(), { staleAfterMs: 30_000, owners: CONTROLLER_OWNERS });
+  const forged = queryNode(createNodeSnapshot(env('FORGE_AS')), resolveFilters({}), Date.now(), {
+    staleAfterMs: 30_000,
+    owners: CONTROLLER_OWNERS,
+  });
   return enc.encode(JSON.stringify(forged));
 });
 await bus.flush();

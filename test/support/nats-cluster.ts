@@ -30,7 +30,11 @@ export function passwords(names: readonly string[]): Record<string, string> {
  * Thrown when: a text to replace is not in the file (the shipped file changed: the test
  * would otherwise run a configuration of its own).
  */
-export function copyShipped(folder: string): { dir: string; edit(file: string, from: string, to: string): void; remove(): void } {
+export function copyShipped(folder: string): {
+  dir: string;
+  edit(file: string, from: string, to: string): void;
+  remove(): void;
+} {
   const dir = mkdtempSync(join(tmpdir(), `svc-${folder}-`));
   cpSync(join(DEPLOY, folder), dir, { recursive: true });
   return {
@@ -46,7 +50,11 @@ export function copyShipped(folder: string): { dir: string; edit(file: string, f
 }
 
 /** Starts one shipped configuration on free loopback ports (client port by flag, which overrides the file). */
-export async function startShipped(name: string, configFile: string, env: Record<string, string>): Promise<ShippedServer> {
+export async function startShipped(
+  name: string,
+  configFile: string,
+  env: Record<string, string>,
+): Promise<ShippedServer> {
   const monitorPort = await freePort();
   const server = await startNatsServer({ configFile, env, jetstream: false, monitorPort });
   return { ...server, name, monitorUrl: `http://127.0.0.1:${monitorPort}` };
@@ -97,10 +105,14 @@ export async function startShippedCluster(userPasswords: Record<string, string>)
   };
   try {
     for (let i = 1; i <= 3; i++) servers.push(await startShipped(`nats-${i}`, join(copy.dir, `nats-${i}.conf`), env));
-    await eventually(async () => {
-      const routes = await Promise.all(servers.map((s) => monitor<{ num_routes: number }>(s, '/routez')));
-      return routes.every((r) => r.num_routes === 2);
-    }, 10_000, 100);
+    await eventually(
+      async () => {
+        const routes = await Promise.all(servers.map((s) => monitor<{ num_routes: number }>(s, '/routez')));
+        return routes.every((r) => r.num_routes === 2);
+      },
+      10_000,
+      100,
+    );
   } catch (err) {
     await stop();
     throw err;

@@ -30,7 +30,10 @@ export async function startShippedLeaf(env: Record<string, string>): Promise<Nat
     const hub = await startShipped('hub', join(copy.dir, 'hub.conf'), env);
     started.push(hub);
     const hubLeafUrl = `nats-leaf://site-east:${env['SITE_EAST_LEAF_PASSWORD']}@127.0.0.1:${leafPort}`;
-    const site = await startShipped('site-east', join(copy.dir, 'site-east.conf'), { ...env, HUB_LEAF_URL: hubLeafUrl });
+    const site = await startShipped('site-east', join(copy.dir, 'site-east.conf'), {
+      ...env,
+      HUB_LEAF_URL: hubLeafUrl,
+    });
     started.push(site);
     await eventually(async () => (await monitor<{ leafnodes: number }>(hub, '/leafz')).leafnodes === 1, 10_000, 100);
     return { hub, site, leafPort, stop };

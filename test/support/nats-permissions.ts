@@ -23,6 +23,8 @@ export function natsUsers(hosts: readonly string[]): NatsUsers {
     return `    { user: "${h}", password: "${passwords[h]}", permissions: { publish: { allow: ["svc.v1.${h}.>", "_INBOX_${h}.>", "_INBOX_fleet.>"] }, subscribe: { allow: ["svc.v1.${h}.>", "_INBOX_${h}.>"] } } }`;
   });
   passwords['fleet'] = randomBytes(12).toString('hex');
-  users.push(`    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads", "svc.v1.*.requests.get", "svc.v1.*.requests.session", "svc.v1.*.requests.active"] }, subscribe: { allow: ["_INBOX_fleet.>"] } } }`);
+  users.push(
+    `    { user: "fleet", password: "${passwords['fleet']}", permissions: { publish: { allow: ["svc.v1.*.workloads", "svc.v1.*.requests.get", "svc.v1.*.requests.session", "svc.v1.*.requests.active"] }, subscribe: { allow: ["_INBOX_fleet.>"] } } }`,
+  );
   return { configText: `authorization {\n  users = [\n${users.join(',\n')}\n  ]\n}\n`, passwords };
 }

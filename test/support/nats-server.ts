@@ -102,7 +102,9 @@ async function findNatsServer(): Promise<string> {
       // not here; keep looking
     }
   }
-  throw new Error('nats-server not found on PATH or in /usr/sbin: run `apt-get install -y nats-server` (integration tests need it and are never skipped)');
+  throw new Error(
+    'nats-server not found on PATH or in /usr/sbin: run `apt-get install -y nats-server` (integration tests need it and are never skipped)',
+  );
 }
 
 /** Spawns and waits for the TCP port; a server that lost a race for the port is retried once. */
@@ -119,9 +121,17 @@ async function launch(bin: string, args: string[], port: number, env?: Record<st
   }
 }
 
-async function launchOnce(bin: string, args: string[], port: number, env?: Record<string, string>): Promise<ChildProcess> {
+async function launchOnce(
+  bin: string,
+  args: string[],
+  port: number,
+  env?: Record<string, string>,
+): Promise<ChildProcess> {
   // Secrets reach nats-server by its environment only (its configuration names `$VAR`s).
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(env ? { env: { PATH: process.env['PATH'] ?? '', ...env } } : {}) });
+  const child = spawn(bin, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(env ? { env: { PATH: process.env['PATH'] ?? '', ...env } } : {}),
+  });
   live.add(child);
   let output = '';
   const keep = (chunk: Buffer): void => {
@@ -142,7 +152,9 @@ async function launchOnce(bin: string, args: string[], port: number, env?: Recor
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (spawnError !== undefined || exited(child)) {
-      throw new Error(`nats-server exited before listening on ${port} (code ${child.exitCode}):\n${output}`, { cause: spawnError });
+      throw new Error(`nats-server exited before listening on ${port} (code ${child.exitCode}):\n${output}`, {
+        cause: spawnError,
+      });
     }
     if (await accepts(port)) return child;
     if (Date.now() > deadline) {

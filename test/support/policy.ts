@@ -14,7 +14,13 @@ export interface TestPolicy {
 /** Writes a policy file with five clients whose tokens live in env vars (returned in `env`). */
 export function writeTestPolicy(dir = mkdtempSync(join(tmpdir(), 'svc-policy-'))): TestPolicy {
   const tok = (role: string) => `${role}-${randomBytes(12).toString('hex')}`;
-  const tokens = { reader: tok('reader'), lifecycle: tok('lifecycle'), bootstrap: tok('bootstrap'), media: tok('media'), requests: tok('requests') };
+  const tokens = {
+    reader: tok('reader'),
+    lifecycle: tok('lifecycle'),
+    bootstrap: tok('bootstrap'),
+    media: tok('media'),
+    requests: tok('requests'),
+  };
   const env = {
     SVC_TEST_READER: tokens.reader,
     SVC_TEST_LIFECYCLE: tokens.lifecycle,
@@ -26,11 +32,31 @@ export function writeTestPolicy(dir = mkdtempSync(join(tmpdir(), 'svc-policy-'))
   writeFileSync(
     path,
     [
-      '[[clients]]', 'id = "ops-reader"', 'grants = ["workloads:read"]', 'credential_env = "SVC_TEST_READER"', '',
-      '[[clients]]', 'id = "lifecycle-only"', 'grants = ["node-admin:lifecycle"]', 'credential_env = "SVC_TEST_LIFECYCLE"', '',
-      '[[clients]]', 'id = "bootstrap-only"', 'grants = ["node-admin:bootstrap"]', 'credential_env = "SVC_TEST_BOOTSTRAP"', '',
-      '[[clients]]', 'id = "media-only"', 'grants = ["media:submit"]', 'credential_env = "SVC_TEST_MEDIA"', '',
-      '[[clients]]', 'id = "request-reader"', 'grants = ["requests:read"]', 'credential_env = "SVC_TEST_REQUESTS"', '',
+      '[[clients]]',
+      'id = "ops-reader"',
+      'grants = ["workloads:read"]',
+      'credential_env = "SVC_TEST_READER"',
+      '',
+      '[[clients]]',
+      'id = "lifecycle-only"',
+      'grants = ["node-admin:lifecycle"]',
+      'credential_env = "SVC_TEST_LIFECYCLE"',
+      '',
+      '[[clients]]',
+      'id = "bootstrap-only"',
+      'grants = ["node-admin:bootstrap"]',
+      'credential_env = "SVC_TEST_BOOTSTRAP"',
+      '',
+      '[[clients]]',
+      'id = "media-only"',
+      'grants = ["media:submit"]',
+      'credential_env = "SVC_TEST_MEDIA"',
+      '',
+      '[[clients]]',
+      'id = "request-reader"',
+      'grants = ["requests:read"]',
+      'credential_env = "SVC_TEST_REQUESTS"',
+      '',
     ].join('\n'),
   );
   return { dir, path, env, tokens };

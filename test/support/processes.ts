@@ -38,10 +38,12 @@ export async function spawnNode(
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => {
-    live.delete(proc);
-    resolve(code);
-  }));
+  const exited = new Promise<number | null>((resolve) =>
+    proc.once('exit', (code) => {
+      live.delete(proc);
+      resolve(code);
+    }),
+  );
   let url = '';
   if (opts.waitForListening ?? true) {
     const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
@@ -75,7 +77,11 @@ export async function spawnNode(
 }
 
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. Thrown when: it never does. */
-export async function eventually<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 5000, stepMs = 50): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 5000,
+  stepMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -85,7 +91,8 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false> | T
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
     await sleep(stepMs);
   }
 }

@@ -38,7 +38,9 @@ export class RawNats {
       sock.once('error', reject);
     });
     const c = new RawNats(sock);
-    sock.write(`CONNECT ${JSON.stringify({ verbose: false, pedantic: false, user, pass, name: `raw-${user}`, lang: 'raw', version: '0', protocol: 1, echo: false })}\r\nPING\r\n`);
+    sock.write(
+      `CONNECT ${JSON.stringify({ verbose: false, pedantic: false, user, pass, name: `raw-${user}`, lang: 'raw', version: '0', protocol: 1, echo: false })}\r\nPING\r\n`,
+    );
     await c.#waitPongs(1);
     if (c.errors.some((e) => /authorization/i.test(e))) throw new Error(`raw connect refused for ${user}`);
     return c;
@@ -50,7 +52,13 @@ export class RawNats {
 
   pub(subject: string, payload: string | Buffer = '', reply?: string): void {
     const body = typeof payload === 'string' ? Buffer.from(payload) : payload;
-    this.sock.write(Buffer.concat([Buffer.from(`PUB ${subject}${reply ? ` ${reply}` : ''} ${body.length}\r\n`), body, Buffer.from('\r\n')]));
+    this.sock.write(
+      Buffer.concat([
+        Buffer.from(`PUB ${subject}${reply ? ` ${reply}` : ''} ${body.length}\r\n`),
+        body,
+        Buffer.from('\r\n'),
+      ]),
+    );
   }
 
   /** Resolves once the server has processed everything sent so far (a PING answered). */
@@ -67,7 +75,8 @@ export class RawNats {
   async #waitPongs(n: number): Promise<void> {
     const deadline = Date.now() + 5_000;
     while (this.#pongs < n) {
-      if (Date.now() > deadline || this.sock.destroyed) throw new Error(`no PONG from the server (errors: ${this.errors.join('; ')})`);
+      if (Date.now() > deadline || this.sock.destroyed)
+        throw new Error(`no PONG from the server (errors: ${this.errors.join('; ')})`);
       await sleep(5);
     }
   }

@@ -41,7 +41,10 @@ function sseContent(c: RawContext, content: string): string {
 /** A whole chat completion answer. */
 function wholeAnswer(c: RawContext): string {
   return JSON.stringify({
-    id: c.id, object: 'chat.completion', created: 1, model: c.model,
+    id: c.id,
+    object: 'chat.completion',
+    created: 1,
+    model: c.model,
     choices: [{ index: 0, message: { role: 'assistant', content: 'hi there' }, finish_reason: 'stop' }],
     usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
   });
@@ -62,7 +65,11 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
   // An answer written over two data lines of one event (valid SSE): read as one.
   'multiline-ok': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
-    res.end('data: {"choices":[{"index":0,"delta":\ndata: {"content":"hi "}}]}\n\n' + sseContent(c, 'there') + 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n');
+    res.end(
+      'data: {"choices":[{"index":0,"delta":\ndata: {"content":"hi "}}]}\n\n' +
+        sseContent(c, 'there') +
+        'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n',
+    );
   },
   'event-error': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
@@ -115,7 +122,10 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
   // between the router and a client that is slow to start reading hold.
   'big-then-error': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
-    res.end(Array.from({ length: 160 }, () => sseContent(c, 'y'.repeat(32_768))).join('') + 'data: {"error":{"message":"UPSTREAM-SECRET-BIG"}}\n\n');
+    res.end(
+      Array.from({ length: 160 }, () => sseContent(c, 'y'.repeat(32_768))).join('') +
+        'data: {"error":{"message":"UPSTREAM-SECRET-BIG"}}\n\n',
+    );
   },
   'only-unterminated': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
@@ -138,7 +148,14 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
   },
   'gzip-whole': (res, c) => {
     const zipped = gzipSync(wholeAnswer(c));
-    res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': zipped.length, ...c.extra }).end(zipped);
+    res
+      .writeHead(200, {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'content-length': zipped.length,
+        ...c.extra,
+      })
+      .end(zipped);
   },
   'gzip-stream': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, 'content-encoding': 'gzip', ...c.extra });
@@ -153,7 +170,11 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
   // A finish reason, then the engine's error (no [DONE]): the answer did not finish that way.
   'length-then-error': (res, c) => {
     res.writeHead(200, { ...SSE_HEAD, ...c.extra });
-    res.end(sseContent(c, 'hi ') + `data: ${JSON.stringify({ id: c.id, object: 'chat.completion.chunk', created: 1, model: c.model, choices: [{ index: 0, delta: {}, finish_reason: 'length' }] })}\n\n` + 'data: {"error":{"message":"UPSTREAM-SECRET-LATE"}}\n\n');
+    res.end(
+      sseContent(c, 'hi ') +
+        `data: ${JSON.stringify({ id: c.id, object: 'chat.completion.chunk', created: 1, model: c.model, choices: [{ index: 0, delta: {}, finish_reason: 'length' }] })}\n\n` +
+        'data: {"error":{"message":"UPSTREAM-SECRET-LATE"}}\n\n',
+    );
   },
   // One event just over 1 MiB, sent whole in one write (then [DONE]): never relayed.
   'big-event-whole': (res, c) => {
@@ -204,7 +225,9 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
       // `answer-status=302` or `=204` in the prompt: a redirect with a body of its own, or no body.
       const asked = /answer-status=(302|204)/.exec(body.toString('utf8'))?.[1];
       if (asked === '302') {
-        res.writeHead(302, { location: 'http://elsewhere.invalid/', 'content-type': 'text/html', ...extra }).end('UPSTREAM-REDIRECT-BODY');
+        res
+          .writeHead(302, { location: 'http://elsewhere.invalid/', 'content-type': 'text/html', ...extra })
+          .end('UPSTREAM-REDIRECT-BODY');
         return;
       }
       if (asked === '204') {
@@ -219,14 +242,18 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
       if (stream && body.includes('answer-error-first')) {
         // An engine whose first event is an error (then [DONE]).
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
-        res.end('data: {"object":"error","message":"UPSTREAM-SECRET-FIRST worker=4","type":"BadRequestError","code":400}\n\ndata: [DONE]\n\n');
+        res.end(
+          'data: {"object":"error","message":"UPSTREAM-SECRET-FIRST worker=4","type":"BadRequestError","code":400}\n\ndata: [DONE]\n\n',
+        );
         return;
       }
       if (stream && body.includes('answer-split-error')) {
         // An engine's error event arriving in two reads (its raw text must never be relayed),
         // followed by [DONE], as vLLM sends it.
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
-        res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\ndata: {"error":{"message":"UPSTREAM-SECRET-`);
+        res.write(
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\ndata: {"error":{"message":"UPSTREAM-SECRET-`,
+        );
         setTimeout(() => res.end('SPLIT worker=3","type":"server_error","code":500}}\n\ndata: [DONE]\n\n'), 60);
         return;
       }
@@ -249,7 +276,9 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
         // One large content event (600 KiB, under the 1 MiB the router holds) written in 4 KiB
         // pieces, its closing CRLF split between two of them, then [DONE].
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
-        const big = Buffer.from(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'B'.repeat(600 * 1024) }, finish_reason: null }] })}\r\n\r`);
+        const big = Buffer.from(
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'B'.repeat(600 * 1024) }, finish_reason: null }] })}\r\n\r`,
+        );
         let at = 0;
         const next = (): void => {
           if (res.destroyed) return;
@@ -257,7 +286,10 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
             res.write(big.subarray(at, at + 4096));
             at += 4096;
             setImmediate(next);
-          } else res.end(`\ndata: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`);
+          } else
+            res.end(
+              `\ndata: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`,
+            );
         };
         next();
         return;
@@ -265,23 +297,37 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
       if (stream && body.includes('answer-long-error')) {
         // One content event, then an error line longer than the router holds back (1 MiB).
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
-        res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\n`);
-        res.end(`data: {"error":{"message":"UPSTREAM-SECRET-LONG ${'x'.repeat(1200 * 1024)}","code":500}}\n\ndata: [DONE]\n\n`);
+        res.write(
+          `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: 'hi ' }, finish_reason: null }] })}\n\n`,
+        );
+        res.end(
+          `data: {"error":{"message":"UPSTREAM-SECRET-LONG ${'x'.repeat(1200 * 1024)}","code":500}}\n\ndata: [DONE]\n\n`,
+        );
         return;
       }
       if (stream) {
         res.writeHead(200, { 'content-type': 'text/event-stream', ...extra });
         const chunk = (delta: unknown, finish: string | null): string =>
           `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-        res.end(chunk({ role: 'assistant', content: 'hi ' }, null) + chunk({ content: 'there' }, null) + chunk({}, 'stop') + 'data: [DONE]\n\n');
+        res.end(
+          chunk({ role: 'assistant', content: 'hi ' }, null) +
+            chunk({ content: 'there' }, null) +
+            chunk({}, 'stop') +
+            'data: [DONE]\n\n',
+        );
         return;
       }
       const answer = JSON.stringify({
-        id, object: 'chat.completion', created: 1, model,
+        id,
+        object: 'chat.completion',
+        created: 1,
+        model,
         choices: [{ index: 0, message: { role: 'assistant', content: 'hi there' }, finish_reason: 'stop' }],
         usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
       });
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer), ...extra }).end(answer);
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer), ...extra })
+        .end(answer);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

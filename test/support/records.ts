@@ -38,8 +38,19 @@ export function rec(
 }
 
 /** A terminal record (success) at `at`. */
-export function done(host: string, owner: Owner, native: string, at: number, outcome: WorkloadRecord['outcome'] = 'success'): WorkloadRecord {
-  return rec(host, owner, native, { at, state: 'terminal', phase: outcome === 'success' ? 'completed' : 'failed', outcome });
+export function done(
+  host: string,
+  owner: Owner,
+  native: string,
+  at: number,
+  outcome: WorkloadRecord['outcome'] = 'success',
+): WorkloadRecord {
+  return rec(host, owner, native, {
+    at,
+    state: 'terminal',
+    phase: outcome === 'success' ? 'completed' : 'failed',
+    outcome,
+  });
 }
 
 let seqs = new Map<string, number>();
@@ -48,14 +59,27 @@ export function resetSeqs(): void {
 }
 
 /** A batch for `owner` on `host`; `seq` counts up per host/owner unless given. */
-export function batch(host: string, owner: Owner, over: Partial<ObservationBatch> & { at?: number } = {}): ObservationBatch {
+export function batch(
+  host: string,
+  owner: Owner,
+  over: Partial<ObservationBatch> & { at?: number } = {},
+): ObservationBatch {
   const key = `${host}/${owner}`;
   const seq = over.seq ?? (seqs.get(key) ?? 0) + 1;
   seqs.set(key, seq);
   const { at, ...rest } = over;
   return {
-    schema: SCHEMA_ID, host, owner, seq, source_timestamp: formatTimestamp(at ?? T0), status: 'complete',
-    full: true, upserts: [], removals: [], omitted: 0, ...rest,
+    schema: SCHEMA_ID,
+    host,
+    owner,
+    seq,
+    source_timestamp: formatTimestamp(at ?? T0),
+    status: 'complete',
+    full: true,
+    upserts: [],
+    removals: [],
+    omitted: 0,
+    ...rest,
   };
 }
 

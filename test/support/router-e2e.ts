@@ -36,7 +36,12 @@ export interface RouterE2E {
   /** Error responses the SDK saw (clones, so their bodies can be read again). */
   readonly errors: Response[];
   post(path: string, body: unknown, headers?: Record<string, string>, signal?: AbortSignal): Promise<Response>;
-  chat(content: string, extra?: Record<string, unknown>, headers?: Record<string, string>, model?: string): Promise<Response>;
+  chat(
+    content: string,
+    extra?: Record<string, unknown>,
+    headers?: Record<string, string>,
+    model?: string,
+  ): Promise<Response>;
   /** The terminal record of a request, by the id the router answered with. */
   record(id: string): Promise<TerminalRecord>;
   gidOf(res: { headers: Headers }): string;
@@ -60,7 +65,8 @@ export function useRouterE2E(): RouterE2E {
       body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
       signal: signal ?? AbortSignal.timeout(10_000),
     });
-  e.chat = (content, extra = {}, headers = {}, model = 'chat') => e.post('/v1/chat/completions', { model, messages: user(content), ...extra }, headers);
+  e.chat = (content, extra = {}, headers = {}, model = 'chat') =>
+    e.post('/v1/chat/completions', { model, messages: user(content), ...extra }, headers);
   e.record = async (id) => {
     const r = await e.h.lookup(id);
     assert.equal(r.status, 200, `lookup of ${id}`);
@@ -98,9 +104,36 @@ export function useRouterE2E(): RouterE2E {
 
   before(async () => {
     e.rec = await startRecordingUpstream('recorded-model');
-    e.inproc = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 5, tokenDelayMs: 2, tokens: 4, model: 'inproc-model', maxModelLen: 8192 });
-    e.big = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 4, model: 'big-model', maxModelLen: 100_000_000 });
-    e.flaky = await startEngineSim({ host: '127.0.0.1', port: 0, logger: pino({ level: 'silent' }), ttftMs: 0, tokenDelayMs: 0, tokens: 4, model: 'flaky-model', maxModelLen: 8192 });
+    e.inproc = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 5,
+      tokenDelayMs: 2,
+      tokens: 4,
+      model: 'inproc-model',
+      maxModelLen: 8192,
+    });
+    e.big = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 0,
+      tokenDelayMs: 0,
+      tokens: 4,
+      model: 'big-model',
+      maxModelLen: 100_000_000,
+    });
+    e.flaky = await startEngineSim({
+      host: '127.0.0.1',
+      port: 0,
+      logger: pino({ level: 'silent' }),
+      ttftMs: 0,
+      tokenDelayMs: 0,
+      tokens: 4,
+      model: 'flaky-model',
+      maxModelLen: 8192,
+    });
     e.h = await startRouterHarness({
       models: [
         { alias: 'chat', max_output_tokens: CEIL },
@@ -108,10 +141,23 @@ export function useRouterE2E(): RouterE2E {
         { alias: 'single', max_concurrency: 1, max_queue: 0 },
         { alias: 'queued', max_concurrency: 1, max_queue: 1 },
         { alias: 'recorded', upstream: e.rec.url, upstream_model: 'recorded-model', max_output_tokens: CEIL },
-        { alias: 'recorded-keyed', upstream: e.rec.url, upstream_model: 'recorded-model', upstream_api_key_env: 'SVC_TEST_UPSTREAM_KEY' },
+        {
+          alias: 'recorded-keyed',
+          upstream: e.rec.url,
+          upstream_model: 'recorded-model',
+          upstream_api_key_env: 'SVC_TEST_UPSTREAM_KEY',
+        },
         { alias: 'inproc', upstream: `${e.inproc.url}/v1`, upstream_model: 'inproc-model' },
         { alias: 'flaky', upstream: `${e.flaky.url}/v1`, upstream_model: 'flaky-model' },
-        { alias: 'stall', upstream: `${e.big.url}/v1`, upstream_model: 'big-model', max_output_tokens: 10_000_000, upstream_timeout_ms: 1500, max_concurrency: 1, max_queue: 0 },
+        {
+          alias: 'stall',
+          upstream: `${e.big.url}/v1`,
+          upstream_model: 'big-model',
+          max_output_tokens: 10_000_000,
+          upstream_timeout_ms: 1500,
+          max_concurrency: 1,
+          max_queue: 0,
+        },
         { alias: 'whisper' },
         { alias: 'embedder' },
         // Nothing listens on port 1: its readiness check fails.
@@ -134,7 +180,11 @@ export function useRouterE2E(): RouterE2E {
 
 /** A multipart/form-data body of text fields. */
 export function multipart(boundary: string, fields: Record<string, string>): string {
-  return Object.entries(fields).map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join('') + `--${boundary}--\r\n`;
+  return (
+    Object.entries(fields)
+      .map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
+      .join('') + `--${boundary}--\r\n`
+  );
 }
 
 /** Sends raw bytes over one TCP connection and returns what came back before it closed. */

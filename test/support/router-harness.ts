@@ -94,8 +94,20 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
   const simModel = opts.sim?.model ?? 'sim-model';
   const s = opts.sim ?? {};
   const sim = await spawnNode(CLI, [
-    'engine', 'sim', '--listen', '127.0.0.1:0', '--ttft-ms', String(s.ttftMs ?? 5), '--token-delay-ms', String(s.tokenDelayMs ?? 2),
-    '--tokens', String(s.tokens ?? 4), '--model', simModel, '--max-model-len', String(s.maxModelLen ?? 8192),
+    'engine',
+    'sim',
+    '--listen',
+    '127.0.0.1:0',
+    '--ttft-ms',
+    String(s.ttftMs ?? 5),
+    '--token-delay-ms',
+    String(s.tokenDelayMs ?? 2),
+    '--tokens',
+    String(s.tokens ?? 4),
+    '--model',
+    simModel,
+    '--max-model-len',
+    String(s.maxModelLen ?? 8192),
   ]);
   const withLog = opts.decisionLog ?? true;
   const logPath = withLog ? join(dir, 'state', 'decisions.jsonl') : undefined;
@@ -113,13 +125,19 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
     const entry: Record<string, string | number | boolean> = {
       ...m,
       upstream: m.upstream ?? `${sim.url}/v1`,
-      ...(m.upstream === undefined && m.upstream_model === undefined && m.alias !== simModel ? { upstream_model: simModel } : {}),
+      ...(m.upstream === undefined && m.upstream_model === undefined && m.alias !== simModel
+        ? { upstream_model: simModel }
+        : {}),
     };
     lines.push('[[models]]', ...Object.entries(entry).map(([k, v]) => `${k} = ${toml(v)}`), '');
   }
   const configPath = join(dir, 'router.toml');
   writeFileSync(configPath, lines.join('\n'));
-  const env = { ...policy.env, SVC_TEST_ROUTER_KEYS: `other-${randomBytes(8).toString('hex')},${key}`, ...opts.routerEnv };
+  const env = {
+    ...policy.env,
+    SVC_TEST_ROUTER_KEYS: `other-${randomBytes(8).toString('hex')},${key}`,
+    ...opts.routerEnv,
+  };
   const outputs: RunningProcess[] = [];
   let router: RunningProcess;
   const startRouter = async (): Promise<void> => {
@@ -132,7 +150,8 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
     await sim.stop();
     throw err;
   }
-  const auth = (token: string | null | undefined): Record<string, string> => (token === null ? {} : { authorization: `Bearer ${token ?? key}` });
+  const auth = (token: string | null | undefined): Record<string, string> =>
+    token === null ? {} : { authorization: `Bearer ${token ?? key}` };
   const h: RouterHarness = {
     dir,
     configPath,
@@ -150,7 +169,14 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
     },
     routerOutput: () => outputs.map((p) => p.output()).join(''),
     routerEnv: env,
-    client: (o = {}) => new OpenAI({ baseURL: `${router.url}/v1`, apiKey: key, maxRetries: 0, timeout: 20_000, ...(o.fetch ? { fetch: o.fetch } : {}) }),
+    client: (o = {}) =>
+      new OpenAI({
+        baseURL: `${router.url}/v1`,
+        apiKey: key,
+        maxRetries: 0,
+        timeout: 20_000,
+        ...(o.fetch ? { fetch: o.fetch } : {}),
+      }),
     async lookup(id, token) {
       const res = await fetch(`${router.url}/v1/requests/${encodeURIComponent(id)}`, { headers: auth(token) });
       const text = await res.text();
@@ -180,11 +206,15 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
         });
     },
     async idle(timeoutMs = 5000) {
-      await eventually(async () => {
-        const res = await h.get('/v1/requests?active=1');
-        const body = (await res.json()) as { requests: unknown[] };
-        return res.status === 200 && body.requests.length === 0;
-      }, timeoutMs, 20);
+      await eventually(
+        async () => {
+          const res = await h.get('/v1/requests?active=1');
+          const body = (await res.json()) as { requests: unknown[] };
+          return res.status === 200 && body.requests.length === 0;
+        },
+        timeoutMs,
+        20,
+      );
     },
     stopRouter: (signal) => router.stop(signal),
     startRouter,

@@ -1,7 +1,6 @@
 /** Terminal records for router tests: generated ids and a valid record to vary. */
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 
-
 export const hex = (n: number) => n.toString(16).padStart(32, '0');
 export const gid = (n: number) => `req_${hex(n)}`;
 

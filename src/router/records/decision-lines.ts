@@ -16,8 +16,20 @@ export interface Decision {
 
 const OPTIONAL_KEYS = ['session_id', 'workbench_run_id', 'task_id', 'routing_config_hash', 'package_version'] as const;
 const REQUIRED_KEYS = [
-  'request_id', 'model', 'route', 'outcome', 'status_code', 'started_at', 'finished_at', 'latency_ms', 'readiness_check_ms',
-  'admission_wait_ms', 'upstream_duration_ms', 'time_to_first_content_ms', 'finish_reason', 'output_limit',
+  'request_id',
+  'model',
+  'route',
+  'outcome',
+  'status_code',
+  'started_at',
+  'finished_at',
+  'latency_ms',
+  'readiness_check_ms',
+  'admission_wait_ms',
+  'upstream_duration_ms',
+  'time_to_first_content_ms',
+  'finish_reason',
+  'output_limit',
 ] as const;
 
 /** One JSONL line as a plain object, or undefined for a torn, empty or non-object line. */
@@ -55,7 +67,12 @@ export function parseDecision(line: string): Decision | undefined {
   for (const k of OPTIONAL_KEYS) if (typeof raw[k] === 'string') rec[k] = raw[k];
   if (!checkTerminalRecord.Check(rec)) return undefined;
   const g = raw['gateway_request_id'];
-  const gid = typeof g === 'string' && GENERATED_ID_RE.test(g) ? g : GENERATED_ID_RE.test(rec['request_id'] as string) ? (rec['request_id'] as string) : undefined;
+  const gid =
+    typeof g === 'string' && GENERATED_ID_RE.test(g)
+      ? g
+      : GENERATED_ID_RE.test(rec['request_id'] as string)
+        ? (rec['request_id'] as string)
+        : undefined;
   return { gid, record: rec as TerminalRecord };
 }
 
@@ -83,7 +100,11 @@ const LF = 0x0a;
  * (written literally, as JSON leaves these characters) costs a byte search of what it reads,
  * not a parse and a check of every line, on the thread that relays requests.
  */
-export function scanDecisionFiles(files: readonly string[], visit: (d: Decision) => boolean | undefined, o: ScanOptions = {}): { truncated: boolean } {
+export function scanDecisionFiles(
+  files: readonly string[],
+  visit: (d: Decision) => boolean | undefined,
+  o: ScanOptions = {},
+): { truncated: boolean } {
   const steps = scanSteps(files, visit, o.budget ?? DEFAULT_READ_BUDGET, o.needle);
   for (;;) {
     const r = steps.next();
@@ -96,7 +117,11 @@ export function scanDecisionFiles(files: readonly string[], visit: (d: Decision)
  * 64 MiB of log (a session whose every line matches is parsed whole) never holds up the
  * requests the router relays meanwhile for more than one block's work.
  */
-export async function scanDecisionFilesAsync(files: readonly string[], visit: (d: Decision) => boolean | undefined, o: ScanOptions = {}): Promise<{ truncated: boolean }> {
+export async function scanDecisionFilesAsync(
+  files: readonly string[],
+  visit: (d: Decision) => boolean | undefined,
+  o: ScanOptions = {},
+): Promise<{ truncated: boolean }> {
   const steps = scanSteps(files, visit, o.budget ?? DEFAULT_READ_BUDGET, o.needle);
   for (;;) {
     const r = steps.next();
@@ -106,7 +131,12 @@ export async function scanDecisionFilesAsync(files: readonly string[], visit: (d
 }
 
 /** The scan, pausing (yield) after each block read. */
-function* scanSteps(files: readonly string[], visit: (d: Decision) => boolean | undefined, budget: number, needle: string | undefined): Generator<void, { truncated: boolean }> {
+function* scanSteps(
+  files: readonly string[],
+  visit: (d: Decision) => boolean | undefined,
+  budget: number,
+  needle: string | undefined,
+): Generator<void, { truncated: boolean }> {
   const pattern = needle === undefined || needle.length === 0 ? undefined : Buffer.from(needle, 'utf8');
   // Every file is opened before the first pause: a rotation while the scan is paused renames
   // them, but what is read is what they held (a name opened later could be a file read twice).
@@ -145,7 +175,13 @@ function* scanSteps(files: readonly string[], visit: (d: Decision) => boolean | 
  * only the lines holding it): `stopped` once `onLine` returned true, `failed` when the file
  * could not be read. A line cut by `start` is handed over as it is (torn: its parse fails).
  */
-function* scanBackwards(fd: number, start: number, end: number, pattern: Buffer | undefined, onLine: (line: Buffer) => boolean): Generator<void, 'stopped' | 'ended' | 'failed'> {
+function* scanBackwards(
+  fd: number,
+  start: number,
+  end: number,
+  pattern: Buffer | undefined,
+  onLine: (line: Buffer) => boolean,
+): Generator<void, 'stopped' | 'ended' | 'failed'> {
   // The head of the block read last: the end of a line that begins in an earlier block.
   let carry: Buffer | undefined;
   let pos = end;

@@ -1,4 +1,14 @@
-import { closeSync, constants, existsSync, fstatSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { makeDirs, openRegularFile } from '../../config/safe-files.js';
 import { WriteFailed } from '../../errors.js';
 import { dirname } from 'node:path';
@@ -156,7 +166,11 @@ export class DecisionLog {
         end = this.encode(lines[i]!, at);
         const bytes = end - at;
         const chunkBytes = at - lead;
-        if (this.size + chunkBytes > 0 && this.size + chunkBytes + bytes > this.maxBytes && Date.now() >= this.rotateBlockedUntil) {
+        if (
+          this.size + chunkBytes > 0 &&
+          this.size + chunkBytes + bytes > this.maxBytes &&
+          Date.now() >= this.rotateBlockedUntil
+        ) {
           if (i > from) this.writeChunk(lines, from, i, lead, at);
           from = i;
           if (this.size > 0) this.tryRotate();
@@ -227,10 +241,13 @@ export class DecisionLog {
   /** One timer for the next try when it is due (none when nothing waits or the log is closed). */
   private scheduleRetry(): void {
     if (this.timer !== undefined || this.fd === CLOSED || this.pending.length === 0) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.flushQuietly(true);
-    }, Math.max(0, this.retryAt - Date.now()));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.flushQuietly(true);
+      },
+      Math.max(0, this.retryAt - Date.now()),
+    );
     this.timer.unref();
     flushAtExit(this);
   }
@@ -378,4 +395,3 @@ export class DecisionLog {
     if (deleted) this.onRotated?.();
   }
 }
-

@@ -107,7 +107,12 @@ export class InflightJournal {
     const cached = this.lines.get(a);
     if (cached !== undefined && cached.phase === a.phase) return cached.line;
     const e: InflightEntry = {
-      gateway_request_id: a.gid, request_id: a.requestId, model: a.model, route: a.route, started_at: formatTimestamp(a.startedAt), phase: a.phase,
+      gateway_request_id: a.gid,
+      request_id: a.requestId,
+      model: a.model,
+      route: a.route,
+      started_at: formatTimestamp(a.startedAt),
+      phase: a.phase,
       ...(a.sessionId ? { session_id: a.sessionId } : {}),
       ...(a.workbenchRunId ? { workbench_run_id: a.workbenchRunId } : {}),
       ...(a.taskId ? { task_id: a.taskId } : {}),
@@ -158,16 +163,34 @@ const MODEL_RE = new RegExp(ALIAS_PATTERN);
 function parseEntry(line: string): InflightEntry | undefined {
   const v = jsonObjectLine(line);
   if (!v) return undefined;
-  const { gateway_request_id: gid, request_id: rid, model, route, started_at: at, phase, session_id: sid, workbench_run_id: run, task_id: task } = v;
+  const {
+    gateway_request_id: gid,
+    request_id: rid,
+    model,
+    route,
+    started_at: at,
+    phase,
+    session_id: sid,
+    workbench_run_id: run,
+    task_id: task,
+  } = v;
   const hash = v['routing_config_hash'];
   const version = v['package_version'];
   if (typeof gid !== 'string' || !GENERATED_ID_RE.test(gid)) return undefined;
   if (typeof rid !== 'string' || !(rid === gid || LEGACY_ID_RE.test(rid))) return undefined;
-  if (typeof model !== 'string' || !MODEL_RE.test(model) || typeof route !== 'string' || !ROUTE_SET.has(route)) return undefined;
-  if (typeof at !== 'string' || Number.isNaN(parseTimestamp(at)) || typeof phase !== 'string' || !PHASE_SET.has(phase)) return undefined;
-  for (const opt of [sid, run, task]) if (opt !== undefined && (typeof opt !== 'string' || !OPAQUE_ID_RE.test(opt))) return undefined;
+  if (typeof model !== 'string' || !MODEL_RE.test(model) || typeof route !== 'string' || !ROUTE_SET.has(route))
+    return undefined;
+  if (typeof at !== 'string' || Number.isNaN(parseTimestamp(at)) || typeof phase !== 'string' || !PHASE_SET.has(phase))
+    return undefined;
+  for (const opt of [sid, run, task])
+    if (opt !== undefined && (typeof opt !== 'string' || !OPAQUE_ID_RE.test(opt))) return undefined;
   return {
-    gateway_request_id: gid, request_id: rid, model, route: route as RouteName, started_at: at, phase,
+    gateway_request_id: gid,
+    request_id: rid,
+    model,
+    route: route as RouteName,
+    started_at: at,
+    phase,
     ...(typeof sid === 'string' ? { session_id: sid } : {}),
     ...(typeof run === 'string' ? { workbench_run_id: run } : {}),
     ...(typeof task === 'string' ? { task_id: task } : {}),

@@ -35,7 +35,11 @@ export class LossMarks {
   /** A router stopped (or failed a write) without writing every record, now. */
   markUnclean(): void {
     this.uncleanAtMs = Date.now();
-    write(`${this.path}.unclean`, 'a router using this decision log was killed; records of its last requests may be missing\n', false);
+    write(
+      `${this.path}.unclean`,
+      'a router using this decision log was killed; records of its last requests may be missing\n',
+      false,
+    );
   }
 }
 

@@ -1,5 +1,10 @@
 import type { Logger } from 'pino';
-import { GENERATED_ID_RE, terminalRecordJson, type RouteName, type TerminalRecord } from '../../schema/terminal-record.js';
+import {
+  GENERATED_ID_RE,
+  terminalRecordJson,
+  type RouteName,
+  type TerminalRecord,
+} from '../../schema/terminal-record.js';
 import type { Truncation } from '../../schema/envelopes.js';
 import type { LineageKey } from '../../schema/diagnosis.js';
 import { formatTimestamp, parseTimestamp } from '../../schema/primitives.js';
@@ -55,7 +60,12 @@ export interface ActiveSummary {
   elapsed_ms: number;
   since_upstream_activity_ms: number | null;
   admission_wait_ms: number | null;
-  tokens: { prompt_estimated: number | null; completion_estimated: number; prompt_upstream: number | null; completion_upstream: number | null };
+  tokens: {
+    prompt_estimated: number | null;
+    completion_estimated: number;
+    prompt_upstream: number | null;
+    completion_upstream: number | null;
+  };
   session_id?: string;
 }
 
@@ -181,26 +191,30 @@ export class RouterRegistry {
     };
     let result: { truncated: boolean };
     try {
-      result = scanDecisionFiles(log.retainedFiles(), (d) => {
-        const ms = parseTimestamp(d.record.finished_at);
-        if (!(ms >= horizon)) {
-          reachedOlder = true;
-          return true; // newest first: the rest is older than the window
-        }
-        if (found.length >= cap) {
-          outside(ms);
-          return true;
-        }
-        // A record without a generated id (an older version's) or seen twice has no slot of its own.
-        if (d.gid === undefined || seen.has(d.gid)) {
-          if (d.gid === undefined) outside(ms);
+      result = scanDecisionFiles(
+        log.retainedFiles(),
+        (d) => {
+          const ms = parseTimestamp(d.record.finished_at);
+          if (!(ms >= horizon)) {
+            reachedOlder = true;
+            return true; // newest first: the rest is older than the window
+          }
+          if (found.length >= cap) {
+            outside(ms);
+            return true;
+          }
+          // A record without a generated id (an older version's) or seen twice has no slot of its own.
+          if (d.gid === undefined || seen.has(d.gid)) {
+            if (d.gid === undefined) outside(ms);
+            return false;
+          }
+          seen.add(d.gid);
+          found.push(d);
+          if (ms < oldestFound) oldestFound = ms;
           return false;
-        }
-        seen.add(d.gid);
-        found.push(d);
-        if (ms < oldestFound) oldestFound = ms;
-        return false;
-      }, { budget: Math.min(cap * RESTORE_BYTES_PER_RECORD, DEFAULT_READ_BUDGET) });
+        },
+        { budget: Math.min(cap * RESTORE_BYTES_PER_RECORD, DEFAULT_READ_BUDGET) },
+      );
     } catch (err) {
       // Unreadable: nothing is restored and the day's records are of unknown number.
       logWriteError(this.opts.logger, err);
@@ -210,7 +224,8 @@ export class RouterRegistry {
     // The budget stopped the scan: older records of the day may be there, uncounted. Or
     // rotation deleted records (this log's or a previous process's), and nothing retained
     // says they were older than the day: they may have been of it.
-    if (result.truncated || (log.recordsDeleted && !reachedOlder)) outside(Number.isFinite(oldestFound) ? oldestFound : now);
+    if (result.truncated || (log.recordsDeleted && !reachedOlder))
+      outside(Number.isFinite(oldestFound) ? oldestFound : now);
     // A router on this log stopped without writing every record (killed, a write that failed,
     // the file removed): the day's records up to then may be fewer than were made.
     if (log.uncleanAtMs !== undefined) outside(Math.min(log.uncleanAtMs, now));
@@ -233,22 +248,34 @@ export class RouterRegistry {
    * Thrown when: the decision log cannot be written (the journal must then be kept).
    */
   recordInterrupted(entries: readonly InflightEntry[], lastSeenMs: number): number {
-    const pending = new Map(entries.filter((e) => this.ring.slotOf(e.gateway_request_id) === undefined).map((e) => [e.gateway_request_id, e]));
+    const pending = new Map(
+      entries.filter((e) => this.ring.slotOf(e.gateway_request_id) === undefined).map((e) => [e.gateway_request_id, e]),
+    );
     if (pending.size === 0) return 0;
     // One bounded pass over the retained files for all of them (a record may exist there).
-    if (this.opts.log) scanDecisionFiles(this.opts.log.retainedFiles(), (d) => {
-      if (d.gid !== undefined) pending.delete(d.gid);
-      return pending.size === 0;
-    });
+    if (this.opts.log)
+      scanDecisionFiles(this.opts.log.retainedFiles(), (d) => {
+        if (d.gid !== undefined) pending.delete(d.gid);
+        return pending.size === 0;
+      });
     for (const e of pending.values()) {
       const started = parseTimestamp(e.started_at);
       const finishedMs = Math.max(started, Math.floor(lastSeenMs));
       const text = e.route === 'chat.completions' || e.route === 'completions';
       const reached = e.phase === 'dispatched' || e.phase === 'streaming';
       const record: TerminalRecord = {
-        request_id: e.request_id, model: e.model, route: e.route, outcome: 'error', status_code: 0,
-        started_at: e.started_at, finished_at: formatTimestamp(finishedMs),
-        latency_ms: null, readiness_check_ms: null, admission_wait_ms: null, upstream_duration_ms: null, time_to_first_content_ms: null,
+        request_id: e.request_id,
+        model: e.model,
+        route: e.route,
+        outcome: 'error',
+        status_code: 0,
+        started_at: e.started_at,
+        finished_at: formatTimestamp(finishedMs),
+        latency_ms: null,
+        readiness_check_ms: null,
+        admission_wait_ms: null,
+        upstream_duration_ms: null,
+        time_to_first_content_ms: null,
         finish_reason: text && reached ? 'unknown' : null,
         usage: { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' },
         output_limit: null,
@@ -268,9 +295,16 @@ export class RouterRegistry {
     let lines = 0;
     for (const e of pending.values()) {
       if (lines++ >= 100) break;
-      this.opts.logger?.info({ gateway_request_id: e.gateway_request_id, model: e.model, outcome: 'error', status: 0 }, 'request finished');
+      this.opts.logger?.info(
+        { gateway_request_id: e.gateway_request_id, model: e.model, outcome: 'error', status: 0 },
+        'request finished',
+      );
     }
-    if (pending.size > 100) this.opts.logger?.info({ skipped: pending.size - 100 }, 'request lines left out (rate bound); every routed request has its terminal record');
+    if (pending.size > 100)
+      this.opts.logger?.info(
+        { skipped: pending.size - 100 },
+        'request lines left out (rate bound); every routed request has its terminal record',
+      );
     this.changed();
     return pending.size;
   }
@@ -293,17 +327,23 @@ export class RouterRegistry {
       const slot = this.ring.slotOf(id);
       if (slot !== undefined) return this.ring.record(slot);
     } else {
-      for (const slot of this.ring.newestFirst()) if (this.ring.requestId(slot) === id && this.ring.gid(slot) !== id) return this.ring.record(slot);
+      for (const slot of this.ring.newestFirst())
+        if (this.ring.requestId(slot) === id && this.ring.gid(slot) !== id) return this.ring.record(slot);
     }
     let found: TerminalRecord | undefined;
     // Only the lines naming the id are read (ids are written literally).
-    if (this.opts.log) await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => {
-      if (reserved ? d.gid === id : d.record.request_id === id && d.gid !== id) {
-        found = d.record;
-        return true;
-      }
-      return false;
-    }, { needle: id });
+    if (this.opts.log)
+      await scanDecisionFilesAsync(
+        this.opts.log.retainedFiles(),
+        (d) => {
+          if (reserved ? d.gid === id : d.record.request_id === id && d.gid !== id) {
+            found = d.record;
+            return true;
+          }
+          return false;
+        },
+        { needle: id },
+      );
     return found;
   }
 
@@ -338,14 +378,21 @@ export class RouterRegistry {
     const bytes = Buffer.from(needle, 'utf8');
     for (const slot of this.ring.newestFirst()) {
       // Only the matching records are parsed (sessions by their column, the others by their text).
-      const candidate = key === 'session_id' ? this.ring.sessionId(slot) === value : this.ring.textIncludes(slot, bytes);
+      const candidate =
+        key === 'session_id' ? this.ring.sessionId(slot) === value : this.ring.textIncludes(slot, bytes);
       if (candidate) visit({ gid: this.ring.gid(slot), record: this.ring.record(slot) });
     }
-    const { truncated } = this.opts.log ? await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => void visit(d), { needle }) : { truncated: false };
+    const { truncated } = this.opts.log
+      ? await scanDecisionFilesAsync(this.opts.log.retainedFiles(), (d) => void visit(d), { needle })
+      : { truncated: false };
     const requests = newestFirst(out).slice(0, MAX_LOOKUP_RECORDS);
     // Records that are gone (evicted without a log, rotated out of it) may have been this
     // session's: then how many were left out is unknown, not the count of those still here.
-    const unknown = truncated || this.recordsLost || this.opts.log?.recordsDeleted === true || this.opts.log?.recordsMayBeMissing === true;
+    const unknown =
+      truncated ||
+      this.recordsLost ||
+      this.opts.log?.recordsDeleted === true ||
+      this.opts.log?.recordsMayBeMissing === true;
     return { requests, truncation: { returned: requests.length, omitted: unknown ? null : matched - requests.length } };
   }
 
@@ -388,7 +435,10 @@ export function routerReading(registry: RouterRegistry, now: number, cap: number
 
 /** The one log line about a failed decision-log write: the error's name and code, nothing of the records. */
 export function logWriteError(logger: Logger | undefined, err: unknown, records?: number): void {
-  logger?.error({ err, ...(records !== undefined ? { records } : {}) }, 'decision log write failed; the records stay in memory and are written once the log can be written again');
+  logger?.error(
+    { err, ...(records !== undefined ? { records } : {}) },
+    'decision log write failed; the records stay in memory and are written once the log can be written again',
+  );
 }
 
 /** `records` sorted in place, newest finish first; returned. */

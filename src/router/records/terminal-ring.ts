@@ -1,8 +1,20 @@
-import { FINISH_REASONS, REQUEST_OUTCOMES, ROUTES, USAGE_SOURCES, type TerminalRecord } from '../../schema/terminal-record.js';
+import {
+  FINISH_REASONS,
+  REQUEST_OUTCOMES,
+  ROUTES,
+  USAGE_SOURCES,
+  type TerminalRecord,
+} from '../../schema/terminal-record.js';
 import type { WorkloadRecord } from '../../schema/record.js';
 
 /** The measured record fields the router's metrics take quantiles of. */
-export const SAMPLED = ['latency_ms', 'time_to_first_content_ms', 'upstream_duration_ms', 'readiness_check_ms', 'admission_wait_ms'] as const;
+export const SAMPLED = [
+  'latency_ms',
+  'time_to_first_content_ms',
+  'upstream_duration_ms',
+  'readiness_check_ms',
+  'admission_wait_ms',
+] as const;
 export type SampledField = (typeof SAMPLED)[number];
 
 /**
@@ -90,7 +102,8 @@ export class TerminalRing {
   private readonly samples: Float64Array[];
 
   constructor(capacity: number) {
-    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError('ring capacity must be a positive integer');
+    if (!Number.isSafeInteger(capacity) || capacity < 1)
+      throw new RangeError('ring capacity must be a positive integer');
     this.capacity = capacity;
     this.gids = new Array<string>(capacity);
     this.requestIds = new Array<string>(capacity);
@@ -149,7 +162,10 @@ export class TerminalRing {
     this.models[slot] = this.intern(record.model);
     this.route[slot] = ROUTE_CODE.get(record.route) ?? 0;
     this.outcome[slot] = OUTCOME_CODE.get(record.outcome) ?? OUTCOME_CODE.get('error')!;
-    this.finish[slot] = record.finish_reason === null ? NO_FINISH : (FINISH_CODE.get(record.finish_reason) ?? FINISH_CODE.get('unknown')!);
+    this.finish[slot] =
+      record.finish_reason === null
+        ? NO_FINISH
+        : (FINISH_CODE.get(record.finish_reason) ?? FINISH_CODE.get('unknown')!);
     this.promptSource[slot] = SOURCE_CODE.get(record.usage.prompt_source) ?? SOURCE_CODE.get('unknown')!;
     this.completionSource[slot] = SOURCE_CODE.get(record.usage.completion_source) ?? SOURCE_CODE.get('unknown')!;
     this.promptTokens[slot] = nan(record.usage.prompt_tokens);
@@ -255,8 +271,15 @@ export class TerminalRing {
   /** Calls `visit` with a summary of every record (newest first); the summary object is reused. */
   forEachSummary(visit: (s: Readonly<RecordSummary>) => void): void {
     const s: RecordSummary = {
-      model: '', route: ROUTES[0], outcome: REQUEST_OUTCOMES[0], finish: null, promptSource: 'unknown', completionSource: 'unknown',
-      promptTokens: null, completionTokens: null, samples: SAMPLED.map(() => null),
+      model: '',
+      route: ROUTES[0],
+      outcome: REQUEST_OUTCOMES[0],
+      finish: null,
+      promptSource: 'unknown',
+      completionSource: 'unknown',
+      promptTokens: null,
+      completionTokens: null,
+      samples: SAMPLED.map(() => null),
     };
     for (const slot of this.newestFirst()) {
       s.model = this.models[slot]!;

@@ -55,7 +55,7 @@ describe('decision log faults: nothing recorded is lost while the disk can take 
     log.close();
   });
 
-  it('a write cut short just before a line\'s newline does not write that record twice', () => {
+  it("a write cut short just before a line's newline does not write that record twice", () => {
     const path = join(dir(), 'd.jsonl');
     const log = new DecisionLog(path, 1 << 20, 2, () => undefined);
     log.open();

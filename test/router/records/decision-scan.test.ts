@@ -3,11 +3,17 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseDecision, scanDecisionFiles, scanDecisionFilesAsync, type Decision } from '../../../src/router/records/decision-lines.js';
+import {
+  parseDecision,
+  scanDecisionFiles,
+  scanDecisionFilesAsync,
+  type Decision,
+} from '../../../src/router/records/decision-lines.js';
 import { gid, rec } from '../../support/terminal-records.js';
 
 /** A decision-log line as the router writes it. */
-const line = (n: number, session: string): string => JSON.stringify({ gateway_request_id: gid(n), ...rec({ request_id: gid(n), session_id: session }) });
+const line = (n: number, session: string): string =>
+  JSON.stringify({ gateway_request_id: gid(n), ...rec({ request_id: gid(n), session_id: session }) });
 
 /** What a plain read of the whole text finds, newest first (the reference the scanner must match). */
 function naive(texts: readonly string[], needle?: string): (string | undefined)[] {
@@ -60,7 +66,7 @@ describe('scanning the decision log backwards', () => {
     assert.ok(r.gids.length > 6_000 && r.gids.length < 12_000);
   });
 
-  it('the lookups\' scan hands the thread back after each block it reads, and finds the same', async () => {
+  it("the lookups' scan hands the thread back after each block it reads, and finds the same", async () => {
     let turns = 0;
     let ticking = true;
     const tick = (): void => {

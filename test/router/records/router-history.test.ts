@@ -8,17 +8,38 @@ import { DecisionLog } from '../../../src/router/records/decision-log.js';
 import { gid, rec } from '../../support/terminal-records.js';
 
 const active = (n: number, over: Partial<ActiveRequest> = {}): ActiveRequest => ({
-  gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt: Date.now(), phase: 'checking', phaseAt: Date.now(),
-  lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
-  upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined, ...over,
+  gid: gid(n),
+  requestId: gid(n),
+  model: 'm',
+  route: 'chat.completions',
+  startedAt: Date.now(),
+  phase: 'checking',
+  phaseAt: Date.now(),
+  lastUpstreamAt: null,
+  admissionWaitMs: null,
+  estimatedPromptTokens: null,
+  estimatedCompletionTokens: 0,
+  upstreamPromptTokens: null,
+  upstreamCompletionTokens: null,
+  sessionId: undefined,
+  workbenchRunId: undefined,
+  taskId: undefined,
+  queuedAt: null,
+  stop: undefined,
+  ...over,
 });
 
 describe('router history by task or workbench run', () => {
-  it('finds a task\'s records in memory and, once evicted, in the decision log; a longer id with the same start is another task', async () => {
+  it("finds a task's records in memory and, once evicted, in the decision log; a longer id with the same start is another task", async () => {
     const log = new DecisionLog(join(mkdtempSync(join(tmpdir(), 'svc-hist-')), 'd.jsonl'), 1 << 20, 2);
     log.open();
     const reg = new RouterRegistry({ host: 'node-a', bufferSize: 2, log });
-    const lineage = [{ task_id: 'T' }, { task_id: 'T2' }, { task_id: 'T', workbench_run_id: 'W' }, { workbench_run_id: 'W' }];
+    const lineage = [
+      { task_id: 'T' },
+      { task_id: 'T2' },
+      { task_id: 'T', workbench_run_id: 'W' },
+      { workbench_run_id: 'W' },
+    ];
     lineage.forEach((l, i) => {
       const n = i + 1;
       const at = new Date(Date.parse('2026-11-25T21:49:10.000Z') + n * 1000).toISOString();
@@ -27,10 +48,19 @@ describe('router history by task or workbench run', () => {
     });
     // The ring holds 3 and 4 only: 1 comes from the log, 3 from memory.
     const task = await reg.history('task_id', 'T');
-    assert.deepEqual(task.requests.map((r) => r.request_id), [gid(3), gid(1)]);
+    assert.deepEqual(
+      task.requests.map((r) => r.request_id),
+      [gid(3), gid(1)],
+    );
     assert.deepEqual(task.truncation, { returned: 2, omitted: 0 });
-    assert.deepEqual((await reg.history('workbench_run_id', 'W')).requests.map((r) => r.request_id), [gid(4), gid(3)]);
-    assert.deepEqual((await reg.history('task_id', 'T2')).requests.map((r) => r.request_id), [gid(2)]);
+    assert.deepEqual(
+      (await reg.history('workbench_run_id', 'W')).requests.map((r) => r.request_id),
+      [gid(4), gid(3)],
+    );
+    assert.deepEqual(
+      (await reg.history('task_id', 'T2')).requests.map((r) => r.request_id),
+      [gid(2)],
+    );
     assert.equal((await reg.history('session_id', 'T')).requests.length, 0, 'a task id is not a session id');
     log.close();
   });

@@ -10,7 +10,14 @@ import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../..
 import { DEFAULT_FLUSH_DELAY_MS, DecisionLog } from '../../../src/router/records/decision-log.js';
 import { parseDecision, scanDecisionFiles } from '../../../src/router/records/decision-lines.js';
 import { RouterMetrics } from '../../../src/router/metrics.js';
-import { BodyAborted, BodyTooLarge, UploadsFull, collect, newGatewayId, readBody } from '../../../src/router/relay-support.js';
+import {
+  BodyAborted,
+  BodyTooLarge,
+  UploadsFull,
+  collect,
+  newGatewayId,
+  readBody,
+} from '../../../src/router/relay-support.js';
 import { UploadBudget } from '../../../src/router/upload-budget.js';
 import type { IncomingMessage } from 'node:http';
 import { gid, hex, rec } from '../../support/terminal-records.js';
@@ -55,11 +62,17 @@ describe('bounded body collection', () => {
 
     const gone = new PassThrough();
     gone.destroy();
-    await assert.rejects(collect(gone, 10, () => undefined), BodyAborted);
+    await assert.rejects(
+      collect(gone, 10, () => undefined),
+      BodyAborted,
+    );
   });
 
   it('bodies held while they arrive share one budget: a declared length counts at once, a chunked body as it comes; 429 beyond it', async () => {
-    const upload = (length?: number) => Object.assign(new PassThrough(), { headers: length === undefined ? {} : { 'content-length': String(length) } }) as unknown as IncomingMessage & PassThrough;
+    const upload = (length?: number) =>
+      Object.assign(new PassThrough(), {
+        headers: length === undefined ? {} : { 'content-length': String(length) },
+      }) as unknown as IncomingMessage & PassThrough;
     const budget = new UploadBudget(150);
     // A slow client that declared 100 bytes holds them from the start.
     const slow = upload(100);
@@ -96,9 +109,13 @@ describe('decision log', () => {
     for (let i = 1; i <= 3; i++) log.append(gid(i), rec({ request_id: i === 2 ? 'legacy-2' : gid(i) }));
     const { out, truncated } = all(log);
     assert.equal(truncated, false);
-    assert.deepEqual(out.map((d) => d.gid), [gid(3), gid(2), gid(1)]);
+    assert.deepEqual(
+      out.map((d) => d.gid),
+      [gid(3), gid(2), gid(1)],
+    );
     assert.equal(out[1]!.record.request_id, 'legacy-2');
-    for (const line of readFileSync(path, 'utf8').trimEnd().split('\n')) assert.equal(JSON.parse(line).gateway_request_id !== undefined, true);
+    for (const line of readFileSync(path, 'utf8').trimEnd().split('\n'))
+      assert.equal(JSON.parse(line).gateway_request_id !== undefined, true);
     assert.equal(statSync(path).mode & 0o777, 0o600);
     log.close();
   });
@@ -115,7 +132,10 @@ describe('decision log', () => {
     for (const f of [path, `${path}.1`, `${path}.2`]) assert.ok(statSync(f).size <= line * 3, f);
     const { out } = all(log);
     // 20 records, 3 per file: current holds 19-20, .1 holds 16-18, .2 holds 13-15.
-    assert.deepEqual(out.map((d) => d.gid), [20, 19, 18, 17, 16, 15, 14, 13].map(gid));
+    assert.deepEqual(
+      out.map((d) => d.gid),
+      [20, 19, 18, 17, 16, 15, 14, 13].map(gid),
+    );
     log.close();
   });
 
@@ -131,14 +151,24 @@ describe('decision log', () => {
 
   it('a torn last line is closed off at open; torn and foreign lines are skipped', () => {
     const path = join(dir(), 'd.jsonl');
-    writeFileSync(path, `${JSON.stringify({ ...rec(), gateway_request_id: gid(1) })}\n{"foreign":true}\n[1,2]\nnull\n"str"\n\n{"request_id":"req_${hex(9)}","outcome":"succ`);
+    writeFileSync(
+      path,
+      `${JSON.stringify({ ...rec(), gateway_request_id: gid(1) })}\n{"foreign":true}\n[1,2]\nnull\n"str"\n\n{"request_id":"req_${hex(9)}","outcome":"succ`,
+    );
     const log = new DecisionLog(path, 1 << 20, 2);
     log.open();
     log.append(gid(2), rec({ request_id: gid(2) }));
     log.flush();
     const text = readFileSync(path, 'utf8');
-    assert.ok(text.endsWith('"outcome":"succ\n' + JSON.stringify({ ...rec({ request_id: gid(2) }), gateway_request_id: gid(2) }) + '\n'));
-    assert.deepEqual(all(log).out.map((d) => d.gid), [gid(2), gid(1)]);
+    assert.ok(
+      text.endsWith(
+        '"outcome":"succ\n' + JSON.stringify({ ...rec({ request_id: gid(2) }), gateway_request_id: gid(2) }) + '\n',
+      ),
+    );
+    assert.deepEqual(
+      all(log).out.map((d) => d.gid),
+      [gid(2), gid(1)],
+    );
     log.close();
     // Opening again (nothing torn now) adds nothing.
     const again = new DecisionLog(path, 1 << 20, 2);
@@ -149,10 +179,24 @@ describe('decision log', () => {
 
   it('reads an older version line: allowlisted members only, unknown usage provenance, normalized finish', () => {
     const old = {
-      request_id: gid(5), model: 'm', route: 'chat.completions', outcome: 'success', status_code: 200,
-      started_at: '2026-01-01T00:00:00.000Z', finished_at: '2026-01-01T00:00:01.000Z', latency_ms: 1000, readiness_check_ms: null,
-      upstream_duration_ms: 900, time_to_first_content_ms: 100, finish_reason: 'eos', usage: { prompt_tokens: 5, completion_tokens: 6 },
-      output_limit: null, prompt: 'SECRET PROMPT', headers: { authorization: 'Bearer x' }, session_id: 's-1', task_id: 42,
+      request_id: gid(5),
+      model: 'm',
+      route: 'chat.completions',
+      outcome: 'success',
+      status_code: 200,
+      started_at: '2026-01-01T00:00:00.000Z',
+      finished_at: '2026-01-01T00:00:01.000Z',
+      latency_ms: 1000,
+      readiness_check_ms: null,
+      upstream_duration_ms: 900,
+      time_to_first_content_ms: 100,
+      finish_reason: 'eos',
+      usage: { prompt_tokens: 5, completion_tokens: 6 },
+      output_limit: null,
+      prompt: 'SECRET PROMPT',
+      headers: { authorization: 'Bearer x' },
+      session_id: 's-1',
+      task_id: 42,
     };
     const d = parseDecision(JSON.stringify(old))!;
     assert.ok(d, 'readable');
@@ -160,10 +204,19 @@ describe('decision log', () => {
     assert.equal(d.gid, gid(5), 'a reserved request_id is its own gateway id');
     assert.equal(d.record.admission_wait_ms, null);
     assert.equal(d.record.finish_reason, 'stop');
-    assert.deepEqual(d.record.usage, { prompt_tokens: 5, completion_tokens: 6, prompt_source: 'unknown', completion_source: 'unknown' });
+    assert.deepEqual(d.record.usage, {
+      prompt_tokens: 5,
+      completion_tokens: 6,
+      prompt_source: 'unknown',
+      completion_source: 'unknown',
+    });
     assert.equal(d.record.session_id, 's-1');
-    for (const k of ['prompt', 'headers', 'task_id', 'routing_config_hash', 'package_version', 'gateway_request_id']) assert.equal(k in d.record, false, k);
-    assert.equal(parseDecision(JSON.stringify({ ...old, finish_reason: 'provider free text' }))!.record.finish_reason, 'unknown');
+    for (const k of ['prompt', 'headers', 'task_id', 'routing_config_hash', 'package_version', 'gateway_request_id'])
+      assert.equal(k in d.record, false, k);
+    assert.equal(
+      parseDecision(JSON.stringify({ ...old, finish_reason: 'provider free text' }))!.record.finish_reason,
+      'unknown',
+    );
     assert.equal(parseDecision(JSON.stringify({ ...old, request_id: 'legacy-5' }))!.gid, undefined);
     assert.equal(parseDecision(JSON.stringify({ ...old, gateway_request_id: 'not-an-id' }))!.gid, gid(5));
     assert.equal(parseDecision(JSON.stringify({ ...old, outcome: 'exploded' })), undefined);
@@ -194,9 +247,25 @@ describe('decision log', () => {
 
 describe('router registry with a decision log', () => {
   const active = (n: number, over: Partial<ActiveRequest> = {}): ActiveRequest => ({
-    gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt: Date.now(), phase: 'checking', phaseAt: Date.now(),
-    lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
-    upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined, ...over,
+    gid: gid(n),
+    requestId: gid(n),
+    model: 'm',
+    route: 'chat.completions',
+    startedAt: Date.now(),
+    phase: 'checking',
+    phaseAt: Date.now(),
+    lastUpstreamAt: null,
+    admissionWaitMs: null,
+    estimatedPromptTokens: null,
+    estimatedCompletionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    sessionId: undefined,
+    workbenchRunId: undefined,
+    taskId: undefined,
+    queuedAt: null,
+    stop: undefined,
+    ...over,
   });
 
   it('finishes once per request; evicted records come back from the log; reserved ids never match caller ids', async () => {
@@ -205,9 +274,18 @@ describe('router registry with a decision log', () => {
     let finished = 0;
     const reg = new RouterRegistry({ host: 'node-a', bufferSize: 2, log, onFinish: () => finished++ });
     for (let i = 1; i <= 4; i++) {
-      const a = active(i, { requestId: i <= 2 ? 'shared-legacy' : gid(i), sessionId: 'S', startedAt: Date.parse('2026-01-01T00:00:00.000Z') + i });
+      const a = active(i, {
+        requestId: i <= 2 ? 'shared-legacy' : gid(i),
+        sessionId: 'S',
+        startedAt: Date.parse('2026-01-01T00:00:00.000Z') + i,
+      });
       reg.begin(a);
-      const r = rec({ request_id: a.requestId, session_id: 'S', finished_at: new Date(Date.parse('2026-01-01T00:00:00.000Z') + i * 1000).toISOString(), output_limit: { requested: i, effective: i, clamped: false } });
+      const r = rec({
+        request_id: a.requestId,
+        session_id: 'S',
+        finished_at: new Date(Date.parse('2026-01-01T00:00:00.000Z') + i * 1000).toISOString(),
+        output_limit: { requested: i, effective: i, clamped: false },
+      });
       reg.finish(a, r);
       reg.finish(a, r);
     }
@@ -219,9 +297,13 @@ describe('router registry with a decision log', () => {
     assert.equal((await reg.lookup(gid(1)))?.output_limit?.requested, 1);
     assert.equal((await reg.lookup(gid(2)))?.request_id, 'shared-legacy');
     assert.equal((await reg.lookup('shared-legacy'))?.output_limit?.requested, 2, 'newest match');
-    assert.equal((await reg.lookup(gid(99))), undefined);
-    const s = (await reg.session('S'));
-    assert.deepEqual(s.requests.map((r) => r.output_limit?.requested), [4, 3, 2, 1], 'newest first, memory and log merged once');
+    assert.equal(await reg.lookup(gid(99)), undefined);
+    const s = await reg.session('S');
+    assert.deepEqual(
+      s.requests.map((r) => r.output_limit?.requested),
+      [4, 3, 2, 1],
+      'newest first, memory and log merged once',
+    );
     assert.deepEqual(s.truncation, { returned: 4, omitted: 0 });
     log.close();
   });
@@ -250,14 +332,17 @@ describe('router registry with a decision log', () => {
     assert.deepEqual((await logged.session('S')).truncation, { returned: 4, omitted: 0 }, 'two files hold all four');
     for (let i = 5; i <= 6; i++) end(logged, i);
     log.flush();
-    const s = (await logged.session('S'));
+    const s = await logged.session('S');
     assert.equal(s.truncation.omitted, null, 'records were rotated away');
     assert.ok(s.requests.length < 6);
     log.close();
     // A restart that finds every file slot in use cannot know what an earlier rotation deleted.
     const again = new DecisionLog(join(dir, 'd.jsonl'), lineBytes * 2, 2);
     again.open();
-    assert.equal((await new RouterRegistry({ host: 'node-a', bufferSize: 2, log: again }).session('S')).truncation.omitted, null);
+    assert.equal(
+      (await new RouterRegistry({ host: 'node-a', bufferSize: 2, log: again }).session('S')).truncation.omitted,
+      null,
+    );
     again.close();
   });
 
@@ -274,7 +359,10 @@ describe('router registry with a decision log', () => {
     const log = new DecisionLog(join(mkdtempSync(join(tmpdir(), 'svc-reg-')), 'd.jsonl'), 1 << 20, 2);
     log.open();
     const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log });
-    const lines = () => readFileSync(log.path, 'utf8').split('\n').filter((l) => l.length > 0).length;
+    const lines = () =>
+      readFileSync(log.path, 'utf8')
+        .split('\n')
+        .filter((l) => l.length > 0).length;
     const end = (n: number) => {
       const a = active(n, { sessionId: 'S' });
       reg.begin(a);
@@ -283,7 +371,7 @@ describe('router registry with a decision log', () => {
       reg.finish(a, rec({ request_id: gid(n), session_id: 'S', started_at: at, finished_at: at }));
     };
     end(1);
-    assert.ok((await reg.lookup(gid(1))));
+    assert.ok(await reg.lookup(gid(1)));
     assert.equal(lines(), 1, 'on disk before the lookup answered');
     end(2);
     assert.equal((await reg.session('S')).requests.length, 2);
@@ -335,7 +423,7 @@ describe('router registry with a decision log', () => {
     reg.begin(a);
     reg.finish(a, rec({ request_id: gid(7) }));
     // A stored request_id of the reserved shape that is not the gateway id answers to nothing.
-    assert.equal((await reg.lookup(gid(7))), undefined);
-    assert.ok((await reg.lookup(gid(1))));
+    assert.equal(await reg.lookup(gid(7)), undefined);
+    assert.ok(await reg.lookup(gid(1)));
   });
 });

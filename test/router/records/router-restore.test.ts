@@ -23,9 +23,24 @@ const HOUR = 3_600_000;
 
 function active(n: number, startedAt: number): ActiveRequest {
   return {
-    gid: gid(n), requestId: gid(n), model: 'm', route: 'chat.completions', startedAt, phase: 'checking', phaseAt: startedAt,
-    lastUpstreamAt: null, admissionWaitMs: null, estimatedPromptTokens: null, estimatedCompletionTokens: 0, upstreamPromptTokens: null,
-    upstreamCompletionTokens: null, sessionId: undefined, workbenchRunId: undefined, taskId: undefined, queuedAt: null, stop: undefined,
+    gid: gid(n),
+    requestId: gid(n),
+    model: 'm',
+    route: 'chat.completions',
+    startedAt,
+    phase: 'checking',
+    phaseAt: startedAt,
+    lastUpstreamAt: null,
+    admissionWaitMs: null,
+    estimatedPromptTokens: null,
+    estimatedCompletionTokens: 0,
+    upstreamPromptTokens: null,
+    upstreamCompletionTokens: null,
+    sessionId: undefined,
+    workbenchRunId: undefined,
+    taskId: undefined,
+    queuedAt: null,
+    stop: undefined,
   };
 }
 
@@ -41,7 +56,15 @@ function setup(bufferSize: number, path = join(mkdtempSync(join(tmpdir(), 'svc-r
     finish(n: number, at: number) {
       const a = active(n, at - 10);
       reg.begin(a);
-      reg.finish(a, rec({ request_id: gid(n), started_at: new Date(at - 10).toISOString(), finished_at: new Date(at).toISOString() }), at);
+      reg.finish(
+        a,
+        rec({
+          request_id: gid(n),
+          started_at: new Date(at - 10).toISOString(),
+          finished_at: new Date(at).toISOString(),
+        }),
+        at,
+      );
     },
   };
 }
@@ -76,13 +99,24 @@ describe('router registry: the window across evictions and restarts', () => {
       for (const [n, at] of finish) {
         const a = active(n, at - 10);
         reg.begin(a);
-        reg.finish(a, rec({ request_id: gid(n), started_at: new Date(at - 10).toISOString(), finished_at: new Date(at).toISOString() }), at);
+        reg.finish(
+          a,
+          rec({
+            request_id: gid(n),
+            started_at: new Date(at - 10).toISOString(),
+            finished_at: new Date(at).toISOString(),
+          }),
+          at,
+        );
       }
       log.flush();
       return { log, reg };
     };
     // 14 requests of the last hour through one file of 4 records: 10 of them are deleted.
-    const first = run(1, Array.from({ length: 14 }, (_, i) => [i + 1, now - HOUR + i * 1000] as [number, number]));
+    const first = run(
+      1,
+      Array.from({ length: 14 }, (_, i) => [i + 1, now - HOUR + i * 1000] as [number, number]),
+    );
     assert.equal(first.reg.workloadRecords(now, 1000).omitted, 0, 'all 14 are still in the ring');
     first.log.close();
     // Restarted with more files allowed: that records were deleted is still known.
@@ -101,7 +135,15 @@ describe('router registry: the window across evictions and restarts', () => {
       const at = n <= 60 ? now - 30 * HOUR + n : now - HOUR + n;
       const a = active(n, at - 10);
       reg.begin(a);
-      reg.finish(a, rec({ request_id: gid(n), started_at: new Date(at - 10).toISOString(), finished_at: new Date(at).toISOString() }), at);
+      reg.finish(
+        a,
+        rec({
+          request_id: gid(n),
+          started_at: new Date(at - 10).toISOString(),
+          finished_at: new Date(at).toISOString(),
+        }),
+        at,
+      );
       log.flush();
     }
     log.close();
@@ -153,7 +195,10 @@ describe('router registry: the window across evictions and restarts', () => {
     const skipped: number[] = [];
     const b = new LineBudget(3, (n) => skipped.push(n));
     const t = 1_000_000;
-    assert.deepEqual([0, 1, 2, 3, 4].map((i) => b.take(t + i)), [true, true, true, false, false]);
+    assert.deepEqual(
+      [0, 1, 2, 3, 4].map((i) => b.take(t + i)),
+      [true, true, true, false, false],
+    );
     assert.deepEqual(skipped, []);
     assert.equal(b.take(t + 1000), true, 'a new second');
     assert.deepEqual(skipped, [2]);
@@ -166,7 +211,13 @@ describe('router registry: the window across evictions and restarts', () => {
     const a = setup(10);
     const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined);
     const one = active(1, now - 5000);
-    const two = { ...active(2, now - 4000), phase: 'streaming' as const, sessionId: 'sess-9', workbenchRunId: 'run-3', taskId: 'task-4' };
+    const two = {
+      ...active(2, now - 4000),
+      phase: 'streaming' as const,
+      sessionId: 'sess-9',
+      workbenchRunId: 'run-3',
+      taskId: 'task-4',
+    };
     a.reg.begin(one);
     a.reg.begin(two);
     journal.write();
@@ -174,7 +225,15 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(lines.length, 2);
     assert.ok(!lines.join('').includes('content'), 'identifiers and timing only');
     // Request 1 finishes normally; the process then dies before the journal is rewritten.
-    a.reg.finish(one, rec({ request_id: gid(1), started_at: new Date(now - 5000).toISOString(), finished_at: new Date(now - 100).toISOString() }), now - 100);
+    a.reg.finish(
+      one,
+      rec({
+        request_id: gid(1),
+        started_at: new Date(now - 5000).toISOString(),
+        finished_at: new Date(now - 100).toISOString(),
+      }),
+      now - 100,
+    );
     a.log.flush();
     appendFileSync(journal.path, '{"gateway_request_id":"req_bad","model":"m"}\nnot json\n');
     a.log.close();
@@ -185,14 +244,23 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(left.entries.length, 2, 'malformed lines are skipped');
     assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 1, 'request 1 already has its record');
     const r = (await b.reg.lookup(gid(2)))!;
-    assert.deepEqual([r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id], ['error', 0, 'unknown', null, 'sess-9']);
+    assert.deepEqual(
+      [r.outcome, r.status_code, r.finish_reason, r.latency_ms, r.session_id],
+      ['error', 0, 'unknown', null, 'sess-9'],
+    );
     assert.deepEqual([r.workbench_run_id, r.task_id], ['run-3', 'task-4'], 'lineage survives the crash');
     assert.equal(r.finished_at, new Date(now - 50).toISOString());
     assert.equal((await b.reg.lookup(gid(1)))!.outcome, 'success');
     // Recorded once: a second pass over the same journal adds nothing.
     assert.equal(b.reg.recordInterrupted(left.entries, now - 50), 0);
     b.log.flush();
-    assert.equal(readFileSync(a.path, 'utf8').trim().split('\n').filter((l) => l.includes(gid(2))).length, 1);
+    assert.equal(
+      readFileSync(a.path, 'utf8')
+        .trim()
+        .split('\n')
+        .filter((l) => l.includes(gid(2))).length,
+      1,
+    );
     // A graceful stop with nothing in flight removes the file, and nothing writes it again
     // (a rotation while the last records are written at close used to).
     const last = new InflightJournal(journal.path, b.reg, undefined);
@@ -203,7 +271,7 @@ describe('router registry: the window across evictions and restarts', () => {
     b.log.close();
   });
 
-  it('after an unclean stop (the .unclean marker) the window\'s left-out count is unknown for a day after the marker, not 0', () => {
+  it("after an unclean stop (the .unclean marker) the window's left-out count is unknown for a day after the marker, not 0", () => {
     const now = Date.now();
     const a = setup(10);
     a.finish(2, now - 30 * HOUR);
@@ -236,7 +304,15 @@ describe('router registry: the window across evictions and restarts', () => {
       for (let n = 1; n <= 8; n++) {
         const a = active(n, now - 10);
         reg.begin(a);
-        reg.finish(a, rec({ request_id: gid(n), started_at: new Date(now - 10).toISOString(), finished_at: new Date(now).toISOString() }), now);
+        reg.finish(
+          a,
+          rec({
+            request_id: gid(n),
+            started_at: new Date(now - 10).toISOString(),
+            finished_at: new Date(now).toISOString(),
+          }),
+          now,
+        );
         log.flush();
       }
       assert.ok(told > 0, `max_files ${maxFiles}: told of the deletion`);
@@ -254,22 +330,36 @@ describe('router registry: the window across evictions and restarts', () => {
     const lines: string[] = [];
     const log = new DecisionLog(a.path, 1 << 22, 2);
     log.open();
-    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 10, log, logger: pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(l) }) });
+    const reg = new RouterRegistry({
+      host: 'node-a',
+      bufferSize: 10,
+      log,
+      logger: pino({ ...LOG_OPTIONS, level: 'info' }, { write: (l: string) => void lines.push(l) }),
+    });
     const left = InflightJournal.read(journal.path);
     assert.equal(reg.recordInterrupted(left.entries, now), 1);
-    assert.ok(lines.some((l) => l.includes(gid(7)) && l.includes('"msg":"request finished"') && l.includes('"status":0')), lines.join(''));
+    assert.ok(
+      lines.some((l) => l.includes(gid(7)) && l.includes('"msg":"request finished"') && l.includes('"status":0')),
+      lines.join(''),
+    );
     log.close();
   });
 
   it('one router per decision log: a second live holder is refused; a lock left by a dead process is taken over', () => {
     const path = join(mkdtempSync(join(tmpdir(), 'svc-lock-')), 'state', 'd.jsonl');
     const release = lockDecisionLog(path);
-    assert.throws(() => {
-      // Another live process holds it (this test's parent stands in for one).
-      release();
-      writeFileSync(`${path}.lock`, String(process.ppid));
-      lockDecisionLog(path);
-    }, (err: unknown) => err instanceof ConfigError && /in use by another running router process/.test(err.message) && !err.message.includes(path));
+    assert.throws(
+      () => {
+        // Another live process holds it (this test's parent stands in for one).
+        release();
+        writeFileSync(`${path}.lock`, String(process.ppid));
+        lockDecisionLog(path);
+      },
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        /in use by another running router process/.test(err.message) &&
+        !err.message.includes(path),
+    );
     // The same live pid with its real start time: still refused.
     assert.throws(() => {
       writeFileSync(`${path}.lock`, `${process.ppid} ${processStartTime(process.ppid)}`);
@@ -310,7 +400,11 @@ describe('router registry: the window across evictions and restarts', () => {
     for (let i = 1; i <= 3; i++) {
       const x = active(i, now - 10);
       a.reg.begin({ ...x, sessionId: 's1' });
-      a.reg.finish({ ...x, sessionId: 's1' }, rec({ request_id: gid(i), session_id: 's1', finished_at: new Date(now - i).toISOString() }), now - i);
+      a.reg.finish(
+        { ...x, sessionId: 's1' },
+        rec({ request_id: gid(i), session_id: 's1', finished_at: new Date(now - i).toISOString() }),
+        now - i,
+      );
     }
     assert.deepEqual((await a.reg.session('s1')).truncation, { returned: 3, omitted: 0 });
     a.log.markUnclean();
@@ -327,9 +421,25 @@ describe('router registry: the window across evictions and restarts', () => {
   it('a journal line with a timestamp outside the contract grammar is skipped, never fatal', () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-journal-'));
     const path = join(dir, 'd.jsonl.inflight');
-    const ok = { gateway_request_id: gid(7), request_id: gid(7), model: 'm', route: 'chat.completions', started_at: '2026-11-26T06:08:00.000Z', phase: 'streaming' };
-    writeFileSync(path, [JSON.stringify({ ...ok, started_at: '2026-11-26T06:08:00Z' }), JSON.stringify({ ...ok, model: '-bad' }), JSON.stringify(ok)].join('\n'));
-    assert.deepEqual(InflightJournal.read(path).entries.map((e) => e.gateway_request_id), [gid(7)]);
+    const ok = {
+      gateway_request_id: gid(7),
+      request_id: gid(7),
+      model: 'm',
+      route: 'chat.completions',
+      started_at: '2026-11-26T06:08:00.000Z',
+      phase: 'streaming',
+    };
+    writeFileSync(
+      path,
+      [
+        JSON.stringify({ ...ok, started_at: '2026-11-26T06:08:00Z' }),
+        JSON.stringify({ ...ok, model: '-bad' }),
+        JSON.stringify(ok),
+      ].join('\n'),
+    );
+    assert.deepEqual(
+      InflightJournal.read(path).entries.map((e) => e.gateway_request_id),
+      [gid(7)],
+    );
   });
 });
-

@@ -1,7 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { SAMPLED, TerminalRing } from '../../../src/router/records/terminal-ring.js';
-import { FINISH_REASONS, REQUEST_OUTCOMES, ROUTES, USAGE_SOURCES, type TerminalRecord } from '../../../src/schema/terminal-record.js';
+import {
+  FINISH_REASONS,
+  REQUEST_OUTCOMES,
+  ROUTES,
+  USAGE_SOURCES,
+  type TerminalRecord,
+} from '../../../src/schema/terminal-record.js';
 import { gid, rec } from '../../support/terminal-records.js';
 
 /** A deterministic pseudo-random sequence (the same every run). */
@@ -117,16 +123,24 @@ describe('terminal ring (records kept as text outside the heap)', () => {
     }
     const seen: unknown[] = [];
     ring.forEachSummary((s) => seen.push({ ...s, samples: [...s.samples] }));
-    const want = pushed.slice(-40).reverse().map((x) => ({
-      model: x.model, route: x.route, outcome: x.outcome, finish: x.finish_reason,
-      promptSource: x.usage.prompt_source, completionSource: x.usage.completion_source,
-      promptTokens: x.usage.prompt_tokens, completionTokens: x.usage.completion_tokens,
-      samples: SAMPLED.map((k) => x[k]),
-    }));
+    const want = pushed
+      .slice(-40)
+      .reverse()
+      .map((x) => ({
+        model: x.model,
+        route: x.route,
+        outcome: x.outcome,
+        finish: x.finish_reason,
+        promptSource: x.usage.prompt_source,
+        completionSource: x.usage.completion_source,
+        promptTokens: x.usage.prompt_tokens,
+        completionTokens: x.usage.completion_tokens,
+        samples: SAMPLED.map((k) => x[k]),
+      }));
     assert.deepEqual(seen, want);
   });
 
-  it('a window builds each slot\'s workload record once, and again only for the record that replaced it', () => {
+  it("a window builds each slot's workload record once, and again only for the record that replaced it", () => {
     const ring = new TerminalRing(2);
     let built = 0;
     const map = (g: string, r: TerminalRecord) => {
@@ -149,8 +163,14 @@ describe('terminal ring (records kept as text outside the heap)', () => {
   it('a ring of one keeps the newest record only', () => {
     const ring = new TerminalRing(1);
     ring.push(gid(1), rec(), JSON.stringify(rec()), 1);
-    assert.deepEqual(ring.push(gid(2), rec({ model: 'x' }), JSON.stringify(rec({ model: 'x' })), 2), { gid: gid(1), finishedMs: 1 });
-    assert.deepEqual([...ring.newestFirst()].map((s) => ring.record(s).model), ['x']);
+    assert.deepEqual(ring.push(gid(2), rec({ model: 'x' }), JSON.stringify(rec({ model: 'x' })), 2), {
+      gid: gid(1),
+      finishedMs: 1,
+    });
+    assert.deepEqual(
+      [...ring.newestFirst()].map((s) => ring.record(s).model),
+      ['x'],
+    );
     assert.throws(() => new TerminalRing(0), RangeError);
   });
 });
