@@ -30,7 +30,8 @@ const ClientEntry = Type.Object(
   },
   { additionalProperties: false },
 );
-const PolicyFile = Type.Object(
+/** The authorization policy file (TOML): its clients and their grants. */
+export const PolicyFile = Type.Object(
   { clients: Type.Array(ClientEntry, { maxItems: MAX_CLIENTS }) },
   { additionalProperties: false },
 );

@@ -14,9 +14,9 @@ export function registerFleetCommands(program: Command): Command {
     .addHelpText(
       'after',
       `
-Configuration keys (docs/api.md, deploy/fleet.toml):
+Configuration keys (docs/reference/config.md, deploy/fleet.toml):
   [fleet]     listen, authorization_policy, node_timeout_ms,
-              nats_url, nats_user, nats_password_env, nats_token_env (see docs/nats.md)
+              nats_url, nats_user, nats_password_env, nats_token_env (see docs/reference/nats.md)
   [[nodes]]   host_id, sleeping`,
     )
     .action(async (opts: { config: string }) => {

@@ -16,12 +16,12 @@ export function registerRouterCommands(program: Command): Command {
     .addHelpText(
       'after',
       `
-Configuration keys (docs/api.md, examples/router.toml):
+Configuration keys (docs/reference/config.md, examples/router.toml):
   [server]    host_id, listen, api_keys_env, authorization_policy, decision_log_path,
               decision_log_max_bytes, decision_log_max_files, buffer_size, readiness_ttl_ms,
               metrics_require_auth, stale_after_seconds, max_body_bytes,
               nats_url, nats_user, nats_password_env, nats_token_env (optional: without
-              nats_url the bus is in-process; docs/nats.md)
+              nats_url the bus is in-process; docs/reference/nats.md)
   [[models]]  alias, upstream, upstream_model, upstream_api_key_env, max_output_tokens,
               max_concurrency, max_queue, queue_timeout_ms, upstream_timeout_ms, readiness_path`,
     )

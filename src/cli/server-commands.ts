@@ -16,12 +16,12 @@ export function registerControllerCommands(program: Command): void {
     .addHelpText(
       'after',
       `
-Configuration keys (docs/api.md, examples/node.toml):
+Configuration keys (docs/reference/config.md, examples/node.toml):
   [node]      host_id, listen, authorization_policy, stale_after_seconds, state_dir,
               recipes_dir, manifests_dir, container_socket, router_url, router_key_env,
               media_dir,
               nats_url, nats_user, nats_password_env, nats_token_env (optional: without
-              nats_url the bus is in-process; docs/nats.md)`,
+              nats_url the bus is in-process; docs/reference/nats.md)`,
     )
     .action(async (opts: { config: string }) => {
       await runServer('controller', async (logger) =>

@@ -218,7 +218,7 @@ describe('router end to end: one record per request, identifiers, headers, activ
     assert.equal(r.outcome, 'success');
     assert.equal(r.status_code, 200);
     // undici, the router's client, refuses a 100 it did not ask for (the router never sends
-    // Expect): a fixed 502 and an error record, as docs/api.md says.
+    // Expect): a fixed 502 and an error record, as docs/reference/router-http.md says.
     const cont = await chat('answer-continue', {}, {}, 'recorded');
     assert.equal(cont.status, 502);
     await cont.text();

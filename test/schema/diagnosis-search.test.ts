@@ -96,7 +96,7 @@ describe('fleet request diagnosis composition (pure)', () => {
     assert.ok(diagnosisConsistent(session));
   });
 
-  it('members come in the order router diagnose writes its envelope, then host and search (docs/api.md)', () => {
+  it('members come in the order router diagnose writes its envelope, then host and search (docs/reference/control-http.md, "Request and session diagnosis tools")', () => {
     const r = rec({ request_id: 'legacy-2' });
     const empty = { requests: [], truncation: { returned: 0, omitted: 0 } };
     assert.deepEqual(Object.keys(composeRequestDiagnosis('legacy-2', [reply('a', { request: r })])), [

@@ -19,7 +19,7 @@ export interface ShippedServer extends NatsServerHandle {
 /**
  * Random passwords for the given `$VAR` names, as an operator would export them. Each begins
  * with a letter: nats-server parses a variable's value as a configuration value, and one that
- * reads as a number (`2e5...`) stops it (docs/nats.md).
+ * reads as a number (`2e5...`) stops it (docs/reference/nats.md).
  */
 export function passwords(names: readonly string[]): Record<string, string> {
   return Object.fromEntries(names.map((n) => [n, `p${randomBytes(12).toString('hex')}`]));

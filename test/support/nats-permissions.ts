@@ -8,7 +8,7 @@ export interface NatsUsers {
 }
 
 /**
- * The documented permission model (deploy/nats.conf, docs/nats.md): each node's user may
+ * The documented permission model (deploy/nats.conf, docs/reference/nats.md): each node's user may
  * publish and subscribe only under `svc.v1.<its host>.>`, answer requests into its own
  * inbox and the fleet's (no allow_responses: a user could answer its own request and publish
  * anywhere) and read only its own inbox `_INBOX_<user>.>`; so it can neither publish
