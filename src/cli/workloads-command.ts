@@ -7,7 +7,7 @@ import { detectStyle, formatFleetResult, formatNodeResult } from './format-workl
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_FLEET_RESPONSE_BYTES, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from '../auth/origin-policy.js';
 import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
-import { OptionTracker, checkCredential, checkEnvName } from './settings.js';
+import { OptionTracker, checkCredential, checkEnvName, parseTimeout } from './settings.js';
 import { envVar } from '../config/env-var.js';
 
 /** Raw option values as commander hands them over (strings; flags true). */
@@ -23,6 +23,7 @@ interface RawWorkloadOptions {
   activeOnly?: boolean;
   recentSeconds?: string;
   limit?: string;
+  timeout?: string;
   json?: boolean;
 }
 
@@ -82,6 +83,11 @@ function addOptions(cmd: Command, urlFlag: string, urlHelp: string, t: OptionTra
     .option('--recent-seconds <n>', 'terminal work updated within n seconds (1-86400, default 3600)', t.value())
     .option('--limit <n>', 'at most n records (1-1000, default 200)', t.value())
     .option(
+      '--timeout <seconds>',
+      "per socket read, not a total deadline (0 < s <= 30, default 5); for fleet workloads give it more than the fleet's node_timeout_ms",
+      t.value(),
+    )
+    .option(
       '--json',
       'print the envelope as JSON after the checks (a status no more hopeful than its sources), nothing else',
       t.flag(),
@@ -99,9 +105,10 @@ function connection(
   if (url === undefined || o.authEnv === undefined || o.expectedNode === undefined)
     throw new UsageFailure('missingConnection');
   if (!isHostId(o.expectedNode)) throw new UsageFailure('expectedNode');
+  const timeoutS = o.timeout === undefined ? DEFAULT_TIMEOUT_S : parseTimeout(o.timeout);
   const origin = checkOrigin(url);
   const token = checkCredential(envVar(process.env, checkEnvName(o.authEnv)));
-  return { reader: new SafeReader(origin, token, DEFAULT_TIMEOUT_S, maxBytes), expected: o.expectedNode };
+  return { reader: new SafeReader(origin, token, timeoutS, maxBytes), expected: o.expectedNode };
 }
 
 function print(json: boolean, body: unknown, human: () => string): void {
@@ -139,6 +146,8 @@ async function fleetWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise<
   const { reader, expected } = connection(o.controllerUrl, o, MAX_FLEET_RESPONSE_BYTES);
   try {
     const res = await reader.post('/tools/call', { name: 'fleet_workloads', arguments: filters });
+    // A fleet waits up to its node_timeout_ms for a hanging node: say so on a read timeout.
+    if (res.kind === 'timeout') throw snapshotFailure('fleetTimeout');
     if (res.kind !== 'json') throw failureFor(res, 'fleetNotServed');
     if (res.status !== 200 || !checkFleetResult.Check(res.body)) throw snapshotFailure('malformed');
     const fleet: FleetResult = res.body;

@@ -7,7 +7,7 @@ import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js'
 import { writeTestPolicy, type TestPolicy } from '../support/policy.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
-import { fleetResult, routerNodeResult, sendJson, startFake } from './fake-servers.js';
+import { controllerNodeResult, fleetResult, routerNodeResult, sendJson, startFake } from './fake-servers.js';
 import { looksLikeStackTrace, runCli, runCliBatch, type CliResult } from './run-cli.js';
 
 const READER = 'SVC_CLI_READER';
@@ -216,6 +216,31 @@ describe('router workloads and fleet workloads against a real router and control
     assert.match(r.stdout, /node node-z: unavailable — NOT idle/);
   });
 
+  it('--timeout sets the read timeout: a fleet waiting on a slow node is read with more than the default', async () => {
+    const node = controllerNodeResult('node-a');
+    // The fleet answers after 1.5 s, as a fleet does while it waits for a hanging node.
+    const fleet = await startFake((_req, out) => {
+      setTimeout(() => sendJson(out, 200, fleetResult([node])), 1_500);
+    });
+    const read = (timeout: string): Promise<CliResult> =>
+      runCli(
+        ['fleet', 'workloads', '--controller-url', fleet.url, '--auth-env', READER, '--expected-node', 'node-a'].concat(
+          ['--timeout', timeout],
+        ),
+        { [READER]: 'fleet-token' },
+      );
+    try {
+      const short = await read('0.5');
+      assert.equal(short.code, 4, short.stderr);
+      assert.match(short.stderr, /the fleet sent nothing within the read timeout .*give --timeout more than that/);
+      const long = await read('4');
+      assert.equal(long.code, 0, long.stderr);
+      assert.match(long.stdout, /node node-a: /);
+    } finally {
+      await fleet.close();
+    }
+  });
+
   it('invalid usage is exit 2 with a fixed message that omits the operand', async () => {
     const conn = ['--router-url', 'http://127.0.0.1:9', '--auth-env', READER, '--expected-node', 'node-a'];
     // One case per message and exit path; value grammar is covered in-process (units.test.ts).
@@ -244,6 +269,8 @@ describe('router workloads and fleet workloads against a real router and control
         ['--router-url', 'http://127.0.0.1:9', '--auth-env', READER, '--expected-node', '9Zq1'],
         /--expected-node must be a host ID/,
       ],
+      [[...conn, '--timeout', '31'], /--timeout must be a number of seconds greater than 0 and at most 30/],
+      [[...conn, '--timeout', '1e1'], /--timeout must be a number of seconds/],
     ];
     const results = await runCliBatch(
       cases.map(([args]) => ({ args: ['router', 'workloads', ...args] })),
