@@ -107,6 +107,17 @@ describe('router end to end: the Responses API and one model (real processes, Op
       assert.ok(r[k]! <= r.latency_ms!, `${k} within the latency`);
     }
     assert.deepEqual(r.output_limit, { requested: null, effective: CEIL, clamped: false });
+    // Canary: the input and instructions reach the engine only, never a record, the log or the router's output.
+    const canary = `PROMPT-CANARY-${Date.now()}`;
+    const echoed = await client.responses
+      .create({ model: 'resp', input: [{ role: 'user', content: canary }], instructions: `${canary}-i` })
+      .withResponse();
+    assert.equal(echoed.data.instructions, `${canary}-i`, 'the answer reaches the client unchanged');
+    await record(gidOf(echoed.response));
+    assert.ok(h.decisions().length > 0);
+    assert.doesNotMatch(JSON.stringify(h.decisions()), /PROMPT-CANARY/);
+    assert.doesNotMatch(JSON.stringify((await h.lookup(gidOf(echoed.response))).body), /PROMPT-CANARY/);
+    assert.doesNotMatch(h.routerOutput(), /PROMPT-CANARY/);
   });
 
   it('streaming: the SDK yields every event in order up to response.completed; first content is the first text delta', async () => {
