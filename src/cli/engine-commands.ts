@@ -52,7 +52,11 @@ export function registerEngineCommands(program: Command): void {
 }
 
 const DIRECTIVES_HELP = `
-Directives: words of the last user message (chat) or the prompt (completions) change one request:
+Directives: words of the last user message (chat), the prompt (completions) or the input (responses:
+a string, or the last user message) change one request; on responses max_output_tokens is the limit,
+a "length" finish is status "incomplete" (reason max_output_tokens), another finish word other than
+stop, tool_calls and cancelled is "incomplete" with that reason, and error_after is vLLM's error event
+(buffered: a Response with status "failed"):
   sim:ttft_ms=N          milliseconds before the first token
   sim:token_delay_ms=N   milliseconds between tokens (0: in bursts, as fast as the client reads)
   sim:tokens=N           tokens in the answer (at most 1000000; max_tokens, or without it what the
@@ -63,7 +67,7 @@ Directives: words of the last user message (chat) or the prompt (completions) ch
                          (streaming: no [DONE]; buffered: no answer)
   sim:error_after=N      when N < the answer's tokens: streaming, an error event after N tokens,
                          then [DONE] (vLLM's way); buffered, status 200 with an error body
-  sim:reasoning=N        chat (not with finish=tool_calls): N reasoning_content fragments first,
+  sim:reasoning=N        chat, responses (not with finish=tool_calls): N reasoning fragments first,
                          counted within max_tokens (a budget they use up: finish "length")
   sim:status=NNN         answer with that error status (400-599) and an OpenAI-style error body
   sim:reject=context     a vLLM-style context-length rejection (400, OpenAI's error envelope,

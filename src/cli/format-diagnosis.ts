@@ -1,6 +1,6 @@
 import type { Truncation } from '../schema/envelopes.js';
 import type { ActiveRequest, InterpretationCode, RouterStatus, SessionEntry } from '../schema/diagnosis.js';
-import type { TerminalRecord } from '../schema/terminal-record.js';
+import { isGenerationRoute, type TerminalRecord } from '../schema/terminal-record.js';
 
 /**
  * Plain-words output of `router diagnose`. It explains evidence, never more: timing codes are
@@ -76,7 +76,7 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
 function timingLine(r: TerminalRecord, codes: readonly InterpretationCode[]): string {
   const split = `${formatMs(r.time_to_first_content_ms)} of ${formatMs(r.latency_ms)}`;
   if (codes.includes('startup_dominated')) {
-    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). ${r.route === 'chat.completions' || r.route === 'completions' ? 'A non-streaming request shows its content only when the whole answer arrives, so it always reads this way; a streamed one spent that time before its first token. ' : ''}This describes timing; it is not a root cause.`;
+    return `Timing: startup dominated: the first content came after more than half of the recorded time (${split}). Look at what precedes the first token (readiness, admission, prompt processing, model load). ${isGenerationRoute(r.route) ? 'A non-streaming request shows its content only when the whole answer arrives, so it always reads this way; a streamed one spent that time before its first token. ' : ''}This describes timing; it is not a root cause.`;
   }
   if (codes.includes('completion_dominated')) {
     return `Timing: completion dominated: the first content came within the first half of the recorded time (${split}); most of it went into generating and relaying the rest. This describes timing; it is not a root cause.`;
@@ -94,7 +94,7 @@ function usageSide(tokens: number | null, source: string): string {
 function outputLimitLine(r: TerminalRecord): string {
   const o = r.output_limit;
   if (o === null) {
-    return r.route === 'chat.completions' || r.route === 'completions'
+    return isGenerationRoute(r.route)
       ? 'Output limit: not recorded for this request (it was recorded after the router stopped, or by an older version).'
       : 'Output limit: none recorded for this route.';
   }
@@ -182,7 +182,7 @@ export function formatRequest(
   const endings = codes.map((c) => ENDING[c]).filter((x): x is string => x !== undefined);
   // Routes without upstream timing cannot tell the router's admission from the engine's 429.
   const i =
-    codes.includes('admission_rejected') && r.route !== 'chat.completions' && r.route !== 'completions'
+    codes.includes('admission_rejected') && !isGenerationRoute(r.route)
       ? endings.indexOf(ENDING.admission_rejected!)
       : -1;
   if (i >= 0)

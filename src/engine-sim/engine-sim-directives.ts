@@ -138,3 +138,25 @@ export function completionPrompt(prompt: unknown): { text: string; chars: number
   }
   return { text, chars };
 }
+
+/**
+ * `input` (and `instructions`) of /v1/responses: the directive text is the input itself when
+ * it is a string, else the last user message's; the character count covers the instructions,
+ * every message content and every tool result (`output`). Undefined when `input` is neither a
+ * string nor a non-empty array of objects.
+ */
+export function responsesPrompt(input: unknown, instructions: unknown): { text: string; chars: number } | undefined {
+  const extra = typeof instructions === 'string' ? instructions.length : 0;
+  if (typeof input === 'string') return { text: input, chars: input.length + extra };
+  if (!Array.isArray(input) || input.length === 0) return undefined;
+  let text = '';
+  let chars = extra;
+  for (const item of input) {
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) return undefined;
+    const i = item as { role?: unknown; content?: unknown; output?: unknown };
+    const c = contentText(i.content);
+    chars += c.length + (typeof i.output === 'string' ? i.output.length : 0);
+    if (i.role === 'user') text = c;
+  }
+  return { text, chars };
+}

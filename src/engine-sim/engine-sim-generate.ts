@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { EngineSimOptions } from './engine-sim-options.js';
-import { chatPrompt, completionPrompt, parseDirectives } from './engine-sim-directives.js';
+import { chatPrompt, completionPrompt, parseDirectives, type Directives } from './engine-sim-directives.js';
 import { clearSimTimers, estimateTokens, sendError, sendJson, startSse, type SimResponse } from './engine-sim-http.js';
 
 /** What every route handler of the sim shares. */
@@ -14,9 +14,9 @@ export interface SimContext {
 export type GenerationKind = 'chat' | 'completion';
 
 /** One "token" of output: short, ASCII, needs no JSON escaping. */
-const TOKEN = 'tok ';
+export const TOKEN = 'tok ';
 /** One fragment of reasoning (`sim:reasoning=N`). */
-const THINK = 'think ';
+export const THINK = 'think ';
 /** Keeps a directive like `sim:tokens=999999999` from building a gigabyte string. */
 const MAX_TOKENS = 1_000_000;
 const DEFAULT_TOOL = 'sim_tool';
@@ -44,6 +44,106 @@ export function checkModel(ctx: SimContext, req: IncomingMessage, res: SimRespon
   return false;
 }
 
+/** What a generation request asks for, once its members are read (chat, completions, responses). */
+export interface GenerationAsk {
+  readonly prompt: { text: string; chars: number };
+  /** The request's output limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`). */
+  readonly maxTokens: number | undefined;
+  readonly stream: boolean;
+  /** The API carries a reasoning model's thinking (chat, responses; not completions). */
+  readonly reasoning: boolean;
+}
+
+/** One answer's size and timing: from the request, its `sim:` directives and the sim's options. */
+export interface Generation {
+  readonly d: Directives | undefined;
+  readonly promptTokens: number;
+  /** Answer tokens, after the reasoning ones. */
+  readonly n: number;
+  /** Reasoning tokens before the answer (within the output limit, as vLLM counts them). */
+  readonly reasoning: number;
+  /** The finish reason: `sim:finish=...` verbatim, else `length` when the limit cut the answer short, else `stop`. */
+  readonly finish: string;
+  readonly ttft: number;
+  readonly delay: number;
+  /** `sim:fail_after`: the connection is cut after this many tokens (-1: never). */
+  readonly failAfter: number;
+  /** `sim:error_after`: the engine reports a failure after this many tokens (-1: never). */
+  readonly errorAfter: number;
+}
+
+/**
+ * Reads an output limit member (`param`) and `stream`. Returns undefined when it answered 400
+ * (a limit that is no integer of at least 1, a `stream` that is no boolean).
+ */
+export function readLimitAndStream(
+  req: IncomingMessage,
+  res: SimResponse,
+  rawMax: unknown,
+  param: string,
+  stream: unknown,
+): { maxTokens: number | undefined; stream: boolean } | undefined {
+  let maxTokens: number | undefined;
+  if (rawMax !== undefined && rawMax !== null) {
+    if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < 1) {
+      sendError(req, res, 400, `${param} must be an integer of at least 1`, 'invalid_request_error', null, param);
+      return undefined;
+    }
+    maxTokens = rawMax;
+  }
+  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') {
+    sendError(req, res, 400, 'stream must be a boolean', 'invalid_request_error', null, 'stream');
+    return undefined;
+  }
+  return { maxTokens, stream: stream === true };
+}
+
+/**
+ * Sizes the answer, or answers at once (returning undefined) what the directives and the
+ * context ask for instead: `sim:status=NNN`, or vLLM's context-length rejection (a prompt
+ * plus output limit longer than `maxModelLen`, or `sim:reject=context`).
+ */
+export function planGeneration(
+  ctx: SimContext,
+  req: IncomingMessage,
+  res: SimResponse,
+  ask: GenerationAsk,
+): Generation | undefined {
+  const d = parseDirectives(ask.prompt.text);
+  const promptTokens = estimateTokens(ask.prompt.chars);
+  if (d?.status !== undefined) {
+    sendJson(req, res, d.status, simulatedFailure(d.status));
+    return undefined;
+  }
+  const maxLen = ctx.opts.maxModelLen;
+  let maxTokens = ask.maxTokens;
+  if (d?.rejectContext !== undefined || promptTokens + (maxTokens ?? 0) > maxLen) {
+    const requested = Math.max(maxLen + 1, promptTokens + (maxTokens ?? 0));
+    sendJson(req, res, 400, contextError(maxLen, requested, promptTokens, d?.rejectContext === 'flat'));
+    return undefined;
+  }
+  // Without an output limit, vLLM's is what the context has left after the prompt.
+  const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
+  if (maxTokens === undefined) maxTokens = maxLen - promptTokens;
+  // Reasoning fragments come first and count as output tokens, within the limit (as vLLM
+  // counts them): a budget spent on thinking leaves less (or nothing) of the answer.
+  const wantReasoning = ask.reasoning && d?.finish !== 'tool_calls' ? (d?.reasoning ?? 0) : 0;
+  const total = Math.min(maxTokens, wantReasoning + want);
+  const reasoning = Math.min(wantReasoning, total);
+  const n = total - reasoning;
+  return {
+    d,
+    promptTokens,
+    n,
+    reasoning,
+    finish: d?.finish ?? (n < want ? 'length' : 'stop'),
+    ttft: d?.ttftMs ?? ctx.opts.ttftMs,
+    delay: d?.tokenDelayMs ?? ctx.opts.tokenDelayMs,
+    failAfter: d?.failAfter ?? -1,
+    errorAfter: d?.errorAfter ?? -1,
+  };
+}
+
 /** POST /v1/chat/completions and /v1/completions. */
 export function handleGeneration(
   ctx: SimContext,
@@ -61,99 +161,78 @@ export function handleGeneration(
     return;
   }
   const rawMax = chat ? (body['max_completion_tokens'] ?? body['max_tokens']) : body['max_tokens'];
-  let maxTokens: number | undefined;
-  if (rawMax !== undefined && rawMax !== null) {
-    if (typeof rawMax !== 'number' || !Number.isInteger(rawMax) || rawMax < 1) {
-      sendError(
-        req,
-        res,
-        400,
-        'max_tokens must be an integer of at least 1',
-        'invalid_request_error',
-        null,
-        'max_tokens',
-      );
-      return;
-    }
-    maxTokens = rawMax;
-  }
-  const stream = body['stream'];
-  if (stream !== undefined && stream !== null && typeof stream !== 'boolean') {
-    sendError(req, res, 400, 'stream must be a boolean', 'invalid_request_error', null, 'stream');
-    return;
-  }
-  const d = parseDirectives(prompt.text);
-  const promptTokens = estimateTokens(prompt.chars);
-  if (d?.status !== undefined) {
-    sendJson(req, res, d.status, simulatedFailure(d.status));
-    return;
-  }
-  const maxLen = ctx.opts.maxModelLen;
-  if (d?.rejectContext !== undefined || promptTokens + (maxTokens ?? 0) > maxLen) {
-    const requested = Math.max(maxLen + 1, promptTokens + (maxTokens ?? 0));
-    sendJson(req, res, 400, contextError(maxLen, requested, promptTokens, d?.rejectContext === 'flat'));
-    return;
-  }
-
-  // Without max_tokens, vLLM's limit is what the context has left after the prompt.
-  const want = Math.min(d?.tokens ?? ctx.opts.tokens, MAX_TOKENS);
-  if (maxTokens === undefined) maxTokens = maxLen - promptTokens;
-  // Reasoning fragments come first and count as completion tokens, within max_tokens (as vLLM
-  // counts them): a budget spent on thinking leaves less (or nothing) of the answer.
-  const wantReasoning = chat && d?.finish !== 'tool_calls' ? (d?.reasoning ?? 0) : 0;
-  const total = maxTokens !== undefined && maxTokens < wantReasoning + want ? maxTokens : wantReasoning + want;
-  const reasoning = Math.min(wantReasoning, total);
-  const n = total - reasoning;
+  const limits = readLimitAndStream(req, res, rawMax, 'max_tokens', body['stream']);
+  if (limits === undefined) return;
+  const g = planGeneration(ctx, req, res, { prompt, ...limits, reasoning: chat });
+  if (g === undefined) return;
+  const { n, reasoning, promptTokens } = g;
   const plan: Plan = {
     id: (chat ? 'chatcmpl-' : 'cmpl-') + ctx.nextId(),
     created: Math.floor(Date.now() / 1000),
     modelJson: ctx.modelJson,
     n,
-    finishJson: JSON.stringify(d?.finish ?? (n < want ? 'length' : 'stop')),
-    tool: chat && d?.finish === 'tool_calls' ? toolName(body) : undefined,
+    finishJson: JSON.stringify(g.finish),
+    tool: chat && g.d?.finish === 'tool_calls' ? toolName(body) : undefined,
     usageJson: `{"prompt_tokens":${promptTokens},"completion_tokens":${n + reasoning},"total_tokens":${promptTokens + n + reasoning}}`,
     reasoning,
   };
-  const ttft = d?.ttftMs ?? ctx.opts.ttftMs;
-  const delay = d?.tokenDelayMs ?? ctx.opts.tokenDelayMs;
-  const failAfter = d?.failAfter ?? -1;
-  const errorAfter = d?.errorAfter ?? -1;
-  if (stream === true) {
-    const usage = d?.usageOff !== true && includeUsage(body['stream_options']);
+  if (limits.stream) {
+    const usage = g.d?.usageOff !== true && includeUsage(body['stream_options']);
     startSse(req, res);
     const script = chat ? chatScript(plan, usage) : completionScript(plan, usage);
-    if (errorAfter >= 0 && errorAfter < n + reasoning) {
-      // vLLM's way of failing during generation: an error event in the stream, then [DONE].
-      script.end = `data: ${simulatedFailure(500)}\n\n${DONE}`;
-      runStream(res, script, errorAfter, failAfter, ttft, delay);
-    } else runStream(res, script, n + reasoning, failAfter, ttft, delay);
+    // vLLM's way of failing during generation: an error event in the stream, then [DONE].
+    if (fails(g)) script.end = `data: ${simulatedFailure(500)}\n\n${DONE}`;
+    runStream(res, script, fails(g) ? g.errorAfter : n + reasoning, g.failAfter, g.ttft, g.delay);
     return;
   }
-  const usage = d?.usageOff !== true;
-  // A failure during generation (an error object with status 200, as some engines answer a
-  // buffered request, or a cut connection) comes after the tokens generated before it.
-  const failed = errorAfter >= 0 && errorAfter < n + reasoning;
+  const usage = g.d?.usageOff !== true;
+  answerBuffered(
+    req,
+    res,
+    g,
+    () => (chat ? chatBody(plan, usage) : completionBody(plan, usage)),
+    () => simulatedFailure(500),
+  );
+}
+
+/** Whether the engine reports a failure (`sim:error_after`) before the answer is complete. */
+export function fails(g: Generation): boolean {
+  return g.errorAfter >= 0 && g.errorAfter < g.n + g.reasoning;
+}
+
+/**
+ * Answers a buffered request once its tokens would have been generated (reasoning ones
+ * included, as when streamed): `body()`, or `failure()` with status 200 when the engine
+ * fails during generation (as some engines answer a buffered request), or a cut connection
+ * (`sim:fail_after`), each after the tokens generated before it.
+ */
+export function answerBuffered(
+  req: IncomingMessage,
+  res: SimResponse,
+  g: Generation,
+  body: () => string,
+  failure: () => string,
+): void {
+  const all = g.n + g.reasoning;
+  const failed = fails(g);
   // Cut only when the answer has more tokens than fail_after: a shorter one ends normally.
-  const cut = !failed && failAfter >= 0 && failAfter < n + reasoning;
-  // Every generated token takes its time, reasoning ones included (as when streamed).
-  const emitted = failed ? errorAfter : cut ? failAfter : n + reasoning;
-  const wait = Math.min(ttft + (emitted > 1 ? (emitted - 1) * delay : 0), MAX_TIMER_MS);
+  const cut = !failed && g.failAfter >= 0 && g.failAfter < all;
+  const emitted = failed ? g.errorAfter : cut ? g.failAfter : all;
+  const wait = Math.min(g.ttft + (emitted > 1 ? (emitted - 1) * g.delay : 0), MAX_TIMER_MS);
   const fire = (): void => {
     res.simTimer = undefined;
-    if (failed) sendJson(req, res, 200, simulatedFailure(500));
+    if (failed) sendJson(req, res, 200, failure());
     else if (cut) {
       res.simCut = true;
       res.destroy();
-    } else {
-      sendJson(req, res, 200, chat ? chatBody(plan, usage) : completionBody(plan, usage));
-    }
+    } else sendJson(req, res, 200, body());
   };
   if (wait === 0) fire();
   else res.simTimer = setTimeout(fire, wait);
 }
 
 /** The longest wait a timer can take (node fires a longer one after 1 ms, with a warning). */
-const MAX_TIMER_MS = 2_147_483_647;
+export const MAX_TIMER_MS = 2_147_483_647;
 
 interface Plan {
   id: string;
@@ -216,11 +295,11 @@ function usageChunk(p: Plan, object: string, usage: boolean): string {
 }
 
 /** The i-th of n pieces of the tool call's JSON arguments `{"text":"tok tok ..."}`. */
-function argumentPiece(i: number, n: number): string {
+export function argumentPiece(i: number, n: number): string {
   return (i === 0 ? '{"text":"' : '') + TOKEN + (i === n - 1 ? '"}' : '');
 }
 
-function toolArguments(n: number): string {
+export function toolArguments(n: number): string {
   return n === 0 ? '{}' : `{"text":"${TOKEN.repeat(n)}"}`;
 }
 

@@ -1,10 +1,11 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { ConfigError } from '../errors.js';
 import type { EngineSimOptions } from './engine-sim-options.js';
 import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
 import { handleGeneration, type SimContext } from './engine-sim-generate.js';
+import { handleResponses } from './engine-sim-responses.js';
 import {
   clearSimTimers,
   isJsonRequest,
@@ -44,6 +45,13 @@ export interface EngineSim {
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
+/** What the sim's handlers share and change: counts, the health it reports, whether it is closing. */
+interface SimState {
+  readonly counts: EngineSimStats;
+  health: { ok: boolean; delayMs: number };
+  closing: boolean;
+}
+
 export async function startEngineSim(
   opts: EngineSimOptions & { host: string; port: number; logger: Logger },
 ): Promise<EngineSim> {
@@ -55,14 +63,48 @@ export async function startEngineSim(
     model: opts.model,
     maxModelLen: opts.maxModelLen,
   };
+  const state: SimState = {
+    counts: { requests: 0, aborted: 0, open: 0, health: 0 },
+    health: { ok: true, delayMs: 0 },
+    closing: false,
+  };
+  const server = createSimServer(state, simRoutes(simContext(options), state, modelsBody(options)));
+  await listenOn(server, opts.host, opts.port);
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : opts.port;
+  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
+  opts.logger.info({ url, model: options.model }, 'listening');
+
+  return {
+    url,
+    setHealth(h) {
+      state.health = { ok: h.ok, delayMs: Math.max(0, Math.floor(h.delayMs)) };
+    },
+    stats: () => ({ ...state.counts }),
+    close() {
+      state.closing = true;
+      return new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // In-flight streams end now; their close listeners clear the timers.
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+function simContext(options: EngineSimOptions): SimContext {
   const idPrefix = randomBytes(6).toString('hex');
   let counter = 0;
-  const ctx: SimContext = {
+  return {
     opts: options,
     modelJson: JSON.stringify(options.model),
     nextId: () => idPrefix + (++counter).toString(16),
   };
-  const modelsBody = JSON.stringify({
+}
+
+/** GET /v1/models: the one served model, as vLLM lists it (with its context length). */
+function modelsBody(options: EngineSimOptions): string {
+  return JSON.stringify({
     object: 'list',
     data: [
       {
@@ -74,58 +116,31 @@ export async function startEngineSim(
       },
     ],
   });
-  const counts = { requests: 0, aborted: 0, open: 0, health: 0 };
-  let health = { ok: true, delayMs: 0 };
-  let closing = false;
+}
 
-  // One listener shared by every response (state lives on the response), so no closure per request.
-  function onResponseClose(this: SimResponse): void {
-    counts.open--;
-    clearSimTimers(this);
-    if (!this.writableFinished && this.simCut !== true && !closing) counts.aborted++;
-  }
-
-  function answerHealth(req: IncomingMessage, res: ServerResponse): void {
-    if (health.ok) {
-      const rid = requestId(req);
-      res.writeHead(200, rid !== undefined ? ['content-length', '0', 'x-request-id', rid] : ['content-length', '0']);
-      res.end();
-    } else {
-      sendError(req, res, 503, 'engine is not healthy', 'server_error', 503);
-    }
-  }
-
-  function onJson(req: IncomingMessage, res: SimResponse, handle: (body: Record<string, unknown>) => void): void {
-    if (!isJsonRequest(req)) {
-      sendError(req, res, 400, 'Content-Type must be application/json', 'invalid_request_error');
-      return;
-    }
-    readBody(req, res, (buf) => {
-      const body = parseJsonObject(buf);
-      if (body === undefined)
-        sendError(req, res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error');
-      else handle(body);
-    });
-  }
-
-  function route(req: IncomingMessage, res: SimResponse): void {
+/** The sim's routes by path and method: vLLM's OpenAI-compatible ones, /health, and its own /sim/health switch. */
+function simRoutes(ctx: SimContext, state: SimState, models: string): (req: IncomingMessage, res: SimResponse) => void {
+  return (req, res) => {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
     const method = req.method;
     if (path === '/health' && method === 'GET') {
-      counts.health++;
-      if (health.delayMs > 0) res.simTimer = setTimeout(answerHealth, health.delayMs, req, res);
-      else answerHealth(req, res);
+      state.counts.health++;
+      if (state.health.delayMs > 0) res.simTimer = setTimeout(answerHealth, state.health.delayMs, state, req, res);
+      else answerHealth(state, req, res);
       return;
     }
-    counts.requests++;
+    state.counts.requests++;
     switch (path) {
       case '/v1/chat/completions':
         if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'chat'));
         break;
       case '/v1/completions':
         if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'completion'));
+        break;
+      case '/v1/responses':
+        if (method === 'POST') return onJson(req, res, (b) => handleResponses(ctx, req, res, b));
         break;
       case '/v1/embeddings':
         if (method === 'POST') return onJson(req, res, (b) => handleEmbeddings(ctx, req, res, b));
@@ -139,40 +154,78 @@ export async function startEngineSim(
         if (method === 'POST') return readBody(req, res, (buf) => handleTranscription(ctx, req, res, buf));
         break;
       case '/v1/models':
-        if (method === 'GET') return sendJson(req, res, 200, modelsBody);
+        if (method === 'GET') return sendJson(req, res, 200, models);
         break;
       case '/sim/health':
-        if (method === 'POST') return onHealthToggle(req, res);
+        if (method === 'POST') return onHealthToggle(state, req, res);
         break;
       default:
         return sendError(req, res, 404, 'Not Found', 'invalid_request_error', 404);
     }
     sendError(req, res, 405, 'Method Not Allowed', 'invalid_request_error', 405);
-  }
+  };
+}
 
-  function onHealthToggle(req: IncomingMessage, res: SimResponse): void {
-    if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) {
-      sendError(req, res, 403, 'only accepted from loopback', 'permission_error', 403);
+function answerHealth(state: SimState, req: IncomingMessage, res: ServerResponse): void {
+  if (state.health.ok) {
+    const rid = requestId(req);
+    res.writeHead(200, rid !== undefined ? ['content-length', '0', 'x-request-id', rid] : ['content-length', '0']);
+    res.end();
+  } else {
+    sendError(req, res, 503, 'engine is not healthy', 'server_error', 503);
+  }
+}
+
+/** Reads a JSON object body and hands it on; anything else is answered 400 here. */
+function onJson(req: IncomingMessage, res: SimResponse, handle: (body: Record<string, unknown>) => void): void {
+  if (!isJsonRequest(req)) {
+    sendError(req, res, 400, 'Content-Type must be application/json', 'invalid_request_error');
+    return;
+  }
+  readBody(req, res, (buf) => {
+    const body = parseJsonObject(buf);
+    if (body === undefined)
+      sendError(req, res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error');
+    else handle(body);
+  });
+}
+
+/** POST /sim/health `{"ok", "delay_ms"}`: what /health answers from now on (loopback callers only). */
+function onHealthToggle(state: SimState, req: IncomingMessage, res: SimResponse): void {
+  if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) {
+    sendError(req, res, 403, 'only accepted from loopback', 'permission_error', 403);
+    return;
+  }
+  onJson(req, res, (b) => {
+    const ok = b['ok'];
+    const delay = b['delay_ms'] ?? 0;
+    if (
+      typeof ok !== 'boolean' ||
+      typeof delay !== 'number' ||
+      !Number.isInteger(delay) ||
+      delay < 0 ||
+      delay > 600_000
+    ) {
+      sendError(req, res, 400, 'expected {"ok": boolean, "delay_ms": non-negative integer}', 'invalid_request_error');
       return;
     }
-    onJson(req, res, (b) => {
-      const ok = b['ok'];
-      const delay = b['delay_ms'] ?? 0;
-      if (
-        typeof ok !== 'boolean' ||
-        typeof delay !== 'number' ||
-        !Number.isInteger(delay) ||
-        delay < 0 ||
-        delay > 600_000
-      ) {
-        sendError(req, res, 400, 'expected {"ok": boolean, "delay_ms": non-negative integer}', 'invalid_request_error');
-        return;
-      }
-      health = { ok, delayMs: delay };
-      sendJson(req, res, 200, JSON.stringify({ ok, delay_ms: delay }));
-    });
-  }
+    state.health = { ok, delayMs: delay };
+    sendJson(req, res, 200, JSON.stringify({ ok, delay_ms: delay }));
+  });
+}
 
+/**
+ * The sim's HTTP server: keep-alive like uvicorn's, no whole-request deadline (long streams
+ * are the point), one shared close listener, and a 500 rather than a crash for a handler that throws.
+ */
+function createSimServer(state: SimState, route: (req: IncomingMessage, res: SimResponse) => void): Server {
+  const counts = state.counts;
+  // One listener shared by every response (state lives on the response), so no closure per request.
+  function onResponseClose(this: SimResponse): void {
+    counts.open--;
+    clearSimTimers(this);
+    if (!this.writableFinished && this.simCut !== true && !state.closing) counts.aborted++;
+  }
   const server = createServer(
     { keepAlive: true, noDelay: true, keepAliveTimeout: 65_000 },
     (req, res: ServerResponse) => {
@@ -205,35 +258,19 @@ export async function startEngineSim(
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
     else socket.destroy();
   });
+  return server;
+}
 
-  await new Promise<void>((resolve, reject) => {
+/** Thrown when: the address is taken or cannot be listened on. */
+function listenOn(server: Server, host: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);
-    server.listen(opts.port, opts.host, () => {
+    server.listen(port, host, () => {
       server.off('error', onError);
       resolve();
     });
   });
-  const addr = server.address();
-  const port = typeof addr === 'object' && addr !== null ? addr.port : opts.port;
-  const url = `http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
-  opts.logger.info({ url, model: options.model }, 'listening');
-
-  return {
-    url,
-    setHealth(h) {
-      health = { ok: h.ok, delayMs: Math.max(0, Math.floor(h.delayMs)) };
-    },
-    stats: () => ({ ...counts }),
-    close() {
-      closing = true;
-      return new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        // In-flight streams end now; their close listeners clear the timers.
-        server.closeAllConnections();
-      });
-    },
-  };
 }
 
 function ignore(): void {}

@@ -1,6 +1,6 @@
 /** The JSON body a relay sends upstream: the output limit bounded, the engine's model name filled in. */
 import type { ModelRoute } from '../config/router-config.js';
-import type { OutputLimit } from '../schema/terminal-record.js';
+import type { OutputLimit, RouteName } from '../schema/terminal-record.js';
 
 /**
  * Validates and bounds the output limit. Returns undefined for a malformed limit. The
@@ -8,12 +8,13 @@ import type { OutputLimit } from '../schema/terminal-record.js';
  * set to the ceiling (not counted as clamped), and the engine's model name is filled in.
  * `text`: the generation API the body is for, whose limit member the engine reads (chat:
  * `max_completion_tokens`, else `max_tokens`; completions: `max_tokens` only, as vLLM and
- * OpenAI's completions API read it), or undefined for other routes (no output limit).
+ * OpenAI's completions API read it; responses: `max_output_tokens` only), or undefined for
+ * other routes (no output limit).
  */
 export function prepareBody(
   b: Record<string, unknown>,
   m: ModelRoute,
-  text: 'chat' | 'completions' | undefined,
+  text: LimitApi | undefined,
 ): PreparedBody | undefined {
   let rewrite = false;
   let append: string | null = null;
@@ -23,9 +24,11 @@ export function prepareBody(
   }
   if (text === undefined) return { outputLimit: null, rewrite, append };
   const field =
-    text === 'chat' && b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null
-      ? 'max_completion_tokens'
-      : 'max_tokens';
+    text === 'responses'
+      ? 'max_output_tokens'
+      : text === 'chat' && b['max_completion_tokens'] !== undefined && b['max_completion_tokens'] !== null
+        ? 'max_completion_tokens'
+        : 'max_tokens';
   const raw = b[field];
   if (raw !== undefined && raw !== null && (!Number.isSafeInteger(raw) || (raw as number) < 0)) return undefined;
   const requested = raw === undefined || raw === null ? null : (raw as number);
@@ -37,6 +40,7 @@ export function prepareBody(
     else rewrite = true;
     b[field] = effective;
   }
+  if (text === 'responses') return { outputLimit: { requested, effective, clamped }, rewrite, append };
   // The other spelling, when sent too, may not carry more than the ceiling to the engine either.
   const other = field === 'max_tokens' ? 'max_completion_tokens' : 'max_tokens';
   const second = b[other];
@@ -48,6 +52,20 @@ export function prepareBody(
     }
   }
   return { outputLimit: { requested, effective, clamped }, rewrite, append };
+}
+
+/** The generation APIs whose output limit the router bounds. */
+export type LimitApi = 'chat' | 'completions' | 'responses';
+
+/** The API of a route whose body carries an output limit, or undefined. */
+export function limitApiOf(route: RouteName): LimitApi | undefined {
+  return route === 'chat.completions'
+    ? 'chat'
+    : route === 'completions'
+      ? 'completions'
+      : route === 'responses'
+        ? 'responses'
+        : undefined;
 }
 
 /** What the relay sends for a JSON body: `rewrite` re-serializes it; else `append` (one member) is spliced in. */

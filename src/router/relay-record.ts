@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { formatTimestamp } from '../schema/primitives.js';
-import type { FinishReason, TerminalRecord, Usage } from '../schema/terminal-record.js';
+import { isGenerationRoute, type FinishReason, type TerminalRecord, type Usage } from '../schema/terminal-record.js';
 import type { Exchange, RelayContext } from './relay-context.js';
 import { ms } from './relay-support.js';
 import { estimateTokens } from './stream-observer.js';
@@ -9,7 +9,7 @@ import { estimateTokens } from './stream-observer.js';
 export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: number): TerminalRecord {
   const end = performance.now();
   const o = x.obs;
-  const isText = x.route === 'chat.completions' || x.route === 'completions';
+  const isText = isGenerationRoute(x.route);
   const dispatched = x.dispatchAt !== null;
   const completionFromUpstream = o.completionTokens !== null;
   // Output is estimated only from an answer that was seen (a stream that began, a body that

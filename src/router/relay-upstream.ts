@@ -141,8 +141,7 @@ export async function pipeUpstream(
     // passed on: so a body is read before it is relayed when it is small or does not start
     // like an answer. A large answer (embeddings of a big batch) is relayed first and read
     // after, as of when it arrived, so the client does not wait for the parse.
-    const observed =
-      x.route === 'chat.completions' || x.route === 'completions' || x.route === 'embeddings' || x.route === 'rerank';
+    const observed = x.route !== 'audio.transcriptions';
     let readFirst = observed && whole.byteLength <= READ_FIRST_BYTES;
     if (observed && !readFirst) {
       const head = whole.toString('latin1', 0, 256);

@@ -8,6 +8,7 @@ import {
   OPAQUE_ID_RE,
   type OutputLimit,
   type RouteName,
+  isGenerationRoute,
 } from '../schema/terminal-record.js';
 import { AdmissionRefused } from './admission.js';
 import { multipartField, replaceMultipartField } from './multipart.js';
@@ -22,12 +23,13 @@ import {
   sendRawProblem,
   whenSocketCloses,
 } from './relay-support.js';
-import { appendMember, prepareBody } from './relay-body.js';
+import { appendMember, limitApiOf, prepareBody } from './relay-body.js';
 import { pipeUpstream } from './relay-upstream.js';
 import { REPEATED, repeatedSingleHeaders } from '../http/single-headers.js';
 import { badFraming, lacksHost } from '../http/http-app.js';
 import { refusedJson } from '../schema/json-duplicates.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
+import { responsesPromptChars } from './responses-observe.js';
 import { terminalRecord } from './relay-record.js';
 import type { Exchange, RelayContext } from './relay-context.js';
 
@@ -37,6 +39,7 @@ const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
   embeddings: '/embeddings',
   rerank: '/rerank',
   'audio.transcriptions': '/audio/transcriptions',
+  responses: '/responses',
 };
 
 const monotonicNow = (): number => performance.now();
@@ -151,15 +154,11 @@ export async function relayInference(
   const up = ctx.upstreams.get(alias);
   if (!up) return turnedAway(ctx, gid, undefined, res, ErrorCode.NOT_FOUND);
 
-  const isText = route === 'chat.completions' || route === 'completions';
+  const isText = isGenerationRoute(route);
   let outputLimit: OutputLimit | null = null;
   let outBody = body;
   if (parsed) {
-    const prepared = prepareBody(
-      parsed,
-      up.route,
-      route === 'chat.completions' ? 'chat' : route === 'completions' ? 'completions' : undefined,
-    );
+    const prepared = prepareBody(parsed, up.route, limitApiOf(route));
     if (!prepared) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
     outputLimit = prepared.outputLimit;
     if (!prepared.rewrite && prepared.append !== null) {
@@ -196,7 +195,10 @@ export async function relayInference(
     admissionWaitMs: null,
     // No text or token id to go by (an image-only message, an empty prompt): the engine still
     // read a prompt (a chat template at least), so its size is unknown, not an estimated 0.
-    estimatedPromptTokens: parsed && isText ? estimateTokens(promptChars(parsed)) || null : null,
+    estimatedPromptTokens:
+      parsed && isText
+        ? estimateTokens(route === 'responses' ? responsesPromptChars(parsed) : promptChars(parsed)) || null
+        : null,
     estimatedCompletionTokens: 0,
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
@@ -210,7 +212,7 @@ export async function relayInference(
     a,
     route,
     t0,
-    obs: new StreamObserver(monotonicNow),
+    obs: new StreamObserver(monotonicNow, route === 'responses'),
     readinessMs: null,
     admissionWaitMs: null,
     dispatchAt: null,

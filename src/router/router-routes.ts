@@ -2,7 +2,14 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastif
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import type { RouterConfig } from '../config/router-config.js';
-import { ErrorCode, ForbiddenError, InvalidInputError, SvcError, UnauthenticatedError } from '../errors.js';
+import {
+  ErrorCode,
+  ForbiddenError,
+  InvalidInputError,
+  NotFoundError,
+  SvcError,
+  UnauthenticatedError,
+} from '../errors.js';
 import { LINEAGE_KEYS } from '../schema/diagnosis.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterQuery, resolveFilters, type Filters } from '../schema/filters.js';
@@ -33,6 +40,20 @@ function rawQuery(req: FastifyRequest): string {
 
 /** `/v1/requests`'s members: `active=1`, or `history=1` with exactly one lineage key (CONTRACT.md, docs/api.md). */
 const REQUESTS_QUERY_MEMBERS = ['active', 'history', ...LINEAGE_KEYS] as const;
+
+/** An OpenAI model object for an alias (`created`: when this router started, in seconds). */
+function modelObject(alias: string, created: number): Record<string, unknown> {
+  return { id: alias, object: 'model', created, owned_by: 'svc-serving' };
+}
+
+/**
+ * The answer to a model route naming no configured alias: the one place it is made, so that
+ * the data plane's error shape (an OpenAI error object, code `model_not_found`) changes here.
+ * Thrown always: NotFoundError.
+ */
+function unknownModel(): never {
+  throw new NotFoundError();
+}
 
 /** A route that takes no parameters refuses a query string (400), never ignores it. */
 function noQuery(req: FastifyRequest): void {
@@ -71,8 +92,19 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
     return reply.send({
       object: 'list',
-      data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })),
+      data: o.cfg.models.map((m) => modelObject(m.alias, created)),
     });
+  });
+
+  // One alias, as OpenAI's `GET /v1/models/{model}` answers (client.models.retrieve): from the
+  // configuration, like the list; the SDK percent-encodes an alias's `/`, decoded in the param.
+  app.get('/v1/models/:model', async (req, reply) => {
+    if (!o.keys.accepts(req.headers.authorization))
+      throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
+    noQuery(req);
+    const alias = (req.params as { model: string }).model;
+    if (!o.cfg.models.some((m) => m.alias === alias)) unknownModel();
+    return reply.send(modelObject(alias, Math.floor(Date.parse(o.startedAt) / 1000)));
   });
 
   app.get('/v1/requests/:id', async (req, reply) => {

@@ -40,6 +40,7 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/embeddings', 'embeddings'],
   ['/v1/rerank', 'rerank'],
   ['/v1/audio/transcriptions', 'audio.transcriptions'],
+  ['/v1/responses', 'responses'],
 ]);
 
 /**

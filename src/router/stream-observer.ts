@@ -5,6 +5,7 @@ import {
   normalizeFinishReason,
   type FinishReason,
 } from '../schema/terminal-record.js';
+import { observeResponsesBody, observeResponsesEvent } from './responses-observe.js';
 
 /** Longest SSE line kept while waiting for its end; longer lines are skipped, not buffered. */
 const MAX_LINE = 1024 * 1024;
@@ -42,8 +43,8 @@ export class StreamObserver {
    */
   failedAtByte = 0;
   /**
-   * Once done: the bytes of the last chunk up to the end of the `[DONE]` event (what is
-   * relayed of it; nothing after `[DONE]` is read or relayed).
+   * Once done: the bytes of the last chunk up to the end of the `[DONE]` event, or of a
+   * Responses stream's terminal event (what is relayed of it; nothing after it is read or relayed).
    */
   doneAtByte = 0;
   private pending = '';
@@ -63,7 +64,15 @@ export class StreamObserver {
   // Made on the first SSE chunk: a buffered (non-streaming) answer never needs one.
   private decoder: StringDecoder | undefined;
 
-  constructor(private readonly now: () => number) {}
+  /**
+   * `responses`: the answer is an OpenAI Responses API one (`POST /v1/responses`): its events
+   * are read by responses-observe.ts, and its terminal event (`response.completed`) ends it as
+   * `[DONE]` ends a chat stream.
+   */
+  constructor(
+    private readonly now: () => number,
+    private readonly responses = false,
+  ) {}
 
   /**
    * Feeds one chunk of an SSE body that arrived at `at`. Events are read as the SSE grammar
@@ -222,6 +231,12 @@ export class StreamObserver {
     // (then often `[DONE]`); some answer a buffered request with one and status 200.
     if ((o.error !== undefined && o.error !== null) || o.object === 'error') {
       this.failed = true;
+      return;
+    }
+    if (this.responses) {
+      const r = v as Record<string, unknown>;
+      if (streaming) observeResponsesEvent(this, r, at ?? this.now());
+      else observeResponsesBody(this, r, at ?? this.now());
       return;
     }
     if (Array.isArray(o.choices)) {

@@ -2,8 +2,24 @@ import { Type, type Static } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { Timestamp, literalUnion } from './primitives.js';
 
-export const ROUTES = ['chat.completions', 'completions', 'embeddings', 'rerank', 'audio.transcriptions'] as const;
+// Appended only: the terminal ring stores a route as its index in this list.
+export const ROUTES = [
+  'chat.completions',
+  'completions',
+  'embeddings',
+  'rerank',
+  'audio.transcriptions',
+  'responses',
+] as const;
 export type RouteName = (typeof ROUTES)[number];
+
+/**
+ * The text generation routes: the ones whose records carry phase timings, first content,
+ * finish reason, estimated usage and an output limit (the others share only id and outcome).
+ */
+export function isGenerationRoute(route: RouteName): boolean {
+  return route === 'chat.completions' || route === 'completions' || route === 'responses';
+}
 
 export const REQUEST_OUTCOMES = ['success', 'error', 'cancelled', 'timeout', 'rejected', 'disconnected'] as const;
 export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];

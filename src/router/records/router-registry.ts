@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import {
   GENERATED_ID_RE,
+  isGenerationRoute,
   terminalRecordJson,
   type RouteName,
   type TerminalRecord,
@@ -261,7 +262,7 @@ export class RouterRegistry {
     for (const e of pending.values()) {
       const started = parseTimestamp(e.started_at);
       const finishedMs = Math.max(started, Math.floor(lastSeenMs));
-      const text = e.route === 'chat.completions' || e.route === 'completions';
+      const text = isGenerationRoute(e.route);
       const reached = e.phase === 'dispatched' || e.phase === 'streaming';
       const record: TerminalRecord = {
         request_id: e.request_id,
