@@ -1,10 +1,22 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import type { AuthorizationPolicy, Grant } from '../auth/policy.js';
 import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
-import type { FleetResult, NodeResult } from '../schema/envelopes.js';
-import { parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
-import { isWorkloadTool, parseToolCall, type RequestToolName, type WorkloadToolName } from '../mcp/tools-call.js';
+import { FleetResult, NodeResult } from '../schema/envelopes.js';
+import { FilterArgs, parseFilterArgs, resolveFilters } from '../schema/filters.js';
+import { FleetDiagnosis } from '../schema/diagnosis-search.js';
+import { literalUnion } from '../schema/primitives.js';
+import {
+  TOOL_NAMES,
+  isWorkloadTool,
+  parseToolCall,
+  type RequestToolName,
+  type WorkloadToolName,
+} from '../mcp/tools-call.js';
+import { RequestDiagnosisArgs, SessionDiagnosisArgs } from '../mcp/request-tools.js';
 import { nodeResultJson } from '../schema/result-json.js';
+import { NoQuery, jsonResponse, parsedByHandler, problemResponses } from '../http/route-schemas.js';
 
 export interface ToolsCallOptions {
   readonly policy: AuthorizationPolicy;
@@ -16,11 +28,51 @@ export interface ToolsCallOptions {
   readonly requestTools?: Partial<Record<RequestToolName, (args: unknown) => Promise<object>>>;
 }
 
+/** `/tools/call`'s body as parseToolCall and each tool's own parser read it. */
+const ToolCall = Type.Object(
+  {
+    name: literalUnion(TOOL_NAMES),
+    arguments: Type.Optional(
+      Type.Union([FilterArgs, RequestDiagnosisArgs, SessionDiagnosisArgs], {
+        description:
+          "the tool's arguments: the workload filters (only those present; no nulls), {request_id}, or exactly one of {session_id}, {task_id}, {workbench_run_id}",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+// Read by the route after the credential and the named tool's grant are checked (a schema
+// check would come first and answer 400 where the route answers 403), and the arguments by
+// the tool's own parser, whose errors name the failing argument.
+const toolCallBody = parsedByHandler(ToolCall, "parseToolCall and the tool's own parser");
+
+/** The answers of the tools this process serves (node_workloads, fleet_workloads, the diagnosis tools). */
+function toolsCallSchema(opts: ToolsCallOptions): object {
+  const answers: TSchema[] = [];
+  if (opts.tools.node_workloads) answers.push(NodeResult);
+  if (opts.tools.fleet_workloads) answers.push(FleetResult);
+  if (opts.requestTools) answers.push(FleetDiagnosis);
+  return {
+    summary: `Run a sealed read operation: ${[...Object.keys(opts.tools), ...Object.keys(opts.requestTools ?? {})].join(', ')}`,
+    description:
+      'Workload tools need workloads:read; request_diagnosis and session_diagnosis need requests:read. Reads change nothing and create no operation record.',
+    tags: ['tools'],
+    querystring: NoQuery,
+    body: toolCallBody,
+    response: {
+      200: jsonResponse("the tool's result", answers.length === 1 ? answers[0]! : Type.Union(answers)),
+      ...problemResponses(400, 401, 403, 404, 413, 415, 503, 504),
+    },
+  };
+}
+
 /**
  * `POST /tools/call`: the controller's sealed read operations. The credential is checked
  * before the body is even parsed; reads create no operation record and change nothing.
  */
-export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (app: FastifyInstance, opts) => {
+export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (base: FastifyInstance, opts) => {
+  const app = base.withTypeProvider<TypeBoxTypeProvider>();
   // The grants some tool here needs: a credential holding none of them is refused (403)
   // before its body is read; the one the named tool needs is checked once the name is known.
   const grants: Grant[] = opts.requestTools ? ['workloads:read', 'requests:read'] : ['workloads:read'];
@@ -28,7 +80,7 @@ export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (app:
     const client = opts.policy.identify(req.headers.authorization);
     if (!grants.some((g) => client.grants.has(g))) throw new ForbiddenError();
   });
-  app.post('/tools/call', async (req, reply) => {
+  app.post('/tools/call', { schema: toolsCallSchema(opts) }, async (req, reply) => {
     // Filters travel in the body only: a query (`?owner=router`) would otherwise be ignored
     // silently and the unfiltered answer read as the filtered one.
     if (req.url.includes('?')) throw new InvalidInputError();

@@ -49,8 +49,10 @@ export async function buildControllerApp(deps: {
   jobs?: JobService;
   /** The request diagnosis tools' source (the node's own router over the bus). */
   requests?: RequestAsker;
+  /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
+  beforeRoutes?: (app: FastifyInstance) => void;
 }): Promise<FastifyInstance> {
-  const app = createHttpApp({ logger: deps.logger });
+  const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
   if (deps.jobs) await app.register(lifecycleRoutes, { policy: deps.policy, jobs: deps.jobs });
   const read = nodeRead((f) => deps.view.query(f));
   await app.register(toolsCallRoutes, {
@@ -76,6 +78,54 @@ export async function buildControllerApp(deps: {
 }
 
 /**
+ * Where jobs send their requests: the router's URL and the first key of `router_key_env`.
+ * Thrown when: the variable is unset, holds no key, or a key no header can carry (ConfigError).
+ */
+function routerTargetOf(
+  router: NonNullable<NodeConfig['router']>,
+  env: NodeJS.ProcessEnv,
+): { url: string; key: string } {
+  // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
+  // list (key rotation), the first key is the one jobs send.
+  const key = (envVar(env, router.keyEnv) ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .find((k) => k.length > 0);
+  if (!key)
+    throw new ConfigError(
+      `node configuration: environment variable ${router.keyEnv} (router_key_env) ${envVar(env, router.keyEnv) === undefined ? 'is not set' : 'holds no key'}`,
+    );
+  // Sent as `Authorization: Bearer <key>`: one no header can carry would fail every job.
+  if (!isCredentialText(key))
+    throw new ConfigError(
+      `node configuration: environment variable ${router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`,
+    );
+  return { url: router.url, key };
+}
+
+/** The controller, benchmark and media owner actors over the job stores; returns their stop. */
+function startJobActors(cfg: NodeConfig, jobs: JobService, bus: Bus, log: Logger): () => Promise<void> {
+  const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
+    createJobActor({
+      host: cfg.hostId,
+      owner,
+      storePath: jobs.paths[owner],
+      bus,
+      staleAfterMs: cfg.staleAfterMs,
+      logger: log,
+    }),
+  );
+  const jobChanges = jobs.changes.subscribe((owner) => jobActors.find((a) => a.owner === owner)?.notify());
+  for (const a of jobActors) a.start();
+  return async () => {
+    jobChanges.unsubscribe();
+    for (const a of jobActors) a.stop();
+    await jobs.close();
+    for (const a of jobActors) a.closeStore();
+  };
+}
+
+/**
  * The node controller: folds all six owners' observations from the bus into the node
  * snapshot, and answers `node_workloads` over `POST /tools/call` and NATS request/reply.
  * Thrown when: the configuration, policy or bus cannot be used (ConfigError and kin).
@@ -85,25 +135,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   const env = deps.env ?? process.env;
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
   // Everything that can refuse the start is checked before anything is opened or started.
-  let routerTarget: { url: string; key: string } | undefined;
-  if (cfg.router) {
-    // The same variable as the router's `api_keys_env` may be named here: of a comma-separated
-    // list (key rotation), the first key is the one jobs send.
-    const key = (envVar(env, cfg.router.keyEnv) ?? '')
-      .split(',')
-      .map((k) => k.trim())
-      .find((k) => k.length > 0);
-    if (!key)
-      throw new ConfigError(
-        `node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) ${envVar(env, cfg.router.keyEnv) === undefined ? 'is not set' : 'holds no key'}`,
-      );
-    // Sent as `Authorization: Bearer <key>`: one no header can carry would fail every job.
-    if (!isCredentialText(key))
-      throw new ConfigError(
-        `node configuration: environment variable ${cfg.router.keyEnv} (router_key_env) holds a key that is not 1-4096 printable ASCII characters without spaces`,
-      );
-    routerTarget = { url: cfg.router.url, key };
-  }
+  const routerTarget = cfg.router ? routerTargetOf(cfg.router, env) : undefined;
   // One controller per state directory: a second one would mark the first one's running jobs
   // interrupted at start while they go on, and both would write the same stores.
   const unlock = takeProcessLock(join(cfg.stateDir, 'controller.lock'), {
@@ -142,24 +174,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     if (ownsBus) await bus.close();
     throw err;
   }
-  const jobActors = (['controller', 'benchmark', 'media'] as const).map((owner) =>
-    createJobActor({
-      host: cfg.hostId,
-      owner,
-      storePath: jobs.paths[owner],
-      bus,
-      staleAfterMs: cfg.staleAfterMs,
-      logger: log,
-    }),
-  );
-  const jobChanges = jobs.changes.subscribe((owner) => jobActors.find((a) => a.owner === owner)?.notify());
-  for (const a of jobActors) a.start();
-  const stopJobs = async (): Promise<void> => {
-    jobChanges.unsubscribe();
-    for (const a of jobActors) a.stop();
-    await jobs.close();
-    for (const a of jobActors) a.closeStore();
-  };
+  const stopJobs = startJobActors(cfg, jobs, bus, log);
   const recipeActors = startRecipeActors(cfg, bus, log);
   const responder = serveNodeWorkloads(bus, cfg.hostId, (f) => view.query(f), log);
 

@@ -3,7 +3,9 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
 import { ConfigError } from '../errors.js';
+import { NO_CREDENTIAL } from '../http/route-schemas.js';
 
 /**
  * The page's files, read once at start (a few tens of KiB). No static-file plugin: the set is
@@ -61,6 +63,12 @@ export function registerPageRoutes(app: FastifyInstance): void {
     }),
   ];
   for (const [route, body, type] of files) {
-    app.get(route, async (_req, reply) => reply.headers(SECURITY_HEADERS).type(type).send(body));
+    const schema = {
+      summary: route === '/' ? 'The dashboard page' : `A file of the page (${type.split(';')[0]})`,
+      tags: ['dashboard'],
+      security: NO_CREDENTIAL,
+      response: { 200: { description: 'the file', content: { [type.split(';')[0]!]: { schema: Type.String() } } } },
+    };
+    app.get(route, { schema }, async (_req, reply) => reply.headers(SECURITY_HEADERS).type(type).send(body));
   }
 }

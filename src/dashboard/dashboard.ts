@@ -1,10 +1,11 @@
 import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ErrorCode, InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { LineBudget } from '../http/line-budget.js';
 import { createHttpApp, isLoopbackHost, listen, loopbackHosts } from '../http/http-app.js';
+import { NO_CREDENTIAL, NoQuery, problemResponses } from '../http/route-schemas.js';
 import { telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
 import { ControllerReader } from './dashboard-reader.js';
 import { DashboardSession, type FrameSink } from './dashboard-session.js';
@@ -64,17 +65,135 @@ export function boundedSink(
   };
 }
 
+/** A dashboard built but not yet listening (startDashboard; the OpenAPI generator builds one too). */
+export interface DashboardApp {
+  readonly app: FastifyInstance;
+  readonly hub: TelemetryHub;
+  readonly reader: ControllerReader | undefined;
+  readonly workloads: 'enabled' | DisabledReason;
+  /** Serves only these Host values from now on (DNS rebinding; set once listening on loopback). */
+  allowHosts(hosts: ReadonlySet<string>): void;
+  /** Cuts every WebSocket and connection still open and closes the app. */
+  close(): Promise<void>;
+}
+
+/** The session's collaborators (one per process), handed to each socket's DashboardSession. */
+interface SocketDeps {
+  readonly log: Logger;
+  readonly gate: ReturnType<typeof telemetryGate>;
+  readonly service: ReturnType<typeof workloadService>;
+  readonly reader: ControllerReader | undefined;
+  readonly hub: TelemetryHub;
+}
+
+/** `/ws`: no query string; the page's own Origin; a WebSocket upgrade (documentation; the route checks them). */
+const wsSchema = {
+  summary: "The page's WebSocket: telemetry frames and workload reads (JSON text frames)",
+  description:
+    'A WebSocket upgrade from the page itself (Origin must be this server). The first frame is `hello`; the workload credential travels inside the socket, never in the URL. At most 64 sockets in all and 16 per remote address (503 beyond).',
+  tags: ['dashboard'],
+  security: NO_CREDENTIAL,
+  querystring: NoQuery,
+  response: {
+    101: { description: 'switching to the WebSocket protocol' },
+    ...problemResponses(400, 403, 503),
+  },
+};
+/** `/ws`'s schema object (the OpenAPI generator lifts the `hide` that @fastify/websocket puts on it). */
+export const WS_SCHEMA: { hide?: boolean } = wsSchema as { hide?: boolean };
+
+/** Registers `/ws`; returns the open sockets (cut at shutdown). */
+function registerSocketRoute(app: FastifyInstance, deps: SocketDeps): Set<WsSocket> {
+  // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
+  // hold the process past SIGTERM.
+  const sockets = new Set<WsSocket>();
+  const perAddress = new Map<string, number>();
+  // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
+  const sameOrigin = async (req: FastifyRequest): Promise<void> => {
+    const origin = req.headers.origin;
+    if (
+      typeof origin !== 'string' ||
+      (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)
+    )
+      throw new OriginRefusedError();
+    // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
+    // It takes no query string (a credential must never travel in a URL): refused, not ignored.
+    if (req.url.includes('?')) throw new InvalidInputError();
+    // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
+    if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
+    if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS)
+      throw new SvcError(ErrorCode.UNAVAILABLE);
+  };
+  const openSession = sessionOpener(deps);
+  app.get('/ws', { websocket: true, preValidation: sameOrigin, schema: wsSchema }, (raw, req) => {
+    const socket = raw as unknown as WsSocket;
+    const address = req.socket.remoteAddress ?? '';
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (sockets.size >= MAX_SOCKETS || fromAddress >= MAX_SOCKETS_PER_ADDRESS) {
+      // Upgrades that raced past the check: refused as "try again later".
+      socket.close(1013);
+      return;
+    }
+    sockets.add(socket);
+    perAddress.set(address, fromAddress + 1);
+    const session = openSession(socket);
+    socket.on('close', () => {
+      if (sockets.delete(socket)) {
+        const left = (perAddress.get(address) ?? 1) - 1;
+        if (left > 0) perAddress.set(address, left);
+        else perAddress.delete(address);
+      }
+      session.close();
+    });
+  });
+  return sockets;
+}
+
+/** Starts a socket's session: `hello`, then its frames handled (telemetry at once when open). */
+function sessionOpener(deps: SocketDeps): (socket: WsSocket) => DashboardSession {
+  const { log, gate } = deps;
+  const slowReaders = new LineBudget(10, (skipped) =>
+    log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'),
+  );
+  const refusedLines = new LineBudget(10, (skipped) =>
+    log.info({ skipped }, 'workload session refused lines left out (rate bound)'),
+  );
+  return (socket) => {
+    const session = new DashboardSession({
+      sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
+        if (slowReaders.take(Date.now()))
+          log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
+      }),
+      gate,
+      service: deps.service,
+      reader: deps.reader,
+      logger: log,
+      refusedLines,
+      subscribeTelemetry: (sink) => deps.hub.subscribe(sink),
+    });
+    socket.send(
+      JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }),
+    );
+    // Open telemetry (loopback, no --auth-env) needs no credential: subscribe at once.
+    if (!gate.required) session.handle('{"type":"telemetry-auth"}');
+    socket.on('message', (data, isBinary) => {
+      if (!isBinary) session.handle(data.toString('utf8'));
+    });
+    socket.on('error', () => session.close());
+    return session;
+  };
+}
+
 /**
- * `svc-serving dashboard serve`: the page, plus one WebSocket (`/ws`) per tab carrying
- * telemetry frames and workload reads. Workload reads go to the declared controller only,
- * with the credential the user typed (checked against the local policy first); telemetry is
- * gated separately by `--auth-env`. Neither the credential nor any request detail is logged.
- * Thrown when: the telemetry gate is misconfigured or the address cannot be used.
+ * The dashboard's app, built but not listening: the page, `/ws`, the Host guard. Nothing is
+ * started (no telemetry sampling, no socket) until startDashboard listens.
+ * Thrown when: the telemetry gate is misconfigured or the page files are missing.
  */
-export async function startDashboard(
+export async function buildDashboard(
   o: DashboardOptions,
-  deps: { logger: Logger; env?: NodeJS.ProcessEnv },
-): Promise<DashboardHandle> {
+  deps: { logger: Logger; env?: NodeJS.ProcessEnv; beforeRoutes?: (app: FastifyInstance) => void },
+): Promise<DashboardApp> {
   const log = deps.logger.child({ component: 'dashboard' });
   const env = deps.env ?? process.env;
   const gate = telemetryGate(o, env);
@@ -88,8 +207,11 @@ export async function startDashboard(
     intervalMs: o.sampleIntervalMs ?? 3_000,
     routerMetricsUrl: o.routerMetricsUrl,
   });
-
-  const app = createHttpApp({ logger: log, bodyLimit: MAX_MESSAGE_BYTES });
+  const app = createHttpApp({
+    logger: log,
+    bodyLimit: MAX_MESSAGE_BYTES,
+    ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}),
+  });
   // Every connection, upgraded or refused ones included (node:http stops tracking a socket
   // once it emits 'upgrade'): what is left at shutdown is cut, never waited on.
   const connections = new Set<Socket>();
@@ -117,90 +239,17 @@ export async function startDashboard(
   app.addHook('onRequest', async (req) => {
     if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
-  // Cross-site WebSocket hijacking: a browser always sends Origin; only this page's is taken.
-  const sameOrigin = async (req: FastifyRequest): Promise<void> => {
-    const origin = req.headers.origin;
-    if (
-      typeof origin !== 'string' ||
-      (origin !== `http://${req.headers.host}` && origin !== `https://${req.headers.host}`)
-    )
-      throw new OriginRefusedError();
-    // `/ws` is only a WebSocket: a plain GET or HEAD gets the fixed 400 problem, not an empty 404.
-    if (req.headers.upgrade?.toLowerCase() !== 'websocket') throw new InvalidInputError();
-    // It takes no query string (a credential must never travel in a URL): refused, not ignored.
-    if (req.url.includes('?')) throw new InvalidInputError();
-    // Each socket holds a session, a telemetry subscription and its buffers: bounded in number.
-    if (sockets.size >= MAX_SOCKETS) throw new SvcError(ErrorCode.UNAVAILABLE);
-    if ((perAddress.get(req.socket.remoteAddress ?? '') ?? 0) >= MAX_SOCKETS_PER_ADDRESS)
-      throw new SvcError(ErrorCode.UNAVAILABLE);
-  };
-  const perAddress = new Map<string, number>();
-  // Open sockets, cut at shutdown: a browser that never answers the close handshake must not
-  // hold the process past SIGTERM.
-  const sockets = new Set<WsSocket>();
-  const slowReaders = new LineBudget(10, (skipped) =>
-    log.warn({ skipped }, 'slow websocket reader lines left out (rate bound)'),
-  );
-  const refusedLines = new LineBudget(10, (skipped) =>
-    log.info({ skipped }, 'workload session refused lines left out (rate bound)'),
-  );
-  app.get('/ws', { websocket: true, preValidation: sameOrigin }, (raw, req) => {
-    const socket = raw as unknown as WsSocket;
-    const address = req.socket.remoteAddress ?? '';
-    const fromAddress = perAddress.get(address) ?? 0;
-    if (sockets.size >= MAX_SOCKETS || fromAddress >= MAX_SOCKETS_PER_ADDRESS) {
-      // Upgrades that raced past the check: refused as "try again later".
-      socket.close(1013);
-      return;
-    }
-    sockets.add(socket);
-    perAddress.set(address, fromAddress + 1);
-    const session = new DashboardSession({
-      sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
-        if (slowReaders.take(Date.now()))
-          log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
-      }),
-      gate,
-      service,
-      reader,
-      logger: log,
-      refusedLines,
-      subscribeTelemetry: (sink) => hub.subscribe(sink),
-    });
-    socket.send(
-      JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }),
-    );
-    // Open telemetry (loopback, no --auth-env) needs no credential: subscribe at once.
-    if (!gate.required) session.handle('{"type":"telemetry-auth"}');
-    socket.on('message', (data, isBinary) => {
-      if (!isBinary) session.handle(data.toString('utf8'));
-    });
-    socket.on('close', () => {
-      if (sockets.delete(socket)) {
-        const left = (perAddress.get(address) ?? 1) - 1;
-        if (left > 0) perAddress.set(address, left);
-        else perAddress.delete(address);
-      }
-      session.close();
-    });
-    socket.on('error', () => session.close());
-  });
+  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub });
   registerPageRoutes(app);
-
-  let url: string;
-  try {
-    url = await listen(app, o.host, o.port);
-  } catch (err) {
-    await reader?.close();
-    throw err;
-  }
-  if (isLoopbackHost(o.host)) allowedHosts = new Set(loopbackHosts(app));
-  hub.start();
   return {
-    url,
+    app,
+    hub,
+    reader,
     workloads: service.enabled ? 'enabled' : service.reason,
+    allowHosts(hosts) {
+      allowedHosts = hosts;
+    },
     async close() {
-      hub.stop();
       for (const s of sockets) s.terminate();
       const closing = app.close();
       const cut = setTimeout(() => {
@@ -208,7 +257,38 @@ export async function startDashboard(
       }, 1_000);
       await closing;
       clearTimeout(cut);
-      await reader?.close();
+    },
+  };
+}
+
+/**
+ * `svc-serving dashboard serve`: the page, plus one WebSocket (`/ws`) per tab carrying
+ * telemetry frames and workload reads. Workload reads go to the declared controller only,
+ * with the credential the user typed (checked against the local policy first); telemetry is
+ * gated separately by `--auth-env`. Neither the credential nor any request detail is logged.
+ * Thrown when: the telemetry gate is misconfigured or the address cannot be used.
+ */
+export async function startDashboard(
+  o: DashboardOptions,
+  deps: { logger: Logger; env?: NodeJS.ProcessEnv },
+): Promise<DashboardHandle> {
+  const d = await buildDashboard(o, deps);
+  let url: string;
+  try {
+    url = await listen(d.app, o.host, o.port);
+  } catch (err) {
+    await d.reader?.close();
+    throw err;
+  }
+  if (isLoopbackHost(o.host)) d.allowHosts(new Set(loopbackHosts(d.app)));
+  d.hub.start();
+  return {
+    url,
+    workloads: d.workloads,
+    async close() {
+      d.hub.stop();
+      await d.close();
+      await d.reader?.close();
     },
   };
 }

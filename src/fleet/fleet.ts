@@ -14,7 +14,8 @@ import { mcpRoutes } from '../mcp/mcp-routes.js';
 import { workloadsSubject } from '../schema/subjects.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import { busRequestAsker } from './fleet-diagnosis.js';
-import { requestMcpTools, requestToolsCall } from '../mcp/request-tools.js';
+import { requestMcpTools, requestToolsCall, type RequestAsker } from '../mcp/request-tools.js';
+import type { Logger } from 'pino';
 
 const encoder = new TextEncoder();
 
@@ -50,22 +51,17 @@ export async function fleetWorkloads(
   return composer.result(now());
 }
 
-export interface FleetHandle {
-  readonly url: string;
-  readonly app: FastifyInstance;
-  close(): Promise<void>;
-}
-
-/** The fleet controller: `fleet_workloads`, `request_diagnosis` and `session_diagnosis` over `/tools/call` and MCP. Thrown when: config, policy or NATS unusable. */
-export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<FleetHandle> {
-  const log = deps.logger.child({ component: 'fleet' });
-  const env = deps.env ?? process.env;
-  const policy = AuthorizationPolicy.load(cfg.policyPath, env);
-  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
-  const ownsBus = deps.bus === undefined;
-  const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
-  const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
-  const app = createHttpApp({ logger: log });
+/** The fleet's HTTP surface: `/tools/call` and MCP over its fan-out (`run`) and request finder (`requests`). */
+export async function buildFleetApp(deps: {
+  logger: Logger;
+  policy: AuthorizationPolicy;
+  run: (args: FilterArgs) => Promise<FleetResult>;
+  requests: RequestAsker;
+  /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
+  beforeRoutes?: (app: FastifyInstance) => void;
+}): Promise<FastifyInstance> {
+  const { policy, run, requests } = deps;
+  const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
   await app.register(toolsCallRoutes, {
     policy,
     tools: { fleet_workloads: run },
@@ -85,6 +81,25 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
       ...requestMcpTools(requests, 'across the declared fleet'),
     },
   });
+  return app;
+}
+
+export interface FleetHandle {
+  readonly url: string;
+  readonly app: FastifyInstance;
+  close(): Promise<void>;
+}
+
+/** The fleet controller: `fleet_workloads`, `request_diagnosis` and `session_diagnosis` over `/tools/call` and MCP. Thrown when: config, policy or NATS unusable. */
+export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<FleetHandle> {
+  const log = deps.logger.child({ component: 'fleet' });
+  const env = deps.env ?? process.env;
+  const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
+  const ownsBus = deps.bus === undefined;
+  const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
+  const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
+  const app = await buildFleetApp({ logger: log, policy, run, requests });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);

@@ -1,4 +1,10 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { isIPv4, type Socket } from 'node:net';
 import type { Logger } from 'pino';
@@ -16,6 +22,7 @@ import { withPlainIntegers } from '../schema/json-numbers.js';
 import { LineBudget } from './line-budget.js';
 import { repeatsSingleHeader } from './single-headers.js';
 import { GENERATED_ID_RE } from '../schema/terminal-record.js';
+import { SHARED_SCHEMAS, serializerCompiler, validatorCompiler } from './route-schemas.js';
 
 export interface HttpAppOptions {
   readonly logger: Logger;
@@ -37,6 +44,8 @@ export interface HttpAppOptions {
    * authenticated inference routes.
    */
   readonly refusedHeaders?: (req: IncomingMessage) => Record<string, string> | undefined;
+  /** Called once the app's rules are set and before any route is added (the OpenAPI generator registers @fastify/swagger here). */
+  readonly beforeRoutes?: (app: FastifyInstance) => void;
 }
 
 /** Default time a request may take to arrive whole on a Fastify-built server (ms). */
@@ -60,12 +69,6 @@ const BY_STATUS: Readonly<Record<number, ErrorCode>> = {
   503: ErrorCode.UNAVAILABLE,
 };
 
-/**
- * A Fastify instance with the project's error discipline: every error is a fixed
- * problem+json (never the URL, query values, credential or exception text), unknown routes
- * are 404 problems, Ajv never coerces or strips, and request logs carry method, route
- * pattern, status and duration only (no query strings, no headers).
- */
 function isJson(text: string): boolean {
   try {
     JSON.parse(text);
@@ -94,9 +97,40 @@ export function originForm(url: string): string {
   return rest.startsWith('/') ? rest : `/${rest}`;
 }
 
+/**
+ * A Fastify instance with the project's error discipline: every error is a fixed
+ * problem+json (never the URL, query values, credential or exception text), unknown routes
+ * are 404 problems, route schemas never coerce, strip, default or re-serialize anything
+ * (route-schemas.ts), and request logs carry method, route pattern, status and duration only
+ * (no query strings, no headers).
+ */
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const bodyLimit = opts.bodyLimit ?? 64 * 1024;
-  const app = Fastify({
+  const app = newFastify(opts, bodyLimit);
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  for (const s of SHARED_SCHEMAS) app.addSchema(s);
+  guardServer(app, opts);
+  const routes = trackRouteMethods(app);
+  app.setErrorHandler(answerError);
+  useStrictJson(app);
+  refuseUnreadableRequests(app, bodyLimit);
+  app.setNotFoundHandler((req, reply) => {
+    const q = req.url.indexOf('?');
+    const path = q < 0 ? req.url : req.url.slice(0, q);
+    const allowed = allowedMethods(routes, path);
+    if (allowed.length === 0) return sendProblem(reply, ErrorCode.NOT_FOUND);
+    return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
+  });
+  logRequestLines(app);
+  // Before any route exists (the OpenAPI generator registers @fastify/swagger here).
+  opts.beforeRoutes?.(app);
+  return app;
+}
+
+/** The Fastify instance itself, with the options every server of ours shares. */
+function newFastify(opts: HttpAppOptions, bodyLimit: number): FastifyInstance {
+  return Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
@@ -125,6 +159,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     },
     clientErrorHandler: answerClientError,
   });
+}
+
+/** node:http settings and the requests it answers on its own, outside any route. */
+function guardServer(app: FastifyInstance, opts: HttpAppOptions): void {
   // Node times a request's body only while its headers timeout is no longer than the
   // request timeout (60 s each by default).
   if (!opts.serverFactory)
@@ -154,34 +192,45 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     socket.on('error', () => undefined);
     socket.end(CLIENT_ERROR_RESPONSE);
   });
-  // Which methods each route pattern has: a known path asked with another method is a 405.
-  const routes: { readonly match: RegExp; readonly method: string }[] = [];
+}
+
+type RouteMethod = { readonly match: RegExp; readonly method: string };
+
+/** Which methods each route pattern has (filled as routes are added): a known path asked with another method is a 405. */
+function trackRouteMethods(app: FastifyInstance): readonly RouteMethod[] {
+  const routes: RouteMethod[] = [];
   app.addHook('onRoute', (r) => {
     const methods = Array.isArray(r.method) ? r.method : [r.method];
     const match = patternRegExp(r.url ?? r.path);
     for (const method of methods) routes.push({ match, method: String(method).toUpperCase() });
   });
-  app.setErrorHandler((err: Error, req, reply) => {
-    if (err instanceof InvalidArgumentError) {
-      // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
-      return reply
-        .code(400)
-        .type(PROBLEM_CONTENT_TYPE)
-        .send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
-    }
-    if (err instanceof SvcError) return sendProblem(reply, err.code);
-    const sc = (err as Error & { statusCode?: unknown }).statusCode;
-    const status = typeof sc === 'number' ? sc : 500;
-    const code = BY_STATUS[status];
-    if (code) return sendProblem(reply, code);
-    const errCode = (err as { code?: unknown }).code;
-    req.log.error({ err }, 'request failed');
-    // A store that cannot be read or written now (disk full, state directory gone): the node
-    // cannot serve this request at the moment, which is 503, not a fault in the request.
-    if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode))
-      return sendProblem(reply, ErrorCode.UNAVAILABLE);
-    return sendProblem(reply, ErrorCode.INTERNAL);
-  });
+  return routes;
+}
+
+/** Every error as its fixed problem; an unexpected one is logged (as data) and answered 500, or 503 for a store that cannot be used now. */
+function answerError(this: FastifyInstance, err: Error, req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (err instanceof InvalidArgumentError) {
+    // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
+    return reply
+      .code(400)
+      .type(PROBLEM_CONTENT_TYPE)
+      .send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
+  }
+  if (err instanceof SvcError) return sendProblem(reply, err.code);
+  const sc = (err as Error & { statusCode?: unknown }).statusCode;
+  const status = typeof sc === 'number' ? sc : 500;
+  const code = BY_STATUS[status];
+  if (code) return sendProblem(reply, code);
+  const errCode = (err as { code?: unknown }).code;
+  req.log.error({ err }, 'request failed');
+  // A store that cannot be read or written now (disk full, state directory gone): the node
+  // cannot serve this request at the moment, which is 503, not a fault in the request.
+  if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode)) return sendProblem(reply, ErrorCode.UNAVAILABLE);
+  return sendProblem(reply, ErrorCode.INTERNAL);
+}
+
+/** JSON bodies only, parsed strictly (no member twice, integers written plainly). */
+function useStrictJson(app: FastifyInstance): void {
   // JSON only: a text/plain body is a 415, not a string handed to the route.
   app.removeContentTypeParser('text/plain');
   // Fastify's own JSON parser (it refuses __proto__ and constructor poisoning), plus one rule:
@@ -206,6 +255,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       else done(null, withPlainIntegers(body as string, value));
     });
   });
+}
+
+/** Requests refused before any route's own checks, and bodies nobody will read settled without reading them. */
+function refuseUnreadableRequests(app: FastifyInstance, bodyLimit: number): void {
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
@@ -240,13 +293,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     settleUnreadBody(req.raw, reply, bodyLimit);
     done(null, payload);
   });
-  app.setNotFoundHandler((req, reply) => {
-    const q = req.url.indexOf('?');
-    const path = q < 0 ? req.url : req.url.slice(0, q);
-    const allowed = allowedMethods(routes, path);
-    if (allowed.length === 0) return sendProblem(reply, ErrorCode.NOT_FOUND);
-    return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
-  });
+}
+
+/** One `request` line per answered request (method, route pattern, status, ms), refused ones rate-bound. */
+function logRequestLines(app: FastifyInstance): void {
   // A storm of refused requests (no credential needed to cause one) must not add a log write
   // to each: at most 100 such lines a second, the rest counted.
   const refusedLines = new LineBudget(REFUSED_LINES_PER_SECOND, (skipped) =>
@@ -261,7 +311,6 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     else if (reply.statusCode < 400 || refusedLines.take(Date.now())) req.log.info(line, 'request');
     done();
   });
-  return app;
 }
 
 /**
@@ -315,10 +364,7 @@ function patternRegExp(pattern: string): RegExp {
 }
 
 /** Methods some route serves at this path (HEAD comes with GET in Fastify). */
-export function allowedMethods(
-  routes: readonly { readonly match: RegExp; readonly method: string }[],
-  path: string,
-): string[] {
+export function allowedMethods(routes: readonly RouteMethod[], path: string): string[] {
   const out = new Set<string>();
   for (const r of routes) if (r.match.test(path)) out.add(r.method);
   return [...out].sort();

@@ -1,4 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import type { RouterConfig } from '../config/router-config.js';
@@ -10,9 +12,18 @@ import {
   SvcError,
   UnauthenticatedError,
 } from '../errors.js';
-import { LINEAGE_KEYS } from '../schema/diagnosis.js';
-import type { NodeResult } from '../schema/envelopes.js';
-import { parseFilterQuery, resolveFilters, type Filters } from '../schema/filters.js';
+import { ActiveBody, LINEAGE_KEYS, LookupBody, RouterStatus, SessionBody } from '../schema/diagnosis.js';
+import { NodeResult } from '../schema/envelopes.js';
+import { FilterArgs, parseFilterQuery, resolveFilters, type Filters } from '../schema/filters.js';
+import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
+import {
+  NoQuery,
+  OPTIONAL_CREDENTIAL,
+  jsonResponse,
+  openAIErrorResponses,
+  parsedByHandler,
+  problemResponses,
+} from '../http/route-schemas.js';
 import { splitQuery } from '../schema/query-string.js';
 import { lookupActive, lookupHistory, lookupRequest } from './request-lookups.js';
 import type { DataPlaneKeys } from './api-keys.js';
@@ -60,11 +71,124 @@ function noQuery(req: FastifyRequest): void {
   if (rawQuery(req) !== '') throw new InvalidInputError();
 }
 
+const LookupId = Type.String({
+  pattern: `^(?:${GENERATED_ID_RE.source.slice(1, -1)}|${LEGACY_ID_RE.source.slice(1, -1)})$`,
+  maxLength: 128,
+  description: "X-Svc-Request-Id (req_ + 32 hex), or the caller's own X-Request-Id",
+});
+const Lineage = (header: string) =>
+  Type.Optional(
+    Type.String({ pattern: OPAQUE_ID_RE.source, maxLength: 128, description: `${header} of the requests` }),
+  );
+
+/** `/v1/requests`'s query as the route reads it (splitQuery, then the rule below); for the document. */
+const RequestsQuery = Type.Object(
+  {
+    active: Type.Optional(Type.Literal('1')),
+    history: Type.Optional(Type.Literal('1')),
+    session_id: Lineage('X-Svc-Session-Id'),
+    task_id: Lineage('X-Svc-Task-Id'),
+    workbench_run_id: Lineage('X-Svc-Workbench-Run-Id'),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'either active=1 alone, or history=1 with exactly one of session_id, task_id, workbench_run_id; anything else is refused (400)',
+  },
+);
+
+/** One configured alias as an OpenAI model object. */
+const ModelObject = Type.Object(
+  {
+    id: Type.String({ description: 'the alias' }),
+    object: Type.Literal('model'),
+    created: Type.Integer({ description: 'the router start, in Unix seconds' }),
+    owned_by: Type.Literal('svc-serving'),
+  },
+  { additionalProperties: false },
+);
+
+/** What `/v1/models` answers: the configured aliases as OpenAI model objects. */
+const ModelList = Type.Object(
+  { object: Type.Literal('list'), data: Type.Array(ModelObject) },
+  { additionalProperties: false },
+);
+
+// Every query string here is read by the route itself, after its credential check (a schema
+// check would come first and answer 400 where the route answers 401 or 403).
+const filterQuery = parsedByHandler(FilterArgs, 'parseFilterQuery');
+const requestsQuery = parsedByHandler(RequestsQuery, 'splitQuery');
+const lookupParams = parsedByHandler(Type.Object({ id: LookupId }), 'lookupRequest');
+const LOOKUP_ERRORS = problemResponses(400, 401, 403, 503);
+
+const workloadsSchema = {
+  summary: "This router's workload inventory (one source: router)",
+  tags: ['router'],
+  querystring: filterQuery,
+  response: {
+    200: jsonResponse('NodeResult with exactly one source (owner router)', NodeResult),
+    ...problemResponses(400, 401, 403, 503),
+  },
+};
+
+const modelsSchema = {
+  summary: 'The configured model aliases (OpenAI model list)',
+  tags: ['router'],
+  querystring: NoQuery,
+  response: { 200: jsonResponse('the aliases', ModelList), ...openAIErrorResponses(400, 401, 403) },
+};
+
+const modelSchema = {
+  summary: 'One configured alias (OpenAI model object); an unknown name is 404',
+  tags: ['router'],
+  params: Type.Object({ model: Type.String({ description: 'the alias (a `/` in it percent-encoded)' }) }),
+  querystring: NoQuery,
+  response: { 200: jsonResponse('the alias', ModelObject), ...openAIErrorResponses(400, 401, 403, 404) },
+};
+
+const lookupSchema = {
+  summary: "One request's terminal record",
+  tags: ['router'],
+  params: lookupParams,
+  querystring: NoQuery,
+  response: { 200: jsonResponse('the terminal record', LookupBody), ...LOOKUP_ERRORS, ...problemResponses(404) },
+};
+
+const requestsSchema = {
+  summary: 'Requests in flight (active=1), or the retained requests of one session, task or workbench run (history=1)',
+  tags: ['router'],
+  querystring: requestsQuery,
+  response: {
+    200: jsonResponse('at most 50 requests', Type.Union([ActiveBody, SessionBody])),
+    ...LOOKUP_ERRORS,
+  },
+};
+
+const statusSchema = {
+  summary: "This router's identity: what `router diagnose` calls the current router",
+  tags: ['router'],
+  querystring: NoQuery,
+  response: { 200: jsonResponse('the current router', RouterStatus), ...problemResponses(400, 401, 403) },
+};
+
+const metricsSchema = {
+  summary: 'Prometheus metrics (labels: bounded sets, never a request id or key)',
+  description: 'Needs a credential only when the router configuration asks for one.',
+  tags: ['router'],
+  security: OPTIONAL_CREDENTIAL,
+  querystring: NoQuery,
+  response: {
+    200: { description: 'the Prometheus text exposition', content: { 'text/plain': { schema: Type.String() } } },
+    ...problemResponses(400, 401, 403),
+  },
+};
+
 /**
  * The router's read routes: workloads (needs `workloads:read`), request lookups and status
  * (a data-plane key, or a `requests:read` or `workloads:read` client), models, and Prometheus metrics.
  */
-export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app: FastifyInstance, o) => {
+export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base: FastifyInstance, o) => {
+  const app = base.withTypeProvider<TypeBoxTypeProvider>();
   // Request metadata: a data-plane key (the caller of the requests), a `requests:read` client
   // (CONTRACT.md's grant for it), or a `workloads:read` client (accepted before that grant
   // existed; kept so no deployment loses its reads). docs/api.md, Authorization.
@@ -75,7 +199,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     if (!client.grants.has('requests:read') && !client.grants.has('workloads:read')) throw new ForbiddenError();
   };
 
-  app.get('/v1/workloads', async (req, reply) => {
+  app.get('/v1/workloads', { schema: workloadsSchema }, async (req, reply) => {
     // Without a policy no client can hold workloads:read: the read is disabled, not empty.
     if (!o.policy) throw new SvcError(ErrorCode.UNAVAILABLE);
     // A data-plane key is a known credential that never carries workloads:read.
@@ -85,7 +209,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     return reply.type('application/json').send(nodeResultJson(await o.workloads(f)));
   });
 
-  app.get('/v1/models', async (req, reply) => {
+  app.get('/v1/models', { schema: modelsSchema }, async (req, reply) => {
     if (!o.keys.accepts(req.headers.authorization))
       throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
     noQuery(req);
@@ -98,7 +222,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
 
   // One alias, as OpenAI's `GET /v1/models/{model}` answers (client.models.retrieve): from the
   // configuration, like the list; the SDK percent-encodes an alias's `/`, decoded in the param.
-  app.get('/v1/models/:model', async (req, reply) => {
+  app.get('/v1/models/:model', { schema: modelSchema }, async (req, reply) => {
     if (!o.keys.accepts(req.headers.authorization))
       throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
     noQuery(req);
@@ -107,13 +231,13 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     return reply.send(modelObject(alias, Math.floor(Date.parse(o.startedAt) / 1000)));
   });
 
-  app.get('/v1/requests/:id', async (req, reply) => {
+  app.get('/v1/requests/:id', { schema: lookupSchema }, async (req, reply) => {
     lookupAuth(req);
     noQuery(req);
     return reply.send(await lookupRequest(o.registry, (req.params as { id: string }).id));
   });
 
-  app.get('/v1/requests', async (req, reply) => {
+  app.get('/v1/requests', { schema: requestsSchema }, async (req, reply) => {
     lookupAuth(req);
     const params = splitQuery(rawQuery(req), REQUESTS_QUERY_MEMBERS);
     if (params.size === 1 && params.get('active') === '1') return reply.send(lookupActive(o.registry));
@@ -124,7 +248,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     throw new InvalidInputError();
   });
 
-  app.get('/v1/router/status', async (req, reply) => {
+  app.get('/v1/router/status', { schema: statusSchema }, async (req, reply) => {
     lookupAuth(req);
     noQuery(req);
     return reply.send({
@@ -136,7 +260,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     });
   });
 
-  app.get('/metrics', async (req, reply) => {
+  app.get('/metrics', { schema: metricsSchema }, async (req, reply) => {
     if (o.cfg.metricsRequireAuth) lookupAuth(req);
     noQuery(req);
     return reply.type(o.metrics.registry.contentType).send(await o.metrics.registry.metrics());

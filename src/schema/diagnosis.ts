@@ -75,21 +75,21 @@ export const ActiveRequest = Type.Object(
 export type ActiveRequest = Static<typeof ActiveRequest>;
 
 export const checkRouterStatus = TypeCompiler.Compile(RouterStatus);
-export const checkLookupBody = TypeCompiler.Compile(
-  Type.Object({ request: TerminalRecord }, { additionalProperties: false }),
+/** What `/v1/requests/{id}` answers. */
+export const LookupBody = Type.Object({ request: TerminalRecord }, { additionalProperties: false });
+/** What `/v1/requests?active=1` answers: the requests in flight, oldest first. */
+export const ActiveBody = Type.Object(
+  { requests: Type.Array(ActiveRequest, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
+  { additionalProperties: false },
 );
-export const checkActiveBody = TypeCompiler.Compile(
-  Type.Object(
-    { requests: Type.Array(ActiveRequest, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
-    { additionalProperties: false },
-  ),
+/** What `/v1/requests?history=1&session_id=...` (or task_id, workbench_run_id) answers: newest first. */
+export const SessionBody = Type.Object(
+  { requests: Type.Array(TerminalRecord, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
+  { additionalProperties: false },
 );
-export const checkSessionBody = TypeCompiler.Compile(
-  Type.Object(
-    { requests: Type.Array(TerminalRecord, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
-    { additionalProperties: false },
-  ),
-);
+export const checkLookupBody = TypeCompiler.Compile(LookupBody);
+export const checkActiveBody = TypeCompiler.Compile(ActiveBody);
+export const checkSessionBody = TypeCompiler.Compile(SessionBody);
 
 /** A session entry of the envelope: the evidence and its own interpretation. */
 export interface SessionEntry {
