@@ -15,6 +15,8 @@ import { workloadsSubject } from '../schema/subjects.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import { busRequestAsker } from './fleet-diagnosis.js';
 import { requestMcpTools, requestToolsCall } from '../mcp/request-tools.js';
+import { metricsAuth, metricsRoute, natsMetrics } from '../http/metrics-endpoint.js';
+import { FleetMetrics } from './fleet-metrics.js';
 
 const encoder = new TextEncoder();
 
@@ -63,9 +65,20 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
   const ownsBus = deps.bus === undefined;
-  const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
+  const metrics = new FleetMetrics({
+    nodes: cfg.nodes,
+    readConditions: () => fleetWorkloads(bus, cfg.nodes, { limit: 1 }, cfg.nodeTimeoutMs),
+  });
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
+  const run = (args: FilterArgs): Promise<FleetResult> =>
+    metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs));
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
   const app = createHttpApp({ logger: log });
+  metricsRoute(
+    app,
+    metrics.registry,
+    cfg.metricsRequireAuth === true ? (req) => metricsAuth(policy, req.headers.authorization) : undefined,
+  );
   await app.register(toolsCallRoutes, {
     policy,
     tools: { fleet_workloads: run },
@@ -89,6 +102,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
+    stopNatsMetrics();
     if (ownsBus) await bus.close();
     throw err;
   }
@@ -97,6 +111,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     app,
     async close() {
       await app.close();
+      stopNatsMetrics();
       if (ownsBus) await bus.close();
     },
   };
