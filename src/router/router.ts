@@ -33,6 +33,7 @@ import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
 import { envVar } from '../config/env-var.js';
+import { natsMetrics } from '../http/metrics-endpoint.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -302,6 +303,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
 
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
   const ownsBus = deps.bus === undefined;
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   // The router's own view folds its actor's batches as objects; the bus carries them (encoded)
   // only to whoever else listens, e.g. a controller over NATS.
   const own = new Subject<ObservationBatch>();
@@ -388,6 +390,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     actor.stop();
     view.stop();
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+    stopNatsMetrics();
     if (ownsBus) await bus.close();
     decisionLog?.close();
     unlock?.();
