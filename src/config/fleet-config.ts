@@ -13,6 +13,8 @@ export const FleetConfigSchema = Type.Object(
         ...NatsSettings,
         authorization_policy: Type.String({ minLength: 1, maxLength: 4096 }),
         node_timeout_ms: Type.Integer({ minimum: 1, maximum: 60_000, default: 2_000 }),
+        /** `/metrics` asks for a `workloads:read` or `requests:read` credential (as the router's option). */
+        metrics_require_auth: Type.Boolean({ default: false }),
       },
       { additionalProperties: false },
     ),
@@ -34,6 +36,8 @@ export interface FleetConfig {
   readonly policyPath: string;
   readonly nodeTimeoutMs: number;
   readonly nodes: readonly { hostId: string; sleeping: boolean }[];
+  /** `/metrics` asks for a credential (default: open, as the router's). */
+  readonly metricsRequireAuth?: boolean;
 }
 
 /** Reads a fleet controller configuration. Thrown when: invalid (ConfigError). */
@@ -55,5 +59,6 @@ export function loadFleetConfig(path: string): FleetConfig {
     policyPath: resolve(dir, value.fleet.authorization_policy),
     nodeTimeoutMs: value.fleet.node_timeout_ms,
     nodes: value.nodes.map((n) => ({ hostId: n.host_id, sleeping: n.sleeping })),
+    metricsRequireAuth: value.fleet.metrics_require_auth,
   };
 }

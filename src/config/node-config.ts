@@ -37,6 +37,8 @@ export const NodeConfigSchema = Type.Object(
         router_key_env: Type.Optional(ENV_NAME),
         /** The only directory media jobs read audio files from; unset: media jobs are 503. */
         media_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        /** `/metrics` asks for a `workloads:read` or `requests:read` credential (as the router's option). */
+        metrics_require_auth: Type.Boolean({ default: false }),
       },
       { additionalProperties: false },
     ),
@@ -60,6 +62,8 @@ export interface NodeConfig {
   readonly router?: { readonly url: string; readonly keyEnv: string } | undefined;
   /** Media jobs read files only under this directory (absolute). */
   readonly mediaDir?: string | undefined;
+  /** `/metrics` asks for a credential (default: open, as the router's). */
+  readonly metricsRequireAuth?: boolean;
 }
 
 export interface NatsConnection {
@@ -94,6 +98,7 @@ export function loadNodeConfig(path: string): NodeConfig {
     containerSocket: resolve(dir, n.container_socket),
     router: n.router_url && n.router_key_env ? { url: n.router_url, keyEnv: n.router_key_env } : undefined,
     mediaDir: n.media_dir === undefined ? undefined : resolve(dir, n.media_dir),
+    metricsRequireAuth: n.metrics_require_auth,
   };
 }
 

@@ -25,6 +25,8 @@ import type { ServerDeps } from '../http/server-deps.js';
 import { envVar } from '../config/env-var.js';
 import { busRequestAsker } from '../fleet/fleet-diagnosis.js';
 import { requestMcpTools, requestToolsCall, type RequestAsker } from '../mcp/request-tools.js';
+import { countAnswers, metricsAuth, metricsRoute, natsMetrics } from '../http/metrics-endpoint.js';
+import { ControllerMetrics } from './controller-metrics.js';
 
 /** How long the controller waits for its own host's router to answer a request lookup. */
 const ROUTER_LOOKUP_TIMEOUT_MS = 2_000;
@@ -49,10 +51,23 @@ export async function buildControllerApp(deps: {
   jobs?: JobService;
   /** The request diagnosis tools' source (the node's own router over the bus). */
   requests?: RequestAsker;
+  /** `/metrics`, and reads counted by how they ended. */
+  metrics?: { readonly metrics: ControllerMetrics; readonly requireAuth: boolean };
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
 }): Promise<FastifyInstance> {
   const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  if (deps.metrics) {
+    const m = deps.metrics.metrics;
+    countAnswers(app, { '/tools/call': 'http', '/mcp': 'mcp' }, (via, outcome) =>
+      m.read(via as 'http' | 'mcp', outcome),
+    );
+    metricsRoute(
+      app,
+      m.registry,
+      deps.metrics.requireAuth ? (req) => metricsAuth(deps.policy, req.headers.authorization) : undefined,
+    );
+  }
   if (deps.jobs) await app.register(lifecycleRoutes, { policy: deps.policy, jobs: deps.jobs });
   const read = nodeRead((f) => deps.view.query(f));
   await app.register(toolsCallRoutes, {
@@ -151,12 +166,19 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     throw err;
   }
   const ownsBus = deps.bus === undefined;
+  const metrics = new ControllerMetrics({
+    owners: CONTROLLER_OWNERS,
+    staleAfterMs: cfg.staleAfterMs,
+    snapshot: () => view.snapshot,
+  });
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   const view = new NodeView({
     host: cfg.hostId,
     bus,
     staleAfterMs: cfg.staleAfterMs,
     owners: CONTROLLER_OWNERS,
     logger: log,
+    onFold: metrics.folded,
   });
   view.start();
   // Recipe commands read env values from this environment at apply time, never earlier.
@@ -176,10 +198,23 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   }
   const stopJobs = startJobActors(cfg, jobs, bus, log);
   const recipeActors = startRecipeActors(cfg, bus, log);
-  const responder = serveNodeWorkloads(bus, cfg.hostId, (f) => view.query(f), log);
+  const responder = serveNodeWorkloads(
+    bus,
+    cfg.hostId,
+    (f) => view.query(f),
+    log,
+    (outcome) => metrics.read('nats', outcome),
+  );
 
   const requests = busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS);
-  const app = await buildControllerApp({ logger: log, policy, view, jobs, requests });
+  const app = await buildControllerApp({
+    logger: log,
+    policy,
+    view,
+    jobs,
+    requests,
+    metrics: { metrics, requireAuth: cfg.metricsRequireAuth === true },
+  });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
@@ -189,6 +224,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     view.stop();
     await stopJobs();
     unlock();
+    stopNatsMetrics();
     if (ownsBus) await bus.close();
     throw err;
   }
@@ -204,6 +240,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
       await stopJobs();
       unlock();
       view.stop();
+      stopNatsMetrics();
       if (ownsBus) await bus.close();
     },
   };

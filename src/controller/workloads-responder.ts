@@ -25,6 +25,8 @@ export function serveNodeWorkloads(
   host: string,
   query: (f: Filters) => NodeResult,
   logger?: Logger,
+  /** Called once per request with how it ended (the controller's read metrics). */
+  onRead?: (outcome: 'ok' | 'invalid' | 'error') => void,
 ): BusService {
   return bus.serve(workloadsSubject(host), (data) => {
     try {
@@ -51,9 +53,11 @@ export function serveNodeWorkloads(
       }
       // Not even the sources without records fit: the fixed problem (a few dozen bytes).
       if (reply.byteLength > bus.maxPayload) throw new SvcError(ErrorCode.UNAVAILABLE);
+      onRead?.('ok');
       return reply;
     } catch (err) {
       const code = err instanceof SvcError ? err.code : ErrorCode.INTERNAL;
+      onRead?.(code === ErrorCode.INVALID_INPUT ? 'invalid' : 'error');
       if (code === ErrorCode.INTERNAL) logger?.error({ err }, 'node_workloads failed');
       return encoder.encode(JSON.stringify(problemFor(code)));
     }

@@ -16,6 +16,9 @@ import type { ServerDeps } from '../http/server-deps.js';
 import { busRequestAsker } from './fleet-diagnosis.js';
 import { requestMcpTools, requestToolsCall, type RequestAsker } from '../mcp/request-tools.js';
 import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { metricsAuth, metricsRoute, natsMetrics } from '../http/metrics-endpoint.js';
+import { FleetMetrics } from './fleet-metrics.js';
 
 const encoder = new TextEncoder();
 
@@ -57,11 +60,20 @@ export async function buildFleetApp(deps: {
   policy: AuthorizationPolicy;
   run: (args: FilterArgs) => Promise<FleetResult>;
   requests: RequestAsker;
+  /** `/metrics` over this registry; with `requireAuth`, only for a reader of the policy. */
+  metrics?: { readonly registry: Registry; readonly requireAuth: boolean };
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
 }): Promise<FastifyInstance> {
   const { policy, run, requests } = deps;
   const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  if (deps.metrics)
+    metricsRoute(
+      app,
+      deps.metrics.registry,
+      deps.metrics.requireAuth ? (req) => metricsAuth(policy, req.headers.authorization) : undefined,
+      'fleet',
+    );
   await app.register(toolsCallRoutes, {
     policy,
     tools: { fleet_workloads: run },
@@ -97,13 +109,26 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
   const ownsBus = deps.bus === undefined;
-  const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
+  const metrics = new FleetMetrics({
+    nodes: cfg.nodes,
+    readConditions: () => fleetWorkloads(bus, cfg.nodes, { limit: 1 }, cfg.nodeTimeoutMs),
+  });
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
+  const run = (args: FilterArgs): Promise<FleetResult> =>
+    metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs));
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
-  const app = await buildFleetApp({ logger: log, policy, run, requests });
+  const app = await buildFleetApp({
+    logger: log,
+    policy,
+    run,
+    requests,
+    metrics: { registry: metrics.registry, requireAuth: cfg.metricsRequireAuth === true },
+  });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
+    stopNatsMetrics();
     if (ownsBus) await bus.close();
     throw err;
   }
@@ -112,6 +137,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     app,
     async close() {
       await app.close();
+      stopNatsMetrics();
       if (ownsBus) await bus.close();
     },
   };

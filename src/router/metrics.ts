@@ -1,7 +1,60 @@
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RouterRegistry } from './records/router-registry.js';
-import { FINISH_REASONS, REQUEST_OUTCOMES, USAGE_SOURCES } from '../schema/terminal-record.js';
+import { FINISH_REASONS, REQUEST_OUTCOMES, ROUTES, USAGE_SOURCES } from '../schema/terminal-record.js';
 import { SAMPLED, type TerminalRing } from './records/terminal-ring.js';
+
+/** The `alias` label of a request that named no configured alias (or none at all). */
+export const NO_ALIAS = '-';
+
+/** Seconds. First content: 10 ms (a warm prefix cache) to a minute (a long prompt on a busy engine). */
+export const FIRST_TOKEN_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60] as const;
+/** Seconds. Whole requests: 10 ms (a refusal, an embedding) to 10 minutes (a long generation). */
+export const DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600] as const;
+/** Seconds per output token: 1 ms (a small model on a large card) to 2 s (a saturated engine). */
+export const INTER_TOKEN_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2,
+] as const;
+/** Seconds in an alias's admission queue: none (most requests) to a minute. */
+export const ADMISSION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60] as const;
+
+/** Statuses of a request refused before it was authenticated (no id): a doubled header, no key, a key without the grant. */
+export const AUTH_REFUSAL_STATUSES = ['400', '401', '403'] as const;
+
+/** What the metrics read of one terminal record (the record itself; the model may be null for a request that named none). */
+export interface FinishedRecord {
+  readonly model: string | null;
+  readonly route: string;
+  readonly outcome: string;
+  readonly status_code: number;
+  readonly latency_ms: number | null;
+  readonly admission_wait_ms: number | null;
+  readonly time_to_first_content_ms: number | null;
+  readonly usage: {
+    readonly prompt_tokens: number | null;
+    readonly completion_tokens: number | null;
+    readonly prompt_source: string;
+    readonly completion_source: string;
+  };
+}
+
+/** `2xx`..`5xx` (and `1xx`); `none` when nothing was sent (status 0), `other` for a status outside 100-599. */
+export function statusClass(code: number): string {
+  if (code === 0) return 'none';
+  return code >= 100 && code < 600 ? `${Math.floor(code / 100)}xx` : 'other';
+}
+
+/**
+ * Seconds per output token of one streamed answer, as vLLM's "time per output token":
+ * (duration - first content) / (completion tokens - 1). Undefined when it cannot be known: not
+ * streamed (a buffered answer's content arrives all at once), not a success, or fewer than two
+ * tokens. docs/decisions/0060-inter-token-latency-per-request.md.
+ */
+export function interTokenSeconds(r: FinishedRecord, streamed: boolean): number | undefined {
+  const n = r.usage.completion_tokens;
+  if (!streamed || r.outcome !== 'success' || n === null || n < 2) return undefined;
+  if (r.latency_ms === null || r.time_to_first_content_ms === null) return undefined;
+  return Math.max(0, r.latency_ms - r.time_to_first_content_ms) / 1000 / (n - 1);
+}
 
 type Stat = {
   records: number;
@@ -17,110 +70,235 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
+export interface RouterMetricsOptions {
+  /** Requests waiting in an alias's admission queue now. */
+  readonly queueDepth?: (alias: string) => number;
+}
+
 /**
- * Prometheus metrics of the router, labelled by model alias only (never a request id).
- * Buffer figures are computed from the current in-memory buffer on each scrape: eviction
- * and restart reduce them. Token totals add upstream-reported and estimated counts
- * separately and leave out unobserved work.
+ * Prometheus metrics of the router (CONTRACT.md "Telemetry (revision 2)"), in base units.
+ * Counters and histograms move at each terminal record (`finished`), so that they agree with
+ * the records; requests refused before authentication (no id, no record) are counted apart.
+ * Labels are bounded: `alias` is a configured alias or `-`, never what the caller wrote.
+ * The `svc_router_buffer_*` gauges are computed from the in-memory buffer on each scrape:
+ * eviction and restart reduce them.
  */
 export class RouterMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'model'>;
-  private readonly byModel = new Map<string, { inc(): void }>();
+  private readonly aliases: ReadonlySet<string>;
+  private readonly requests: Counter<'alias' | 'route' | 'outcome' | 'status_class'>;
+  private readonly duration: Histogram<'alias' | 'route'>;
+  private readonly firstToken: Histogram<'alias'>;
+  private readonly interToken: Histogram<'alias'>;
+  private readonly admissionWait: Histogram<'alias'>;
+  private readonly tokens: Counter<'alias' | 'kind' | 'source'>;
+  private readonly authRefusals: Counter<'status'>;
+  /** Labelled children by their label values joined: one hash lookup per series per request. */
+  private readonly children = new Map<string, { inc(v?: number): void; observe?(v: number): void }>();
 
-  /** `aliases`: the configured model aliases; each has an in-flight series, 0 when idle (a readable zero, not an absent figure). */
-  constructor(reg: RouterRegistry, aliases: readonly string[] = []) {
+  /** `aliases`: the configured model aliases; each has its series from the start, 0 until it serves. */
+  constructor(reg: RouterRegistry, aliases: readonly string[] = [], opts: RouterMetricsOptions = {}) {
+    this.aliases = new Set(aliases);
+    const registers = [this.registry];
     this.requests = new Counter({
       name: 'svc_router_requests_total',
-      help: 'Requests that reached a terminal record, by model alias',
-      labelNames: ['model'],
-      registers: [this.registry],
+      help: 'Requests that got an id, counted at their terminal record',
+      labelNames: ['alias', 'route', 'outcome', 'status_class'],
+      registers,
     });
-    // Every configured alias has its series from the start: 0 until it serves (a counter that
-    // appears only after its first request breaks rate() over a restart).
-    for (const model of aliases) this.byModel.set(model, this.requests.labels({ model }));
-    for (const model of aliases) this.requests.inc({ model }, 0);
+    this.duration = new Histogram({
+      name: 'svc_router_request_duration_seconds',
+      help: 'Time from backend entry to the terminal outcome (the record latency)',
+      labelNames: ['alias', 'route'],
+      buckets: [...DURATION_BUCKETS],
+      registers,
+    });
+    this.firstToken = new Histogram({
+      name: 'svc_router_time_to_first_token_seconds',
+      help: 'Time from backend entry to the first content fragment of a streamed answer',
+      labelNames: ['alias'],
+      buckets: [...FIRST_TOKEN_BUCKETS],
+      registers,
+    });
+    this.interToken = new Histogram({
+      name: 'svc_router_inter_token_latency_seconds',
+      help: 'Time per output token after the first, one observation per successful streamed answer',
+      labelNames: ['alias'],
+      buckets: [...INTER_TOKEN_BUCKETS],
+      registers,
+    });
+    this.admissionWait = new Histogram({
+      name: 'svc_router_admission_wait_seconds',
+      help: 'Time a request waited for admission to its alias',
+      labelNames: ['alias'],
+      buckets: [...ADMISSION_BUCKETS],
+      registers,
+    });
+    this.tokens = new Counter({
+      name: 'svc_router_tokens_total',
+      help: 'Prompt and completion tokens of terminal records, reported by the engine or estimated (not a billing figure)',
+      labelNames: ['alias', 'kind', 'source'],
+      registers,
+    });
+    this.authRefusals = new Counter({
+      name: 'svc_router_auth_refusals_total',
+      help: 'Inference requests refused before authentication (no id, no record), by status',
+      labelNames: ['status'],
+      registers,
+    });
+    for (const status of AUTH_REFUSAL_STATUSES) this.authRefusals.inc({ status }, 0);
+    // Every configured alias has its series from the start: a series that appears only at its
+    // first request breaks rate() over a restart.
+    for (const alias of aliases) {
+      for (const route of ROUTES) this.requests.inc({ alias, route, outcome: 'success', status_class: '2xx' }, 0);
+      for (const kind of ['prompt', 'completion'])
+        for (const source of ['upstream', 'estimated']) this.tokens.inc({ alias, kind, source }, 0);
+    }
+    this.liveGauges(reg, aliases, opts);
+    bufferGauges(this.registry, reg.ring, (m) => this.alias(m));
+  }
+
+  private liveGauges(reg: RouterRegistry, aliases: readonly string[], opts: RouterMetricsOptions): void {
+    const alias = (m: string | null): string => this.alias(m);
     new Gauge({
-      name: 'svc_router_active_requests',
-      help: 'Requests in flight in router memory',
-      labelNames: ['model'],
+      name: 'svc_router_in_flight',
+      help: 'Requests in router memory that have no terminal record yet (queued ones included)',
+      labelNames: ['alias'],
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const model of aliases) this.set({ model }, 0);
-        for (const a of reg.active.values()) this.inc({ model: a.model });
+        for (const a of aliases) this.set({ alias: a }, 0);
+        for (const a of reg.active.values()) this.inc({ alias: alias(a.model) });
       },
     });
-    // Dozens of gauges read the same figures on one scrape: compute them once per scrape.
-    let memo: { at: number; v: Map<string, Stat> } | undefined;
-    const stats = (): Map<string, Stat> => {
-      const now = Date.now();
-      if (!memo || now - memo.at > 250) memo = { at: now, v: bufferStats(reg.ring) };
-      return memo.v;
-    };
-    const gauge = (name: string, help: string, pick: (s: Stat) => number): void => {
-      new Gauge({
-        name,
-        help,
-        labelNames: ['model'],
-        registers: [this.registry],
-        collect() {
-          this.reset();
-          for (const [model, s] of stats()) this.set({ model }, pick(s));
-        },
-      });
-    };
-    gauge('svc_router_buffer_records', 'Terminal records in the current buffer', (s) => s.records);
-    for (const o of REQUEST_OUTCOMES)
-      gauge(`svc_router_buffer_outcome_${o}`, `Buffered records with outcome ${o}`, (s) => s.outcome.get(o) ?? 0);
-    for (const f of FINISH_REASONS)
-      gauge(
-        `svc_router_buffer_finish_${f}`,
-        `Buffered records with normalized finish reason ${f}`,
-        (s) => s.finish.get(f) ?? 0,
-      );
-    for (const side of ['prompt', 'completion'] as const) {
-      for (const src of USAGE_SOURCES) {
-        gauge(
-          `svc_router_buffer_usage_${side}_${src}_records`,
-          `Buffered records whose ${side} count is ${src}`,
-          (s) => s.sources.get(`${side}:${src}`) ?? 0,
-        );
-        if (src !== 'unknown')
-          gauge(
-            `svc_router_buffer_${side}_tokens_${src}`,
-            `Sum of ${src} ${side} tokens in the buffer (not a billing figure)`,
-            (s) => s.tokens.get(`${side}:${src}`) ?? 0,
-          );
-      }
-    }
-    for (const k of SAMPLED) {
-      for (const [q, label] of [
-        [0.5, 'p50'],
-        [0.95, 'p95'],
-      ] as const) {
-        gauge(`svc_router_buffer_${k}_${label}`, `${label} of measured ${k} samples in the buffer`, (s) =>
-          quantile(s.samples.get(k) ?? [], q),
-        );
-      }
-    }
+    new Gauge({
+      name: 'svc_router_queue_depth',
+      help: 'Requests waiting in an alias admission queue',
+      labelNames: ['alias'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const a of aliases) this.set({ alias: a }, opts.queueDepth?.(a) ?? 0);
+      },
+    });
   }
 
-  finished(model: string): void {
-    // One labelled child per alias (the configured aliases only), not a label lookup per request.
-    let c = this.byModel.get(model);
-    if (!c) this.byModel.set(model, (c = this.requests.labels({ model })));
-    c.inc();
+  /** The `alias` label of a record's model: the configured alias, or `-`. */
+  alias(model: string | null | undefined): string {
+    return model !== null && model !== undefined && this.aliases.has(model) ? model : NO_ALIAS;
+  }
+
+  /** Counts one terminal record. `streamed`: its answer was relayed as an SSE stream. */
+  finished(r: FinishedRecord, streamed = false): void {
+    const alias = this.alias(r.model);
+    this.child(this.requests, alias, r.route, r.outcome, statusClass(r.status_code)).inc();
+    const text = r.route === 'chat.completions' || r.route === 'completions';
+    // Embeddings and rerank keep an unmeasured legacy 0 latency: not a sample.
+    if (r.latency_ms !== null && (r.latency_ms > 0 || text || r.route === 'audio.transcriptions'))
+      this.observe(this.duration, r.latency_ms / 1000, alias, r.route);
+    // A buffered answer's first content is its whole answer: not a first-token time.
+    if (streamed && r.time_to_first_content_ms !== null)
+      this.observe(this.firstToken, r.time_to_first_content_ms / 1000, alias);
+    const itl = interTokenSeconds(r, streamed);
+    if (itl !== undefined) this.observe(this.interToken, itl, alias);
+    if (r.admission_wait_ms !== null) this.observe(this.admissionWait, r.admission_wait_ms / 1000, alias);
+    const u = r.usage;
+    if (u.prompt_tokens !== null && u.prompt_tokens > 0 && u.prompt_source !== 'unknown')
+      this.child(this.tokens, alias, 'prompt', u.prompt_source).inc(u.prompt_tokens);
+    if (u.completion_tokens !== null && u.completion_tokens > 0 && u.completion_source !== 'unknown')
+      this.child(this.tokens, alias, 'completion', u.completion_source).inc(u.completion_tokens);
+  }
+
+  /** Counts one inference request refused before authentication, by the status it was sent. */
+  authRefused(status: number): void {
+    const s = `${status}`;
+    if ((AUTH_REFUSAL_STATUSES as readonly string[]).includes(s)) this.child(this.authRefusals, s).inc();
+  }
+
+  private observe(h: Histogram<string>, v: number, ...values: string[]): void {
+    this.child(h, ...values).observe!(v);
+  }
+
+  // biome-ignore lint/suspicious/noExplicitAny: one cache for counters and histograms of any label set
+  private child(metric: Counter<any> | Histogram<any>, ...values: string[]) {
+    const key = `${(metric as unknown as { name: string }).name}\u0000${values.join('\u0000')}`;
+    let c = this.children.get(key);
+    if (!c) this.children.set(key, (c = (metric.labels as (...v: string[]) => { inc(): void })(...values)));
+    return c;
   }
 }
 
-function bufferStats(ring: TerminalRing): Map<string, Stat> {
+/**
+ * SPEC.md's buffer gauges (Derived Metrics rule 4), in base units: records, outcomes, finish
+ * reasons, usage provenance, token sums and the p50/p95 of measured phases in seconds.
+ */
+function bufferGauges(registry: Registry, ring: TerminalRing, alias: (m: string | null) => string): void {
+  // Dozens of gauges read the same figures on one scrape: compute them once per scrape.
+  let memo: { at: number; v: Map<string, Stat> } | undefined;
+  const stats = (): Map<string, Stat> => {
+    const now = Date.now();
+    if (!memo || now - memo.at > 250) memo = { at: now, v: bufferStats(ring, alias) };
+    return memo.v;
+  };
+  const gauge = (name: string, help: string, pick: (s: Stat) => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['alias'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [a, s] of stats()) this.set({ alias: a }, pick(s));
+      },
+    });
+  };
+  gauge('svc_router_buffer_records', 'Terminal records in the current buffer', (s) => s.records);
+  for (const o of REQUEST_OUTCOMES)
+    gauge(`svc_router_buffer_outcome_${o}`, `Buffered records with outcome ${o}`, (s) => s.outcome.get(o) ?? 0);
+  for (const f of FINISH_REASONS)
+    gauge(
+      `svc_router_buffer_finish_${f}`,
+      `Buffered records with normalized finish reason ${f}`,
+      (s) => s.finish.get(f) ?? 0,
+    );
+  for (const side of ['prompt', 'completion'] as const) {
+    for (const src of USAGE_SOURCES) {
+      gauge(
+        `svc_router_buffer_usage_${side}_${src}_records`,
+        `Buffered records whose ${side} count is ${src}`,
+        (s) => s.sources.get(`${side}:${src}`) ?? 0,
+      );
+      if (src !== 'unknown')
+        gauge(
+          `svc_router_buffer_${side}_tokens_${src}`,
+          `Sum of ${src} ${side} tokens in the buffer (not a billing figure)`,
+          (s) => s.tokens.get(`${side}:${src}`) ?? 0,
+        );
+    }
+  }
+  for (const k of SAMPLED) {
+    const base = k.replace(/_ms$/, '_seconds');
+    for (const [q, label] of [
+      [0.5, 'p50'],
+      [0.95, 'p95'],
+    ] as const) {
+      gauge(
+        `svc_router_buffer_${base}_${label}`,
+        `${label} of measured ${base} samples in the buffer`,
+        (s) => quantile(s.samples.get(k) ?? [], q) / 1000,
+      );
+    }
+  }
+}
+
+function bufferStats(ring: TerminalRing, alias: (m: string | null) => string): Map<string, Stat> {
   const out = new Map<string, Stat>();
   ring.forEachSummary((r) => {
-    let s = out.get(r.model);
+    const a = alias(r.model);
+    let s = out.get(a);
     if (!s)
       out.set(
-        r.model,
+        a,
         (s = {
           records: 0,
           outcome: new Map(),

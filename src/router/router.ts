@@ -33,6 +33,7 @@ import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
 import { envVar } from '../config/env-var.js';
+import { natsMetrics } from '../http/metrics-endpoint.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -192,11 +193,13 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     bufferSize: cfg.bufferSize,
     log: decisionLog,
     logger: log,
-    onFinish: (model) => metrics?.finished(model),
+    onFinish: (record, streamed) => metrics?.finished(record, streamed),
   });
+  const upstreams = new Map<string, Upstream>();
   metrics = new RouterMetrics(
     registry,
     cfg.models.map((m) => m.alias),
+    { queueDepth: (alias) => upstreams.get(alias)?.admission.queued ?? 0 },
   );
   // A journal left behind: the last router on this log was killed, and its requests of the
   // last moments may have no record at all (known before the window is restored from the log).
@@ -236,7 +239,6 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     // A request that began is named in the journal within the log's flush delay.
     stopJournalNudges = registry.onChange(() => j.soon());
   }
-  const upstreams = new Map<string, Upstream>();
   const pools: Pool[] = [];
   for (const m of cfg.models) {
     let apiKey: string | undefined;
@@ -273,6 +275,11 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     if (v) credentials.add(digest(v));
   }
   const startedAt = new Date().toISOString();
+  const m = metrics;
+  // A request refused before authentication has no id (and no record): counted apart, by status.
+  const countRefusal = (res: ServerResponse): void => {
+    if (!res.hasHeader('x-svc-request-id')) m.authRefused(res.statusCode);
+  };
   const knownCredential = (authorization: string | string[] | undefined): boolean => {
     const token = policy ? bearerToken(authorization) : undefined;
     return token !== undefined && policy!.authenticate(token) !== undefined;
@@ -297,6 +304,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
 
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
   const ownsBus = deps.bus === undefined;
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   // The router's own view folds its actor's batches as objects; the bus carries them (encoded)
   // only to whoever else listens, e.g. a controller over NATS.
   const own = new Subject<ObservationBatch>();
@@ -342,7 +350,10 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
           const route = inferenceRoute(req);
           if (route === undefined) handler(req, res);
           else if (req.method === 'POST')
-            relayInference(req, res, route, ctx).catch((err: unknown) => relayCrashed(res, log, err));
+            relayInference(req, res, route, ctx).then(
+              () => countRefusal(res),
+              (err: unknown) => relayCrashed(res, log, err),
+            );
           else {
             // An authenticated inference route answers with its identifier, errors included.
             if (keys.accepts(req.headers.authorization)) res.setHeader('x-svc-request-id', newGatewayId());
@@ -380,6 +391,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     actor.stop();
     view.stop();
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+    stopNatsMetrics();
     if (ownsBus) await bus.close();
     decisionLog?.close();
     unlock?.();

@@ -3,6 +3,7 @@ import type { ObservationBatch } from '../schema/envelopes.js';
 import { parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
 import { decodeBatch } from './decode-batch.js';
+import { OWNERS, type Owner } from '../schema/enums.js';
 import type { MirrorEntry, NodeSnapshot, SourceMirror } from './node-snapshot.js';
 
 /** Terminal records older than this leave the mirror: no query can return them (CONTRACT.md window). */
@@ -32,6 +33,7 @@ export function foldNode(snap: NodeSnapshot, event: FoldEvent, now: number): Nod
       const decoded = decodeBatch(snap.host, event.subject, event.data);
       if (!decoded.ok) {
         snap.dropped[decoded.reason]++;
+        snap.lastFold = { owner: subjectOwner(event.subject), result: decoded.reason };
         snap.version++;
         return snap;
       }
@@ -40,8 +42,15 @@ export function foldNode(snap: NodeSnapshot, event: FoldEvent, now: number): Nod
     case 'batch':
       return foldBatch(snap, event.batch, now);
     case 'tick':
+      snap.lastFold = undefined;
       return expire(snap, now);
   }
+}
+
+/** The owner an observation subject (`svc.v1.<host>.obs.<owner>`) names, or `unknown`. */
+function subjectOwner(subject: string): Owner | 'unknown' {
+  const last = subject.slice(subject.lastIndexOf('.') + 1);
+  return (OWNERS as readonly string[]).includes(last) ? (last as Owner) : 'unknown';
 }
 
 /**
@@ -55,6 +64,10 @@ export function foldBatch(snap: NodeSnapshot, batch: ObservationBatch, now?: num
   // drops such batches off the bus; a batch handed over in process is checked here.
   if (!Number.isFinite(parseTimestamp(batch.source_timestamp)) || !batch.upserts.every(datesReal)) {
     snap.dropped.malformed++;
+    snap.lastFold = {
+      owner: (OWNERS as readonly string[]).includes(batch.owner) ? batch.owner : 'unknown',
+      result: 'malformed',
+    };
     snap.version++;
     return snap;
   }
@@ -71,14 +84,18 @@ function foldDated(snap: NodeSnapshot, batch: ObservationBatch, now?: number): N
   // ignored; one from the future is not believed.
   if (observedMs > latest) {
     snap.dropped.clock_ahead++;
+    snap.lastFold = { owner: batch.owner, result: 'clock_ahead' };
     snap.version++;
     return snap;
   }
   if (observedMs < m.lastObservedMs || (!batch.full && m.heard && batch.seq <= m.lastSeq)) {
     snap.dropped.out_of_order++;
+    snap.lastFold = { owner: batch.owner, result: 'out_of_order' };
     snap.version++;
     return snap;
   }
+  // Folded (a record in it dated ahead is counted apart, in `dropped`, not as the batch's fate).
+  snap.lastFold = { owner: batch.owner, result: 'folded' };
   if (m.heard && batch.seq !== m.lastSeq + 1) m.gap = true;
   m.lastSeq = batch.seq;
   snap.version++;

@@ -72,8 +72,19 @@ export interface NodeSnapshot {
   readonly mirrorCap: number;
   readonly sources: Readonly<Record<Owner, SourceMirror>>;
   readonly dropped: DropCounts;
+  /**
+   * What became of the batch of the last event: folded, or dropped and why; undefined after
+   * a tick. Read after each event by whoever counts batches per owner (the controller's metrics).
+   */
+  lastFold: FoldOutcome | undefined;
   /** Bumped on every change, so that pushers can skip unchanged snapshots. */
   version: number;
+}
+
+/** The owner of one batch (`unknown` when it could not be read) and whether it was folded or why not. */
+export interface FoldOutcome {
+  readonly owner: Owner | 'unknown';
+  readonly result: 'folded' | keyof DropCounts;
 }
 
 export const DEFAULT_MIRROR_CAP = 20_000;
@@ -108,6 +119,7 @@ export function createNodeSnapshot(host: string, mirrorCap = DEFAULT_MIRROR_CAP)
       recipe: emptyMirror('recipe'),
       manifest: emptyMirror('manifest'),
     },
+    lastFold: undefined,
     dropped: noDrops(),
     version: 0,
   };

@@ -11,6 +11,7 @@ import {
   DROP_REASONS,
   noDrops,
   type DropCounts,
+  type FoldOutcome,
   type NodeSnapshot,
 } from './node-snapshot.js';
 import { queryNode, type QueryOptions } from './query-node.js';
@@ -30,6 +31,8 @@ export interface NodeViewOptions {
    * still go out on the bus, where the actors listen.
    */
   readonly local?: Observable<ObservationBatch>;
+  /** Called with the fate of every batch (folded, or dropped and why): the controller's metrics count them. */
+  readonly onFold?: (outcome: FoldOutcome) => void;
 }
 
 /** Resync requests after a gap are sent at most this often. */
@@ -71,6 +74,7 @@ export class NodeView {
     );
     this.sub = events$.pipe(scan((s, e) => foldNode(s, e, this.now()), this.snap$.value)).subscribe((s) => {
       this.snap$.next(s);
+      if (s.lastFold !== undefined) this.opts.onFold?.(s.lastFold);
       this.maybeResync(s);
       this.maybeReportDrops(s.dropped);
     });

@@ -1,9 +1,9 @@
 import { request } from 'undici';
 
 /**
- * Router figures for the telemetry tab, read from the router's Prometheus `/metrics` (labels:
- * model alias only). These are display figures of the router's current buffer, not workload
- * records: eviction and restart reduce them, and they never create or change a record.
+ * Router figures for the telemetry tab, read from the router's Prometheus `/metrics` (by the
+ * `alias` label; base units converted to the milliseconds shown). These are display figures of
+ * the router's current buffer, not workload records: eviction and restart reduce them, and they never create or change a record.
  */
 export interface RouterModelFigures {
   readonly model: string;
@@ -20,16 +20,20 @@ export type RouterFigures =
   | { readonly status: 'ok'; readonly read_at: string; readonly models: RouterModelFigures[] }
   | { readonly status: 'unavailable'; readonly read_at: string };
 
-const WANTED: Readonly<Record<string, keyof Omit<RouterModelFigures, 'model'>>> = {
-  svc_router_requests_total: 'requests_total',
-  svc_router_active_requests: 'active',
-  svc_router_buffer_records: 'buffered',
-  svc_router_buffer_time_to_first_content_ms_p50: 'ttfc_p50_ms',
-  svc_router_buffer_time_to_first_content_ms_p95: 'ttfc_p95_ms',
-  svc_router_buffer_latency_ms_p50: 'latency_p50_ms',
-  svc_router_buffer_latency_ms_p95: 'latency_p95_ms',
+/** The figures we show, and the factor from the exposition's base unit (seconds) to the figure's. */
+const WANTED: Readonly<Record<string, readonly [keyof Omit<RouterModelFigures, 'model'>, number]>> = {
+  svc_router_requests_total: ['requests_total', 1],
+  svc_router_in_flight: ['active', 1],
+  svc_router_buffer_records: ['buffered', 1],
+  svc_router_buffer_time_to_first_content_seconds_p50: ['ttfc_p50_ms', 1000],
+  svc_router_buffer_time_to_first_content_seconds_p95: ['ttfc_p95_ms', 1000],
+  svc_router_buffer_latency_seconds_p50: ['latency_p50_ms', 1000],
+  svc_router_buffer_latency_seconds_p95: ['latency_p95_ms', 1000],
 };
-const LINE_RE = /^([a-z0-9_]+)\{model="((?:[^"\\]|\\.){1,128})"\} (\S+)$/;
+/** Figures summed over their other labels (a counter split by route, outcome and status class). */
+const SUMMED: ReadonlySet<string> = new Set(['requests_total']);
+const LINE_RE = /^([a-z0-9_]+)\{([^\n]{0,1024})\} (\S+)$/;
+const ALIAS_RE = /(?:^|,)alias="((?:[^"\\]|\\.){1,128})"/;
 const MAX_MODELS = 64;
 const MAX_BYTES = 1024 * 1024;
 /** Longest one scrape may take, body included. */
@@ -41,17 +45,25 @@ export function parseRouterMetrics(text: string): RouterModelFigures[] {
   for (const line of text.split('\n')) {
     const m = LINE_RE.exec(line);
     if (!m) continue;
-    const key = WANTED[m[1]!];
-    if (!key) continue;
-    const model = m[2]!.replace(/\\(.)/g, '$1').replace(/[^\x20-\x7e]/g, '');
+    const wanted = WANTED[m[1]!];
+    if (!wanted) continue;
+    const a = ALIAS_RE.exec(m[2]!);
+    if (!a) continue;
+    const [key, factor] = wanted;
+    const model = a[1]!.replace(/\\(.)/g, '$1').replace(/[^\x20-\x7e]/g, '');
     let row = byModel.get(model);
     if (!row) {
       if (byModel.size >= MAX_MODELS) continue;
       byModel.set(model, (row = { model }));
     }
-    const v = Number(m[3]);
+    const raw = Number(m[3]);
     // prom-client writes NaN for a quantile with no samples: unknown, not zero.
-    row[key] = Number.isFinite(v) ? v : null;
+    // Rounded to the microsecond: 0.1512 s reads 151.2 ms, not 151.20000000000002.
+    const v = Number.isFinite(raw) ? (factor === 1 ? raw : Math.round(raw * factor * 1000) / 1000) : null;
+    if (SUMMED.has(key)) {
+      const before = row[key] as number | null | undefined;
+      row[key] = v === null || before === null ? null : (before ?? 0) + v;
+    } else row[key] = v;
   }
   return [...byModel.values()].map((r) => ({
     model: r['model'] as string,

@@ -119,14 +119,15 @@ describe('aggregate GPU memory (a display sum)', () => {
 });
 
 describe('router metrics figures', () => {
-  it('reads per-alias figures, with NaN quantiles (no samples) as unknown', () => {
+  it('reads per-alias figures in milliseconds, requests summed over their labels, NaN quantiles (no samples) as unknown', () => {
     const text = [
       '# HELP svc_router_requests_total x',
-      'svc_router_requests_total{model="sim-chat"} 7',
-      'svc_router_active_requests{model="sim-chat"} 2',
-      'svc_router_buffer_time_to_first_content_ms_p50{model="sim-chat"} 151.2',
-      'svc_router_buffer_latency_ms_p95{model="sim-chat"} NaN',
-      'svc_router_buffer_records{model="other\\"alias"} 3',
+      'svc_router_requests_total{alias="sim-chat",route="chat.completions",outcome="success",status_class="2xx"} 6',
+      'svc_router_requests_total{alias="sim-chat",route="chat.completions",outcome="rejected",status_class="4xx"} 1',
+      'svc_router_in_flight{alias="sim-chat"} 2',
+      'svc_router_buffer_time_to_first_content_seconds_p50{alias="sim-chat"} 0.1512',
+      'svc_router_buffer_latency_seconds_p95{alias="sim-chat"} NaN',
+      'svc_router_buffer_records{alias="other\\"alias"} 3',
       'garbage line',
     ].join('\n');
     const figures = parseRouterMetrics(text);

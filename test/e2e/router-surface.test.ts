@@ -106,12 +106,17 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const m = await h.get('/metrics', null);
     assert.equal(m.status, 200);
     const text = await m.text();
-    assert.match(text, /^svc_router_requests_total\{model="chat"\} \d+$/m);
+    assert.match(
+      text,
+      /^svc_router_requests_total\{alias="chat",route="chat.completions",outcome="success",status_class="2xx"\} [1-9]\d*$/m,
+    );
     // Every configured alias has an in-flight series, 0 when idle: a readable zero, not an absent figure.
-    assert.match(text, /^svc_router_active_requests\{model="embedder"\} 0$/m);
+    assert.match(text, /^svc_router_in_flight\{alias="embedder"\} 0$/m);
     assert.doesNotMatch(text, /req_[0-9a-f]{32}|trace-|legacy-|sess-/);
+    // Bounded labels only: the alias is a configured one or `-`.
     for (const line of text.split('\n').filter((l) => l.startsWith('svc_router_') && l.includes('{'))) {
-      assert.match(line, /^svc_router_\w+\{model="[^"]+"\} \S+$/, line);
+      assert.match(line, /^svc_router_\w+\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\} \S+$/, line);
+      if (line.includes('alias=')) assert.match(line, /alias="(chat|embedder|[-a-z0-9]+)"/, line);
     }
   });
 

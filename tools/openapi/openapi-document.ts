@@ -12,6 +12,8 @@ import type { RouterConfig } from '../../src/config/router-config.js';
 import { buildControllerApp } from '../../src/controller/controller.js';
 import { WS_SCHEMA, buildDashboard } from '../../src/dashboard/dashboard.js';
 import { buildFleetApp } from '../../src/fleet/fleet.js';
+import { ControllerMetrics } from '../../src/controller/controller-metrics.js';
+import { Registry } from 'prom-client';
 import { createHttpApp } from '../../src/http/http-app.js';
 import type { JobService } from '../../src/jobs/job-service.js';
 import type { RequestAsker } from '../../src/mcp/request-tools.js';
@@ -100,12 +102,23 @@ async function buildApp(server: ServerName): Promise<{ app: FastifyInstance; clo
       jobs: unused<JobService>(),
       requests,
       allowedHosts: () => undefined,
+      metrics: {
+        metrics: new ControllerMetrics({ owners: [], staleAfterMs: 1, snapshot: unused }),
+        requireAuth: false,
+      },
       beforeRoutes,
     });
     return { app, close: () => app.close() };
   }
   if (server === 'fleet') {
-    const app = await buildFleetApp({ logger, policy, run: async () => unused(), requests, beforeRoutes });
+    const app = await buildFleetApp({
+      logger,
+      policy,
+      run: async () => unused(),
+      requests,
+      metrics: { registry: new Registry(), requireAuth: false },
+      beforeRoutes,
+    });
     return { app, close: () => app.close() };
   }
   const d = await buildDashboard({ host: '127.0.0.1', port: 0 }, { logger, env: {}, beforeRoutes });

@@ -103,8 +103,11 @@ export class RouterRegistry {
       bufferSize: number;
       log?: DecisionLog | undefined;
       logger?: Logger | undefined;
-      /** Called once per terminal record (metrics). */
-      onFinish?: (model: string) => void;
+      /**
+       * Called once per terminal record made in this process (metrics), with whether its answer
+       * was relayed as a stream; not for records restored from the log (their process counted them).
+       */
+      onFinish?: (record: TerminalRecord, streamed: boolean) => void;
     },
   ) {
     this.ring = new TerminalRing(opts.bufferSize);
@@ -157,7 +160,7 @@ export class RouterRegistry {
     this.opts.log?.appendJson(a.gid, json);
     this.hold(a.gid, record, finishedMs, json);
     this.finishedTotal++;
-    this.opts.onFinish?.(record.model);
+    this.opts.onFinish?.(record, a.phase === 'streaming');
     this.changed();
   }
 
@@ -289,6 +292,8 @@ export class RouterRegistry {
       if (e.package_version) record.package_version = e.package_version;
       this.opts.log?.append(e.gateway_request_id, record);
       this.hold(e.gateway_request_id, record, finishedMs);
+      // Its process died before counting it: counted here, so that metrics and records agree.
+      this.opts.onFinish?.(record, false);
     }
     // Written now, or the start fails: the journal is the only other trace of these requests.
     this.opts.log?.flush();

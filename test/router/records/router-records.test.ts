@@ -9,7 +9,6 @@ import { RouterRegistry, type ActiveRequest } from '../../../src/router/records/
 import { GENERATED_ID_RE, checkTerminalRecord, type TerminalRecord } from '../../../src/schema/terminal-record.js';
 import { DEFAULT_FLUSH_DELAY_MS, DecisionLog } from '../../../src/router/records/decision-log.js';
 import { parseDecision, scanDecisionFiles } from '../../../src/router/records/decision-lines.js';
-import { RouterMetrics } from '../../../src/router/metrics.js';
 import {
   BodyAborted,
   BodyTooLarge,
@@ -344,15 +343,6 @@ describe('router registry with a decision log', () => {
       null,
     );
     again.close();
-  });
-
-  it('every configured alias has a request counter series from the start, 0 until it serves', async () => {
-    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 2 });
-    const metrics = new RouterMetrics(reg, ['a', 'b']);
-    metrics.finished('a');
-    const text = await metrics.registry.metrics();
-    assert.match(text, /^svc_router_requests_total\{model="a"\} 1$/m);
-    assert.match(text, /^svc_router_requests_total\{model="b"\} 0$/m);
   });
 
   it('finished records are written together, and always before a lookup, a session read or the actor can hand them out', async () => {
