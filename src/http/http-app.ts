@@ -7,9 +7,12 @@ import {
   ErrorCode,
   InvalidArgumentError,
   InvalidInputError,
+  OPENAI_ERROR_CONTENT_TYPE,
   PROBLEM_CONTENT_TYPE,
   SvcError,
+  openAiError,
   problemFor,
+  type InvalidParam,
 } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
@@ -37,14 +40,35 @@ export interface HttpAppOptions {
    * authenticated inference routes.
    */
   readonly refusedHeaders?: (req: IncomingMessage) => Record<string, string> | undefined;
+  /**
+   * Paths whose errors are OpenAI error objects instead of problems (the router's data-plane
+   * model routes, CONTRACT.md HTTP); every other path answers problem+json.
+   */
+  readonly openAiErrors?: (path: string) => boolean;
 }
 
 /** Default time a request may take to arrive whole on a Fastify-built server (ms). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
-/** Sends a fixed RFC 9457 problem for a coded error. */
-export function sendProblem(reply: FastifyReply, code: ErrorCode): FastifyReply {
-  return reply.code(ERRORS[code].status).type(PROBLEM_CONTENT_TYPE).send(problemFor(code));
+/** Sends a fixed RFC 9457 problem for a coded error (a 401 with its `WWW-Authenticate: Bearer`). */
+export function sendProblem(
+  reply: FastifyReply,
+  code: ErrorCode,
+  invalidParams?: readonly InvalidParam[],
+): FastifyReply {
+  const status = ERRORS[code].status;
+  if (status === 401) reply.header('www-authenticate', 'Bearer');
+  return reply.code(status).type(PROBLEM_CONTENT_TYPE).send(problemFor(code, invalidParams));
+}
+
+/** Sends the fixed OpenAI error object for a coded error (a 401 with its `WWW-Authenticate: Bearer`). */
+export function sendOpenAiError(reply: FastifyReply, code: ErrorCode, param?: string | null): FastifyReply {
+  const status = ERRORS[code].status;
+  if (status === 401) reply.header('www-authenticate', 'Bearer');
+  return reply
+    .code(status)
+    .type(OPENAI_ERROR_CONTENT_TYPE)
+    .send(openAiError(code, param === undefined ? undefined : { param }));
 }
 
 // Fastify's own errors mapped by status to our fixed problems; nothing of their text leaves.
@@ -96,6 +120,11 @@ export function originForm(url: string): string {
 
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const bodyLimit = opts.bodyLimit ?? 64 * 1024;
+  // The error's shape by the path asked for: an OpenAI error object on the data plane, else a problem.
+  const answer = (req: { url: string }, reply: FastifyReply, code: ErrorCode, invalid?: InvalidParam): FastifyReply => {
+    if (opts.openAiErrors?.(pathOf(req.url))) return sendOpenAiError(reply, code, invalid?.name);
+    return sendProblem(reply, code, invalid ? [invalid] : undefined);
+  };
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -119,9 +148,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
     // fixed problem, never Fastify's text with the URL in it.
-    frameworkErrors: (err, _req, reply) => {
+    frameworkErrors: (err, req, reply) => {
       const sc = (err as Error & { statusCode?: unknown }).statusCode;
-      void sendProblem(reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
+      void answer(req, reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
     },
     clientErrorHandler: answerClientError,
   });
@@ -162,25 +191,21 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     for (const method of methods) routes.push({ match, method: String(method).toUpperCase() });
   });
   app.setErrorHandler((err: Error, req, reply) => {
-    if (err instanceof InvalidArgumentError) {
-      // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
-      return reply
-        .code(400)
-        .type(PROBLEM_CONTENT_TYPE)
-        .send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
-    }
-    if (err instanceof SvcError) return sendProblem(reply, err.code);
+    // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
+    if (err instanceof InvalidArgumentError)
+      return answer(req, reply, err.code, { name: err.argument, reason: err.reason });
+    if (err instanceof SvcError) return answer(req, reply, err.code);
     const sc = (err as Error & { statusCode?: unknown }).statusCode;
     const status = typeof sc === 'number' ? sc : 500;
     const code = BY_STATUS[status];
-    if (code) return sendProblem(reply, code);
+    if (code) return answer(req, reply, code);
     const errCode = (err as { code?: unknown }).code;
     req.log.error({ err }, 'request failed');
     // A store that cannot be read or written now (disk full, state directory gone): the node
     // cannot serve this request at the moment, which is 503, not a fault in the request.
     if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode))
-      return sendProblem(reply, ErrorCode.UNAVAILABLE);
-    return sendProblem(reply, ErrorCode.INTERNAL);
+      return answer(req, reply, ErrorCode.UNAVAILABLE);
+    return answer(req, reply, ErrorCode.INTERNAL);
   });
   // JSON only: a text/plain body is a 415, not a string handed to the route.
   app.removeContentTypeParser('text/plain');
@@ -244,8 +269,8 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     const q = req.url.indexOf('?');
     const path = q < 0 ? req.url : req.url.slice(0, q);
     const allowed = allowedMethods(routes, path);
-    if (allowed.length === 0) return sendProblem(reply, ErrorCode.NOT_FOUND);
-    return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
+    if (allowed.length === 0) return answer(req, reply, ErrorCode.NOT_FOUND);
+    return answer(req, reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
   // A storm of refused requests (no credential needed to cause one) must not add a log write
   // to each: at most 100 such lines a second, the rest counted.
@@ -279,6 +304,12 @@ function settleUnreadBody(raw: IncomingMessage, reply: FastifyReply, limit: numb
   const len = Number(cl);
   if (te === undefined && Number.isSafeInteger(len) && len <= limit) raw.resume();
   else reply.header('connection', 'close');
+}
+
+/** The path of a request target (no query). */
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
 }
 
 /** A GET or HEAD that carries a body (a nonzero length, or any transfer coding). */

@@ -106,7 +106,9 @@ export class RouterMetrics {
     }
   }
 
-  finished(model: string): void {
+  finished(model: string | null): void {
+    // Refused before routing, naming no alias: counted by no alias (labels are aliases only).
+    if (model === null) return;
     // One labelled child per alias (the configured aliases only), not a label lookup per request.
     let c = this.byModel.get(model);
     if (!c) this.byModel.set(model, (c = this.requests.labels({ model })));
@@ -117,6 +119,8 @@ export class RouterMetrics {
 function bufferStats(ring: TerminalRing): Map<string, Stat> {
   const out = new Map<string, Stat>();
   ring.forEachSummary((r) => {
+    // A request refused before routing named no alias: it has no series of its own.
+    if (r.model === null) return;
     let s = out.get(r.model);
     if (!s)
       out.set(

@@ -103,7 +103,8 @@ export class RouterRegistry {
       log?: DecisionLog | undefined;
       logger?: Logger | undefined;
       /** Called once per terminal record (metrics). */
-      onFinish?: (model: string) => void;
+      /** `model` null: a request refused before routing, which named no configured alias. */
+      onFinish?: (model: string | null) => void;
     },
   ) {
     this.ring = new TerminalRing(opts.bufferSize);
@@ -155,6 +156,19 @@ export class RouterRegistry {
     const json = terminalRecordJson(record);
     this.opts.log?.appendJson(a.gid, json);
     this.hold(a.gid, record, finishedMs, json);
+    this.finishedTotal++;
+    this.opts.onFinish?.(record.model);
+    this.changed();
+  }
+
+  /**
+   * The terminal record of a request refused before routing (never in flight: no phase, no
+   * journal entry): logged and buffered as finish() does, under its generated id.
+   */
+  refused(gid: string, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
+    const json = terminalRecordJson(record);
+    this.opts.log?.appendJson(gid, json);
+    this.hold(gid, record, finishedMs, json);
     this.finishedTotal++;
     this.opts.onFinish?.(record.model);
     this.changed();
