@@ -5,15 +5,23 @@
  */
 export const ErrorCode = {
   INVALID_INPUT: 'SVC_ERR_INVALID_INPUT',
+  INVALID_JSON: 'SVC_ERR_INVALID_JSON',
+  INVALID_ENCODING: 'SVC_ERR_INVALID_ENCODING',
+  INVALID_FRAMING: 'SVC_ERR_INVALID_FRAMING',
+  INVALID_MODEL: 'SVC_ERR_INVALID_MODEL',
+  INVALID_OUTPUT_LIMIT: 'SVC_ERR_INVALID_OUTPUT_LIMIT',
   UNAUTHENTICATED: 'SVC_ERR_UNAUTHENTICATED',
   FORBIDDEN: 'SVC_ERR_FORBIDDEN',
   ORIGIN_REFUSED: 'SVC_ERR_ORIGIN_REFUSED',
   NOT_FOUND: 'SVC_ERR_NOT_FOUND',
+  MODEL_NOT_FOUND: 'SVC_ERR_MODEL_NOT_FOUND',
   METHOD_NOT_ALLOWED: 'SVC_ERR_METHOD_NOT_ALLOWED',
   BODY_TOO_LARGE: 'SVC_ERR_BODY_TOO_LARGE',
   UNSUPPORTED_MEDIA_TYPE: 'SVC_ERR_UNSUPPORTED_MEDIA_TYPE',
   ADMISSION_REFUSED: 'SVC_ERR_ADMISSION_REFUSED',
+  UPSTREAM_RATE_LIMITED: 'SVC_ERR_UPSTREAM_RATE_LIMITED',
   CONTEXT_LENGTH: 'SVC_ERR_CONTEXT_LENGTH',
+  UPSTREAM_REJECTED: 'SVC_ERR_UPSTREAM_REJECTED',
   UNAVAILABLE: 'SVC_ERR_UNAVAILABLE',
   UPSTREAM_FAILED: 'SVC_ERR_UPSTREAM_FAILED',
   UPSTREAM_TIMEOUT: 'SVC_ERR_UPSTREAM_TIMEOUT',
@@ -27,47 +35,290 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 interface ErrorSpec {
   readonly status: number;
+  /** The problem type's last segment (`urn:svc-serving:problem:<slug>`). */
   readonly slug: string;
   readonly title: string;
   readonly exitCode: number;
+  /** The stable snake_case code: problem `code`, OpenAI error `code` (CONTRACT.md, HTTP). */
+  readonly code: string;
+  /** The fixed sentence a data-plane error and an MCP tool error carry: what is wrong, and where. */
+  readonly message: string;
+  /** The request parameter the error is about, or null (a fixed name, never the caller's). */
+  readonly param: string | null;
 }
 
-/** The one registry: code -> HTTP status, problem type slug, fixed title, CLI exit code. */
+const spec = (
+  status: number,
+  slug: string,
+  title: string,
+  exitCode: number,
+  code: string,
+  message: string,
+  param: string | null = null,
+): ErrorSpec => ({ status, slug, title, exitCode, code, message, param });
+
+/**
+ * The one registry: code -> HTTP status, problem type slug, fixed title, CLI exit code, stable
+ * code, fixed message and parameter. Every error shape (problem+json, OpenAI error object,
+ * MCP tool error) is made from it, so no route invents error text.
+ */
 export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
-  SVC_ERR_INVALID_INPUT: { status: 400, slug: 'invalid-input', title: 'Invalid input', exitCode: 2 },
-  SVC_ERR_UNAUTHENTICATED: {
-    status: 401,
-    slug: 'unauthenticated',
-    title: 'Missing or unknown credential',
-    exitCode: 4,
-  },
-  SVC_ERR_FORBIDDEN: { status: 403, slug: 'forbidden', title: 'Credential lacks the required grant', exitCode: 4 },
-  SVC_ERR_ORIGIN_REFUSED: { status: 403, slug: 'forbidden', title: 'Host or Origin not allowed', exitCode: 4 },
-  SVC_ERR_NOT_FOUND: { status: 404, slug: 'not-found', title: 'Not found', exitCode: 4 },
-  SVC_ERR_METHOD_NOT_ALLOWED: { status: 405, slug: 'method-not-allowed', title: 'Method not allowed', exitCode: 4 },
-  SVC_ERR_BODY_TOO_LARGE: { status: 413, slug: 'body-too-large', title: 'Request body too large', exitCode: 4 },
-  SVC_ERR_UNSUPPORTED_MEDIA_TYPE: {
-    status: 415,
-    slug: 'unsupported-media-type',
-    title: 'Unsupported media type',
-    exitCode: 4,
-  },
-  SVC_ERR_ADMISSION_REFUSED: { status: 429, slug: 'admission-refused', title: 'Admission refused', exitCode: 4 },
-  SVC_ERR_CONTEXT_LENGTH: {
-    status: 400,
-    slug: 'context-length-exceeded',
-    title: "Request exceeds the model's context length",
-    exitCode: 4,
-  },
-  SVC_ERR_UNAVAILABLE: { status: 503, slug: 'unavailable', title: 'Service unavailable', exitCode: 4 },
-  SVC_ERR_UPSTREAM_FAILED: { status: 502, slug: 'upstream-failed', title: 'Upstream failed', exitCode: 4 },
-  SVC_ERR_UPSTREAM_TIMEOUT: { status: 504, slug: 'upstream-timeout', title: 'Upstream timed out', exitCode: 4 },
-  SVC_ERR_INTERNAL: { status: 500, slug: 'internal', title: 'Internal error', exitCode: 1 },
-  SVC_ERR_CONFIG: { status: 500, slug: 'config', title: 'Invalid configuration', exitCode: 2 },
-  SVC_ERR_BUS_CLOSED: { status: 503, slug: 'unavailable', title: 'Bus closed', exitCode: 4 },
-  SVC_ERR_BUS_TIMEOUT: { status: 504, slug: 'upstream-timeout', title: 'Bus request timed out', exitCode: 4 },
-  SVC_ERR_BUS_NO_RESPONDERS: { status: 503, slug: 'unavailable', title: 'No responders', exitCode: 4 },
+  SVC_ERR_INVALID_INPUT: spec(400, 'invalid-input', 'Invalid input', 2, 'invalid_input', 'The request is not valid'),
+  SVC_ERR_INVALID_JSON: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_json',
+    'The request body must be one JSON object, with no member named twice and no __proto__ or constructor.prototype member',
+  ),
+  SVC_ERR_INVALID_ENCODING: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_encoding',
+    'The request body is not valid UTF-8',
+  ),
+  SVC_ERR_INVALID_FRAMING: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_framing',
+    'The request framing is refused: a header that may appear once is repeated, Host is missing, or Transfer-Encoding is not plain chunked',
+  ),
+  SVC_ERR_INVALID_MODEL: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_model',
+    'The model parameter is required and must be a non-empty string',
+    'model',
+  ),
+  SVC_ERR_INVALID_OUTPUT_LIMIT: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_output_limit',
+    'The output limit (max_tokens, max_completion_tokens) must be a non-negative integer',
+    'max_tokens',
+  ),
+  SVC_ERR_UNAUTHENTICATED: spec(
+    401,
+    'unauthenticated',
+    'Missing or unknown credential',
+    4,
+    'unauthenticated',
+    'The Authorization header must carry a known bearer credential',
+  ),
+  SVC_ERR_FORBIDDEN: spec(
+    403,
+    'forbidden',
+    'Credential lacks the required grant',
+    4,
+    'forbidden',
+    'The credential does not carry the grant this route needs',
+  ),
+  SVC_ERR_ORIGIN_REFUSED: spec(
+    403,
+    'forbidden',
+    'Host or Origin not allowed',
+    4,
+    'origin_refused',
+    'The Host or Origin header does not name this server',
+  ),
+  SVC_ERR_NOT_FOUND: spec(404, 'not-found', 'Not found', 4, 'not_found', 'The requested resource does not exist'),
+  SVC_ERR_MODEL_NOT_FOUND: spec(
+    404,
+    'not-found',
+    'Not found',
+    4,
+    'model_not_found',
+    'The model parameter names no model served by this router',
+    'model',
+  ),
+  SVC_ERR_METHOD_NOT_ALLOWED: spec(
+    405,
+    'method-not-allowed',
+    'Method not allowed',
+    4,
+    'method_not_allowed',
+    'This method is not allowed on this path; the Allow header lists the ones that are',
+  ),
+  SVC_ERR_BODY_TOO_LARGE: spec(
+    413,
+    'body-too-large',
+    'Request body too large',
+    4,
+    'body_too_large',
+    'The request body is larger than this server accepts',
+  ),
+  SVC_ERR_UNSUPPORTED_MEDIA_TYPE: spec(
+    415,
+    'unsupported-media-type',
+    'Unsupported media type',
+    4,
+    'unsupported_media_type',
+    'The Content-Type header must be application/json (multipart/form-data for audio transcriptions)',
+  ),
+  SVC_ERR_ADMISSION_REFUSED: spec(
+    429,
+    'admission-refused',
+    'Admission refused',
+    4,
+    'rate_limited',
+    "The model's admission queue is full or its wait timed out; retry later",
+  ),
+  SVC_ERR_UPSTREAM_RATE_LIMITED: spec(
+    429,
+    'admission-refused',
+    'Admission refused',
+    4,
+    'rate_limited',
+    "The model's engine is rate limiting requests; retry later",
+  ),
+  SVC_ERR_CONTEXT_LENGTH: spec(
+    400,
+    'context-length-exceeded',
+    "Request exceeds the model's context length",
+    4,
+    'context_length_exceeded',
+    "Request exceeds the model's context length: shorten the messages or lower the output limit",
+    'messages',
+  ),
+  SVC_ERR_UPSTREAM_REJECTED: spec(
+    400,
+    'upstream-rejected',
+    "The model's engine refused the request",
+    4,
+    'upstream_rejected',
+    "The model's engine refused the request as invalid",
+  ),
+  SVC_ERR_UNAVAILABLE: spec(
+    503,
+    'unavailable',
+    'Service unavailable',
+    4,
+    'unavailable',
+    'The service cannot take this request now; retry later',
+  ),
+  SVC_ERR_UPSTREAM_FAILED: spec(
+    502,
+    'upstream-failed',
+    'Upstream failed',
+    4,
+    'upstream_failed',
+    "The model's engine failed or could not be reached",
+  ),
+  SVC_ERR_UPSTREAM_TIMEOUT: spec(
+    504,
+    'upstream-timeout',
+    'Upstream timed out',
+    4,
+    'upstream_timeout',
+    "The model's engine did not answer in time",
+  ),
+  SVC_ERR_INTERNAL: spec(500, 'internal', 'Internal error', 1, 'internal_error', 'An internal error occurred'),
+  SVC_ERR_CONFIG: spec(
+    500,
+    'config',
+    'Invalid configuration',
+    2,
+    'invalid_configuration',
+    'The configuration is invalid',
+  ),
+  SVC_ERR_BUS_CLOSED: spec(503, 'unavailable', 'Bus closed', 4, 'unavailable', 'The message bus is closed'),
+  SVC_ERR_BUS_TIMEOUT: spec(
+    504,
+    'upstream-timeout',
+    'Bus request timed out',
+    4,
+    'upstream_timeout',
+    'The request over the message bus timed out',
+  ),
+  SVC_ERR_BUS_NO_RESPONDERS: spec(
+    503,
+    'unavailable',
+    'No responders',
+    4,
+    'unavailable',
+    'Nothing on the message bus answers this request',
+  ),
 };
+
+/** The OpenAI error `type` of an HTTP status (CONTRACT.md, HTTP). */
+export function openAiType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  if (status >= 500) return 'api_error';
+  return 'invalid_request_error';
+}
+
+/** The content type of an OpenAI error object. */
+export const OPENAI_ERROR_CONTENT_TYPE = 'application/json';
+
+/** An OpenAI error object (data plane); `over` replaces the parameter or, for a relayed engine refusal only, the message. */
+export interface OpenAiError {
+  error: { message: string; type: string; param: string | null; code: string };
+}
+
+/**
+ * The OpenAI error object of a coded error: the registry's fixed message and parameter, or
+ * `over.param` (a fixed name of ours); `over.message` only for UPSTREAM_REJECTED (the engine's
+ * own text, cleaned by engineMessage) and `over.status` for its relayed status.
+ */
+export function openAiError(
+  code: ErrorCode,
+  over?: { readonly param?: string | null; readonly message?: string; readonly status?: number },
+): OpenAiError {
+  const s = ERRORS[code];
+  return {
+    error: {
+      message: over?.message ?? s.message,
+      type: openAiType(over?.status ?? s.status),
+      param: over?.param !== undefined ? over.param : s.param,
+      code: s.code,
+    },
+  };
+}
+
+/** Longest engine message relayed to the caller (characters). */
+export const ENGINE_MESSAGE_MAX = 1024;
+
+/**
+ * The engine's own error text from its JSON error body (`error.message`, `message` or
+ * `detail`), control characters removed and cut to ENGINE_MESSAGE_MAX; undefined when it has
+ * none. The text goes to the caller only: never logged, stored or recorded.
+ */
+export function engineMessage(body: Buffer): string | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  const err = o['error'];
+  const candidates = [
+    typeof err === 'object' && err !== null ? (err as Record<string, unknown>)['message'] : undefined,
+    typeof err === 'string' ? err : undefined,
+    o['message'],
+    o['detail'],
+  ];
+  for (const c of candidates) {
+    if (typeof c !== 'string') continue;
+    // C0, DEL and C1 controls, and the line and paragraph separators: nothing that moves a terminal.
+    const clean = c.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, '').trim();
+    if (clean.length === 0) continue;
+    return Array.from(clean).slice(0, ENGINE_MESSAGE_MAX).join('');
+  }
+  return undefined;
+}
 
 export const PROBLEM_TYPE_PREFIX = 'urn:svc-serving:problem:';
 
@@ -158,10 +409,22 @@ export class BusNoRespondersError extends SvcError {
 /** The one content type of every problem answer, from Fastify routes and the raw relay alike. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
 
-/** The RFC 9457 body for a coded error: fixed `type`, `title` and `status` only. */
-export function problemFor(code: ErrorCode): { type: string; title: string; status: number } {
+/** One failing input of a problem's `invalid_params`: a fixed member or filter name and a fixed phrase. */
+export interface InvalidParam {
+  readonly name: string;
+  readonly reason: string;
+}
+
+/** The RFC 9457 body for a coded error: fixed `type`, `title`, `status` and `code`, and the failing inputs when known. */
+export function problemFor(
+  code: ErrorCode,
+  invalidParams?: readonly InvalidParam[],
+): { type: string; title: string; status: number; code: string; invalid_params?: InvalidParam[] } {
   const spec = ERRORS[code];
-  return { type: PROBLEM_TYPE_PREFIX + spec.slug, title: spec.title, status: spec.status };
+  const p = { type: PROBLEM_TYPE_PREFIX + spec.slug, title: spec.title, status: spec.status, code: spec.code };
+  return invalidParams && invalidParams.length > 0
+    ? { ...p, invalid_params: invalidParams.map((i) => ({ name: i.name, reason: i.reason })) }
+    : p;
 }
 
 /** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */

@@ -32,7 +32,9 @@ const SHORT: Readonly<Record<InterpretationCode, string>> = {
   startup_dominated: 'startup dominated',
   completion_dominated: 'completion dominated',
   length_finish: 'length finish (check output ceiling and reasoning budget)',
+  refused_before_routing: 'refused before routing',
   context_rejected: 'context rejected',
+  upstream_rejected: 'engine refused the request as invalid',
   client_cancelled: 'client went away',
   tool_call_transition: 'tool-call transition',
   usage_estimated: 'usage estimated',
@@ -54,8 +56,12 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
     "Finished because of length: the output reached a token ceiling. Examine the effective output limit and the model's reasoning budget; a length finish does not prove the visible answer was complete.",
   tool_call_transition:
     "Finished with tool calls: a protocol transition handing control to the caller's tools. It is not successful tool execution and says nothing about quality.",
+  refused_before_routing:
+    'Refused before routing: the router turned the request away before choosing a model alias or calling any engine (see Refusal), so no engine saw it and every phase measurement is empty. The caller was told what was wrong in the error object.',
   context_rejected:
     "Rejected with HTTP 400: the request did not fit the model's context length (prompt plus requested output).",
+  upstream_rejected:
+    "Rejected by the engine as invalid (its own 4xx answer, relayed with its status and message to the caller only): a client mistake such as a malformed parameter, not an engine failure and not a context or rate limit. The engine's message is never recorded; the caller's SDK showed it.",
   admission_rejected:
     "Rejected with HTTP 429: admission refused; the alias's queue was full or the wait exceeded its queue timeout.",
   upstream_rate_limited:
@@ -72,6 +78,31 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
   latency_unmeasured:
     'Total latency is not measured for embeddings and rerank requests (the stored 0 is a legacy placeholder, shown as not measured).',
 };
+
+/** What each recorded refusal means. */
+const REFUSAL_WORDS: Readonly<Record<NonNullable<TerminalRecord['refusal']>, string>> = {
+  unknown_model: 'the model parameter named no alias this router serves',
+  invalid_request: 'the request itself was malformed: its framing, JSON, UTF-8, model or output limit',
+  body_too_large: "the body was larger than the router's max_body_bytes",
+  unsupported_media_type: 'the Content-Type was not one the route takes',
+  admission_full: "the router's admission was full (the alias's queue, or the bytes of bodies arriving at once)",
+  context_length_exceeded: "the engine said the request exceeds the model's context length",
+  upstream_rejected: 'the engine refused the request as invalid',
+  rate_limited: 'the engine answered 429 (its own queue or rate limit)',
+};
+
+/** The engine's side: its status and the attempts made; unknown for records older than revision 2. */
+function upstreamLine(r: TerminalRecord): string {
+  if (r.attempts === undefined && r.upstream_status === undefined)
+    return 'Engine: not recorded (a record written before the router kept engine status and attempts).';
+  if (r.attempts === 0) return 'Engine: not called (no upstream attempt was made).';
+  const status =
+    r.upstream_status == null
+      ? 'no answer status (no connection, or none before it ended)'
+      : `answered HTTP ${r.upstream_status}`;
+  const replica = r.upstream_replica == null ? '' : `, replica ${r.upstream_replica}`;
+  return `Engine: ${status}; ${r.attempts ?? 'unknown'} attempt(s)${replica}.`;
+}
 
 function timingLine(r: TerminalRecord, codes: readonly InterpretationCode[]): string {
   const split = `${formatMs(r.time_to_first_content_ms)} of ${formatMs(r.latency_ms)}`;
@@ -159,9 +190,11 @@ export function formatRequest(
     );
   }
   const lines = [
-    `Request ${safe(r.request_id)}: ${r.route} on model ${safe(r.model)}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
+    `Request ${safe(r.request_id)}: ${r.route} on ${r.model === null ? 'no model alias (the request named none this router serves)' : `model ${safe(r.model)}`}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
     `Started ${r.started_at}, finished ${r.finished_at}`,
   ];
+  if (r.refusal !== undefined) lines.push(`Refusal: ${r.refusal} (${REFUSAL_WORDS[r.refusal]})`);
+  lines.push(upstreamLine(r));
   const lineage = [
     r.session_id && `session ${safe(r.session_id)}`,
     r.workbench_run_id && `workbench run ${safe(r.workbench_run_id)}`,

@@ -13,9 +13,12 @@ import {
   ErrorCode,
   InvalidArgumentError,
   InvalidInputError,
+  OPENAI_ERROR_CONTENT_TYPE,
   PROBLEM_CONTENT_TYPE,
   SvcError,
+  openAiError,
   problemFor,
+  type InvalidParam,
 } from '../errors.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
@@ -46,14 +49,35 @@ export interface HttpAppOptions {
   readonly refusedHeaders?: (req: IncomingMessage) => Record<string, string> | undefined;
   /** Called once the app's rules are set and before any route is added (the OpenAPI generator registers @fastify/swagger here). */
   readonly beforeRoutes?: (app: FastifyInstance) => void;
+  /**
+   * Paths whose errors are OpenAI error objects instead of problems (the router's data-plane
+   * model routes, CONTRACT.md HTTP); every other path answers problem+json.
+   */
+  readonly openAiErrors?: (path: string) => boolean;
 }
 
 /** Default time a request may take to arrive whole on a Fastify-built server (ms). */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
-/** Sends a fixed RFC 9457 problem for a coded error. */
-export function sendProblem(reply: FastifyReply, code: ErrorCode): FastifyReply {
-  return reply.code(ERRORS[code].status).type(PROBLEM_CONTENT_TYPE).send(problemFor(code));
+/** Sends a fixed RFC 9457 problem for a coded error (a 401 with its `WWW-Authenticate: Bearer`). */
+export function sendProblem(
+  reply: FastifyReply,
+  code: ErrorCode,
+  invalidParams?: readonly InvalidParam[],
+): FastifyReply {
+  const status = ERRORS[code].status;
+  if (status === 401) reply.header('www-authenticate', 'Bearer');
+  return reply.code(status).type(PROBLEM_CONTENT_TYPE).send(problemFor(code, invalidParams));
+}
+
+/** Sends the fixed OpenAI error object for a coded error (a 401 with its `WWW-Authenticate: Bearer`). */
+export function sendOpenAiError(reply: FastifyReply, code: ErrorCode, param?: string | null): FastifyReply {
+  const status = ERRORS[code].status;
+  if (status === 401) reply.header('www-authenticate', 'Bearer');
+  return reply
+    .code(status)
+    .type(OPENAI_ERROR_CONTENT_TYPE)
+    .send(openAiError(code, param === undefined ? undefined : { param }));
 }
 
 // Fastify's own errors mapped by status to our fixed problems; nothing of their text leaves.
@@ -106,21 +130,20 @@ export function originForm(url: string): string {
  */
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const bodyLimit = opts.bodyLimit ?? 64 * 1024;
-  const app = newFastify(opts, bodyLimit);
+  const answer = errorAnswer(opts);
+  const app = newFastify(opts, bodyLimit, answer);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   guardServer(app, opts);
   const routes = trackRouteMethods(app);
-  app.setErrorHandler(answerError);
+  app.setErrorHandler(errorHandler(answer));
   useStrictJson(app);
   refuseUnreadableRequests(app, bodyLimit);
   app.setNotFoundHandler((req, reply) => {
-    const q = req.url.indexOf('?');
-    const path = q < 0 ? req.url : req.url.slice(0, q);
-    const allowed = allowedMethods(routes, path);
-    if (allowed.length === 0) return sendProblem(reply, ErrorCode.NOT_FOUND);
-    return sendProblem(reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
+    const allowed = allowedMethods(routes, pathOf(req.url));
+    if (allowed.length === 0) return answer(req, reply, ErrorCode.NOT_FOUND);
+    return answer(req, reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
   logRequestLines(app);
   // Before any route exists (the OpenAPI generator registers @fastify/swagger here).
@@ -128,8 +151,19 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   return app;
 }
 
+/** Sends a coded error in the shape its path takes. */
+type Answer = (req: { url: string }, reply: FastifyReply, code: ErrorCode, invalid?: InvalidParam) => FastifyReply;
+
+/** The error's shape by the path asked for: an OpenAI error object on the data plane, else a problem. */
+function errorAnswer(opts: HttpAppOptions): Answer {
+  return (req, reply, code, invalid) => {
+    if (opts.openAiErrors?.(pathOf(req.url))) return sendOpenAiError(reply, code, invalid?.name);
+    return sendProblem(reply, code, invalid ? [invalid] : undefined);
+  };
+}
+
 /** The Fastify instance itself, with the options every server of ours shares. */
-function newFastify(opts: HttpAppOptions, bodyLimit: number): FastifyInstance {
+function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): FastifyInstance {
   return Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -153,9 +187,9 @@ function newFastify(opts: HttpAppOptions, bodyLimit: number): FastifyInstance {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
     // fixed problem, never Fastify's text with the URL in it.
-    frameworkErrors: (err, _req, reply) => {
+    frameworkErrors: (err, req, reply) => {
       const sc = (err as Error & { statusCode?: unknown }).statusCode;
-      void sendProblem(reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
+      void answer(req, reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
     },
     clientErrorHandler: answerClientError,
   });
@@ -207,26 +241,25 @@ function trackRouteMethods(app: FastifyInstance): readonly RouteMethod[] {
   return routes;
 }
 
-/** Every error as its fixed problem; an unexpected one is logged (as data) and answered 500, or 503 for a store that cannot be used now. */
-function answerError(this: FastifyInstance, err: Error, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (err instanceof InvalidArgumentError) {
+/** Every error as its fixed answer; an unexpected one is logged (as data) and answered 500, or 503 for a store that cannot be used now. */
+function errorHandler(answer: Answer) {
+  return (err: Error, req: FastifyRequest, reply: FastifyReply): FastifyReply => {
     // The failing argument by its fixed name and reason (CONTRACT.md `invalid_params`).
-    return reply
-      .code(400)
-      .type(PROBLEM_CONTENT_TYPE)
-      .send({ ...problemFor(err.code), invalid_params: [{ name: err.argument, reason: err.reason }] });
-  }
-  if (err instanceof SvcError) return sendProblem(reply, err.code);
-  const sc = (err as Error & { statusCode?: unknown }).statusCode;
-  const status = typeof sc === 'number' ? sc : 500;
-  const code = BY_STATUS[status];
-  if (code) return sendProblem(reply, code);
-  const errCode = (err as { code?: unknown }).code;
-  req.log.error({ err }, 'request failed');
-  // A store that cannot be read or written now (disk full, state directory gone): the node
-  // cannot serve this request at the moment, which is 503, not a fault in the request.
-  if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode)) return sendProblem(reply, ErrorCode.UNAVAILABLE);
-  return sendProblem(reply, ErrorCode.INTERNAL);
+    if (err instanceof InvalidArgumentError)
+      return answer(req, reply, err.code, { name: err.argument, reason: err.reason });
+    if (err instanceof SvcError) return answer(req, reply, err.code);
+    const sc = (err as Error & { statusCode?: unknown }).statusCode;
+    const status = typeof sc === 'number' ? sc : 500;
+    const code = BY_STATUS[status];
+    if (code) return answer(req, reply, code);
+    const errCode = (err as { code?: unknown }).code;
+    req.log.error({ err }, 'request failed');
+    // A store that cannot be read or written now (disk full, state directory gone): the node
+    // cannot serve this request at the moment, which is 503, not a fault in the request.
+    if (typeof errCode === 'string' && STORE_UNAVAILABLE.test(errCode))
+      return answer(req, reply, ErrorCode.UNAVAILABLE);
+    return answer(req, reply, ErrorCode.INTERNAL);
+  };
 }
 
 /** JSON bodies only, parsed strictly (no member twice, integers written plainly). */
@@ -328,6 +361,12 @@ function settleUnreadBody(raw: IncomingMessage, reply: FastifyReply, limit: numb
   const len = Number(cl);
   if (te === undefined && Number.isSafeInteger(len) && len <= limit) raw.resume();
   else reply.header('connection', 'close');
+}
+
+/** The path of a request target (no query). */
+function pathOf(url: string): string {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
 }
 
 /** A GET or HEAD that carries a body (a nonzero length, or any transfer coding). */

@@ -1,6 +1,13 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RouterRegistry } from './records/router-registry.js';
-import { FINISH_REASONS, REQUEST_OUTCOMES, ROUTES, USAGE_SOURCES } from '../schema/terminal-record.js';
+import {
+  FINISH_REASONS,
+  REQUEST_OUTCOMES,
+  ROUTES,
+  USAGE_SOURCES,
+  isGenerationRoute,
+  type RouteName,
+} from '../schema/terminal-record.js';
 import { SAMPLED, type TerminalRing } from './records/terminal-ring.js';
 
 /** The `alias` label of a request that named no configured alias (or none at all). */
@@ -23,7 +30,7 @@ export const AUTH_REFUSAL_STATUSES = ['400', '401', '403'] as const;
 /** What the metrics read of one terminal record (the record itself; the model may be null for a request that named none). */
 export interface FinishedRecord {
   readonly model: string | null;
-  readonly route: string;
+  readonly route: RouteName;
   readonly outcome: string;
   readonly status_code: number;
   readonly latency_ms: number | null;
@@ -192,7 +199,7 @@ export class RouterMetrics {
   finished(r: FinishedRecord, streamed = false): void {
     const alias = this.alias(r.model);
     this.child(this.requests, alias, r.route, r.outcome, statusClass(r.status_code)).inc();
-    const text = r.route === 'chat.completions' || r.route === 'completions';
+    const text = isGenerationRoute(r.route);
     // Embeddings and rerank keep an unmeasured legacy 0 latency: not a sample.
     if (r.latency_ms !== null && (r.latency_ms > 0 || text || r.route === 'audio.transcriptions'))
       this.observe(this.duration, r.latency_ms / 1000, alias, r.route);

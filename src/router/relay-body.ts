@@ -3,7 +3,7 @@ import type { ModelRoute } from '../config/router-config.js';
 import type { OutputLimit, RouteName } from '../schema/terminal-record.js';
 
 /**
- * Validates and bounds the output limit. Returns undefined for a malformed limit. The
+ * Validates and bounds the output limit. Returns the member's name for a malformed limit. The
  * alias's `max_output_tokens` is the ceiling: a larger request is clamped, an absent one is
  * set to the ceiling (not counted as clamped), and the engine's model name is filled in.
  * `text`: the generation API the body is for, whose limit member the engine reads (chat:
@@ -15,7 +15,7 @@ export function prepareBody(
   b: Record<string, unknown>,
   m: ModelRoute,
   text: LimitApi | undefined,
-): PreparedBody | undefined {
+): PreparedBody | InvalidLimit {
   let rewrite = false;
   let append: string | null = null;
   if (m.upstreamModel !== m.alias) {
@@ -30,7 +30,8 @@ export function prepareBody(
         ? 'max_completion_tokens'
         : 'max_tokens';
   const raw = b[field];
-  if (raw !== undefined && raw !== null && (!Number.isSafeInteger(raw) || (raw as number) < 0)) return undefined;
+  if (raw !== undefined && raw !== null && (!Number.isSafeInteger(raw) || (raw as number) < 0))
+    return { invalid: field };
   const requested = raw === undefined || raw === null ? null : (raw as number);
   const effective = requested === null ? m.maxOutputTokens : Math.min(requested, m.maxOutputTokens);
   const clamped = requested !== null && requested > m.maxOutputTokens;
@@ -45,7 +46,7 @@ export function prepareBody(
   const other = field === 'max_tokens' ? 'max_completion_tokens' : 'max_tokens';
   const second = b[other];
   if (second !== undefined && second !== null) {
-    if (!Number.isSafeInteger(second) || (second as number) < 0) return undefined;
+    if (!Number.isSafeInteger(second) || (second as number) < 0) return { invalid: other };
     if ((second as number) > m.maxOutputTokens) {
       b[other] = m.maxOutputTokens;
       rewrite = true;
@@ -66,6 +67,11 @@ export function limitApiOf(route: RouteName): LimitApi | undefined {
       : route === 'responses'
         ? 'responses'
         : undefined;
+}
+
+/** A malformed output limit: the member that carries it. */
+export interface InvalidLimit {
+  readonly invalid: 'max_tokens' | 'max_completion_tokens' | 'max_output_tokens';
 }
 
 /** What the relay sends for a JSON body: `rewrite` re-serializes it; else `append` (one member) is spliced in. */

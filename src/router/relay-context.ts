@@ -3,13 +3,14 @@ import type { Logger } from 'pino';
 import type { Pool } from 'undici';
 import type { ActiveRequest, RouterRegistry } from './records/router-registry.js';
 import type { ModelRoute, RouterConfig } from '../config/router-config.js';
-import type { FinishReason, OutputLimit, RequestOutcome, RouteName } from '../schema/terminal-record.js';
+import type { FinishReason, OutputLimit, Refusal, RequestOutcome, RouteName } from '../schema/terminal-record.js';
 import type { Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
 import type { Readiness } from './readiness.js';
 import type { UploadBudget } from './upload-budget.js';
 import type { LineBudget } from '../http/line-budget.js';
 import type { StreamObserver } from './stream-observer.js';
+import type { ErrorCode } from '../errors.js';
 
 /*
  * The types the relay's modules share (relay.ts and relay-upstream, -stream, -record,
@@ -63,4 +64,41 @@ export interface Exchange {
   finishOverride: FinishReason | null;
   /** The upstream's answer was seen: an SSE stream began, or a whole body arrived. */
   answered: boolean;
+  /** The engine's HTTP status, once its answer's head arrived (else null). */
+  upstreamStatus: number | null;
+  /** Upstream attempts made (0 or 1 until replicas come). */
+  attempts: number;
+  /** Why a rejected exchange was refused (CONTRACT.md `refusal`), when it was. */
+  refusal: Refusal | undefined;
+}
+
+/**
+ * An authenticated inference request, as known before routing: its ids (set on every answer
+ * to it), where it arrived, and the caller's lineage ids (credentials already dropped).
+ */
+export interface Caller {
+  readonly gid: string;
+  /** The record's `request_id`: the caller's valid legacy id, else `gid`. */
+  readonly requestId: string;
+  readonly route: RouteName;
+  /** performance.now() and Date.now() when the request's headers arrived. */
+  readonly arrivedAt: number;
+  readonly arrivedMs: number;
+  readonly sessionId: string | undefined;
+  readonly workbenchRunId: string | undefined;
+  readonly taskId: string | undefined;
+}
+
+/**
+ * A request turned away before routing: the error it is answered with, the record's
+ * `refusal` (null: not a refusal, e.g. a graceful stop's 503), the alias it named when it
+ * named one, and a parameter name (fixed, ours) for the error object.
+ */
+export interface Turned {
+  readonly code: ErrorCode;
+  readonly refusal: Refusal | null;
+  readonly model?: string;
+  readonly param?: string;
+  /** The client left before its body arrived: nothing reached it (outcome disconnected). */
+  readonly gone?: boolean;
 }

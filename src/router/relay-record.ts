@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { formatTimestamp } from '../schema/primitives.js';
 import { isGenerationRoute, type FinishReason, type TerminalRecord, type Usage } from '../schema/terminal-record.js';
-import type { Exchange, RelayContext } from './relay-context.js';
+import type { Caller, Exchange, RelayContext, Turned } from './relay-context.js';
 import { ms } from './relay-support.js';
 import { estimateTokens } from './stream-observer.js';
 
@@ -68,10 +68,59 @@ export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: numbe
     finish_reason: finish,
     usage,
     output_limit: x.outputLimit,
+    upstream_status: x.upstreamStatus,
+    // One upstream per alias until replicas come: replica 0 whenever it was tried.
+    upstream_replica: x.attempts > 0 ? 0 : null,
+    attempts: x.attempts,
   };
+  if (x.outcome === 'rejected' && x.refusal !== undefined) rec.refusal = x.refusal;
   if (x.a.sessionId) rec.session_id = x.a.sessionId;
   if (x.a.workbenchRunId) rec.workbench_run_id = x.a.workbenchRunId;
   if (x.a.taskId) rec.task_id = x.a.taskId;
+  rec.routing_config_hash = ctx.cfg.routingConfigHash;
+  rec.package_version = ctx.packageVersion;
+  return rec;
+}
+
+/**
+ * The one terminal record of a request turned away before routing: outcome `rejected` with its
+ * refusal (`error` for a graceful stop's 503, `disconnected` for a client that left during its
+ * upload), `model` the alias only when it named a configured one, every phase it never reached
+ * null, usage unknown. Its latency runs from the arrival of its headers: no upload is waited for
+ * after the refusal.
+ */
+export function refusalRecord(
+  c: Caller,
+  t: Turned,
+  statusCode: number,
+  ctx: RelayContext,
+  finishedMs: number,
+): TerminalRecord {
+  const legacyZero = c.route === 'embeddings' || c.route === 'rerank';
+  const rec: TerminalRecord = {
+    request_id: c.requestId,
+    model: t.model ?? null,
+    route: c.route,
+    outcome: t.gone ? 'disconnected' : t.refusal !== null ? 'rejected' : 'error',
+    status_code: t.gone ? 0 : statusCode,
+    started_at: formatTimestamp(c.arrivedMs),
+    finished_at: formatTimestamp(Math.max(finishedMs, c.arrivedMs)),
+    latency_ms: legacyZero ? 0 : ms(performance.now() - c.arrivedAt),
+    readiness_check_ms: null,
+    admission_wait_ms: null,
+    upstream_duration_ms: null,
+    time_to_first_content_ms: null,
+    finish_reason: null,
+    usage: { prompt_tokens: null, completion_tokens: null, prompt_source: 'unknown', completion_source: 'unknown' },
+    output_limit: null,
+    upstream_status: null,
+    upstream_replica: null,
+    attempts: 0,
+  };
+  if (!t.gone && t.refusal !== null) rec.refusal = t.refusal;
+  if (c.sessionId) rec.session_id = c.sessionId;
+  if (c.workbenchRunId) rec.workbench_run_id = c.workbenchRunId;
+  if (c.taskId) rec.task_id = c.taskId;
   rec.routing_config_hash = ctx.cfg.routingConfigHash;
   rec.package_version = ctx.packageVersion;
   return rec;

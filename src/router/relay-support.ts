@@ -8,9 +8,9 @@ import {
   BodyTooLarge,
   ERRORS,
   ErrorCode,
-  PROBLEM_CONTENT_TYPE,
+  OPENAI_ERROR_CONTENT_TYPE,
   UploadsFull,
-  problemFor,
+  openAiError,
 } from '../errors.js';
 import type { Exchange } from './relay-context.js';
 import type { UploadBudget } from './upload-budget.js';
@@ -51,18 +51,30 @@ export class RelayAbort extends EventEmitter {
   }
 }
 
-/** Writes a fixed problem on a raw response (the relay does not go through Fastify). */
-export function sendRawProblem(res: ServerResponse, code: ErrorCode): void {
+/**
+ * Writes the OpenAI error object of a coded error on a raw response (the relay does not go
+ * through Fastify; its routes are all data plane). `over`: a fixed parameter name of ours,
+ * or a relayed engine refusal's status and cleaned message (UPSTREAM_REJECTED only).
+ */
+export function sendRawError(
+  res: ServerResponse,
+  code: ErrorCode,
+  over?: { readonly param?: string | null; readonly message?: string; readonly status?: number },
+): void {
   if (res.headersSent) {
     res.end();
     return;
   }
-  const body = JSON.stringify(problemFor(code));
-  res.statusCode = ERRORS[code].status;
-  res.setHeader('content-type', PROBLEM_CONTENT_TYPE);
+  const body = JSON.stringify(openAiError(code, over));
+  res.statusCode = over?.status ?? ERRORS[code].status;
+  if (res.statusCode === 401) res.setHeader('www-authenticate', 'Bearer');
+  res.setHeader('content-type', OPENAI_ERROR_CONTENT_TYPE);
   res.setHeader('content-length', Buffer.byteLength(body));
   res.end(body);
 }
+
+/** The raw error of a coded error (kept under its old name for router.ts: the shape is sendRawError's). */
+export const sendRawProblem = (res: ServerResponse, code: ErrorCode): void => sendRawError(res, code);
 
 /** Longest a refused upload is still read (and discarded) so that its client sees the answer. */
 const LINGER_MS = 2_000;
@@ -73,8 +85,8 @@ const LINGER_MS = 2_000;
  * connection error and retries the upload); so the rest of the body is discarded on a
  * keep-alive connection, and the connection is cut only if the upload outlasts LINGER_MS.
  */
-export function refuseUpload(req: IncomingMessage, res: ServerResponse, code: ErrorCode): void {
-  sendRawProblem(res, code);
+export function refuseUpload(req: IncomingMessage, res: ServerResponse, code: ErrorCode, param?: string): void {
+  sendRawError(res, code, param === undefined ? undefined : { param });
   if (req.complete || req.destroyed) return;
   noteEarlyAnswer(req);
   req.resume();
@@ -258,7 +270,7 @@ export function cutOf(timedOut: boolean, stopping: boolean): Cut {
 export function refuse(x: Exchange, res: ServerResponse, cut: Cut): void {
   x.outcome = cut === 'timeout' ? 'timeout' : 'error';
   x.statusCode = cut === 'timeout' ? 504 : cut === 'stopping' ? 503 : 502;
-  sendRawProblem(
+  sendRawError(
     res,
     cut === 'timeout'
       ? ErrorCode.UPSTREAM_TIMEOUT

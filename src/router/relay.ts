@@ -2,36 +2,18 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { ActiveRequest } from './records/router-registry.js';
 import { ErrorCode } from '../errors.js';
-import {
-  GENERATED_ID_RE,
-  LEGACY_ID_RE,
-  OPAQUE_ID_RE,
-  type OutputLimit,
-  type RouteName,
-  isGenerationRoute,
-} from '../schema/terminal-record.js';
+import { isGenerationRoute, type RouteName } from '../schema/terminal-record.js';
 import { AdmissionRefused } from './admission.js';
-import { multipartField, replaceMultipartField } from './multipart.js';
-import {
-  BodyTooLarge,
-  RelayAbort,
-  UploadsFull,
-  ms,
-  newGatewayId,
-  readBody,
-  refuseUpload,
-  sendRawProblem,
-  whenSocketCloses,
-} from './relay-support.js';
-import { appendMember, limitApiOf, prepareBody } from './relay-body.js';
+import { RelayAbort, ms, sendRawError, whenSocketCloses } from './relay-support.js';
 import { pipeUpstream } from './relay-upstream.js';
-import { REPEATED, repeatedSingleHeaders } from '../http/single-headers.js';
-import { badFraming, lacksHost } from '../http/http-app.js';
-import { refusedJson } from '../schema/json-duplicates.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 import { responsesPromptChars } from './responses-observe.js';
 import { terminalRecord } from './relay-record.js';
-import type { Exchange, RelayContext } from './relay-context.js';
+import { headerFault, identify, readRequest, routeRequest, type Routable } from './relay-intake.js';
+import { noteUpload, turnAway } from './relay-refusal.js';
+import type { Caller, Exchange, RelayContext } from './relay-context.js';
+
+export { cutUploads } from './relay-refusal.js';
 
 const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
   'chat.completions': '/chat/completions',
@@ -44,41 +26,11 @@ const UPSTREAM_PATH: Readonly<Record<RouteName, string>> = {
 
 const monotonicNow = (): number => performance.now();
 
-function header1(v: string | string[] | undefined): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
-function opaque(v: string | string[] | undefined): string | undefined {
-  const s = header1(v);
-  return s !== undefined && OPAQUE_ID_RE.test(s) ? s : undefined;
-}
-
-/** A caller id, or undefined when its value is itself a credential the router knows. */
-function uncredential(ctx: RelayContext, v: string | undefined): string | undefined {
-  return v !== undefined && ctx.isCredential(v) ? undefined : v;
-}
-
-/**
- * The session: `X-Svc-Session-Id`, or `X-Session-Affinity` only when the first is absent (a
- * malformed first header means no session, not the second one).
- */
-function sessionOf(h: IncomingMessage['headers']): string | undefined {
-  const first = h['x-svc-session-id'];
-  return first !== undefined ? opaque(first) : opaque(h['x-session-affinity']);
-}
-
-/** JSON text of a parsed body, or undefined when it nests deeper than the serializer can go. */
-function stringifyBounded(v: unknown): string | undefined {
-  try {
-    return JSON.stringify(v);
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * One inference request through the router: authenticate, identify, route by alias, check
  * readiness, admit, relay to the upstream (streaming chunk by chunk), and leave exactly one
- * terminal record, whatever happens. Never stores prompt or response text.
+ * terminal record, whatever happens, a refusal before routing included. Never stores prompt
+ * or response text.
  */
 export async function relayInference(
   req: IncomingMessage,
@@ -86,151 +38,93 @@ export async function relayInference(
   route: RouteName,
   ctx: RelayContext,
 ): Promise<void> {
-  // Two credentials cannot authenticate anyone: refused before the key is looked at.
-  const repeated = repeatedSingleHeaders(req.rawHeaders);
-  if ((repeated & REPEATED.authorization) !== 0) return refuseUpload(req, res, ErrorCode.INVALID_INPUT);
-  if (!ctx.keys.accepts(req.headers.authorization)) {
-    // A policy client's token is a known credential without data-plane access: 403, not 401.
-    return refuseUpload(
-      req,
-      res,
-      ctx.knownCredential(req.headers.authorization) ? ErrorCode.FORBIDDEN : ErrorCode.UNAUTHENTICATED,
-    );
-  }
-  const gid = newGatewayId();
-  // Set once here: every answer to this request, errors and successes alike, carries it.
-  res.setHeader('x-svc-request-id', gid);
-  // A repeated single header, an HTTP/1.1 request without Host, or a transfer coding other
-  // than plain chunked: the fixed 400, with the id.
-  if (repeated !== 0 || lacksHost(req) || badFraming(req))
-    return turnedAway(ctx, gid, req, res, ErrorCode.INVALID_INPUT);
-  const isAudio = route === 'audio.transcriptions';
-  const ct = header1(req.headers['content-type']) ?? '';
-  if (isAudio ? !/^multipart\/form-data;/i.test(ct) : !/^application\/json\s*(;|$)/i.test(ct)) {
-    return turnedAway(ctx, gid, req, res, ErrorCode.UNSUPPORTED_MEDIA_TYPE);
-  }
-  let body: Buffer;
-  ctx.uploading.add(res);
-  try {
-    body = await readBody(req, ctx.cfg.maxBodyBytes, ctx.uploadBudget);
-  } catch (err) {
-    // Answered already when a graceful stop cut the upload (cutUploads).
-    if (res.headersSent) return;
-    const code =
-      err instanceof BodyTooLarge
-        ? ErrorCode.BODY_TOO_LARGE
-        : err instanceof UploadsFull
-          ? ErrorCode.ADMISSION_REFUSED
-          : ErrorCode.INVALID_INPUT;
-    return turnedAway(ctx, gid, req, res, code);
-  } finally {
-    ctx.uploading.delete(res);
-  }
+  const c = identify(req, res, route, ctx);
+  if (c === undefined) return;
+  const fault = headerFault(req, route);
+  if (fault !== undefined) return turnAway(ctx, c, res, fault, req);
+  noteUpload(res, c);
+  const body = await readRequest(req, res, ctx);
+  // Answered (and recorded) already when a graceful stop cut the upload (cutUploads).
   if (res.headersSent) return;
-  // Backend entry: the request is here whole. The client's upload time is not the router's.
-  const t0 = performance.now();
-  const startedAt = Date.now();
-  let parsed: Record<string, unknown> | undefined;
-  let alias: unknown;
-  if (isAudio) alias = multipartField(body, ct, 'model');
-  else {
-    const text = body.toString('utf8');
-    try {
-      const v: unknown = JSON.parse(text);
-      if (v && typeof v === 'object' && !Array.isArray(v)) parsed = v as Record<string, unknown>;
-    } catch {
-      // malformed JSON: answered below
-    }
-    // A member named twice (`"max_tokens":100000,"max_tokens":5`) is refused, as on every JSON
-    // route: JSON.parse keeps the last copy, an engine may keep the first, and the ceiling,
-    // the alias and the record would then be about a request the engine never saw. So is a
-    // `__proto__` or `constructor.prototype` member, as every other JSON route refuses it.
-    if (!parsed || refusedJson(text, parsed) !== undefined)
-      return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
-    alias = parsed['model'];
+  if (!Buffer.isBuffer(body)) return turnAway(ctx, c, res, body, req);
+  const r = routeRequest(body, req, route, ctx);
+  if ('code' in r) return turnAway(ctx, c, res, r, undefined);
+  const x = beginExchange(c, r, ctx);
+  const abort = new RelayAbort();
+  x.a.stop = abort;
+  // Arrived after a graceful stop cut the others: cut too, before any engine work.
+  if (ctx.stopping.value) abort.abort();
+  const clientGone = watchClient(req, res, abort);
+  let admitted = false;
+  try {
+    admitted = await admit(x, r, res, abort, ctx, clientGone);
+    if (admitted) await dispatch(x, r, res, abort, ctx, clientGone);
+  } catch (err) {
+    ctx.logger.error({ gateway_request_id: c.gid, err }, 'relay failed');
+    x.outcome = clientGone() ? 'disconnected' : 'error';
+    if (!res.headersSent) {
+      // The record says what the client was sent.
+      if (!clientGone()) x.statusCode = 502;
+      sendRawError(res, ErrorCode.UPSTREAM_FAILED);
+    } else res.end();
+  } finally {
+    endExchange(x, r, admitted, ctx);
   }
-  if (typeof alias !== 'string' || alias.length === 0)
-    return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
-  const up = ctx.upstreams.get(alias);
-  if (!up) return turnedAway(ctx, gid, undefined, res, ErrorCode.NOT_FOUND);
+}
 
-  const isText = isGenerationRoute(route);
-  let outputLimit: OutputLimit | null = null;
-  let outBody = body;
-  if (parsed) {
-    const prepared = prepareBody(parsed, up.route, limitApiOf(route));
-    if (!prepared) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
-    outputLimit = prepared.outputLimit;
-    if (!prepared.rewrite && prepared.append !== null) {
-      // Only a member to add: spliced in before the closing brace, not re-serialized.
-      outBody = appendMember(body, prepared.append);
-    } else if (prepared.rewrite) {
-      // A body nested deeper than the serializer's stack can go is not a request any engine takes.
-      const text = stringifyBounded(parsed);
-      if (text === undefined) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
-      outBody = Buffer.from(text);
-    }
-  } else if (up.route.upstreamModel !== up.route.alias) {
-    // Multipart (audio): the engine's model name replaces the alias there too.
-    const rewritten = replaceMultipartField(body, ct, 'model', up.route.upstreamModel);
-    if (!rewritten) return turnedAway(ctx, gid, undefined, res, ErrorCode.INVALID_INPUT);
-    outBody = rewritten;
-  }
-  // Caller-chosen ids are kept in records and logs: one that is a credential is dropped (a
-  // client that pasted its key into X-Request-Id must not have it written to the decision log).
-  // Checked after the format (a malformed value is dropped anyway), one hash each.
-  const legacy = header1(req.headers['x-request-id']);
+/** The request in router memory (its in-flight entry) and the exchange that measures it. */
+function beginExchange(c: Caller, r: Routable, ctx: RelayContext): Exchange {
+  const isText = isGenerationRoute(c.route);
   const a: ActiveRequest = {
-    gid,
-    requestId:
-      legacy !== undefined && LEGACY_ID_RE.test(legacy) && !GENERATED_ID_RE.test(legacy) && !ctx.isCredential(legacy)
-        ? legacy
-        : gid,
-    model: up.route.alias,
-    route,
-    startedAt,
+    gid: c.gid,
+    requestId: c.requestId,
+    model: r.up.route.alias,
+    route: c.route,
+    startedAt: r.startedAt,
     phase: 'checking',
-    phaseAt: startedAt,
+    phaseAt: r.startedAt,
     lastUpstreamAt: null,
     admissionWaitMs: null,
     // No text or token id to go by (an image-only message, an empty prompt): the engine still
     // read a prompt (a chat template at least), so its size is unknown, not an estimated 0.
     estimatedPromptTokens:
-      parsed && isText
-        ? estimateTokens(route === 'responses' ? responsesPromptChars(parsed) : promptChars(parsed)) || null
+      r.parsed && isText
+        ? estimateTokens(c.route === 'responses' ? responsesPromptChars(r.parsed) : promptChars(r.parsed)) || null
         : null,
     estimatedCompletionTokens: 0,
     upstreamPromptTokens: null,
     upstreamCompletionTokens: null,
-    sessionId: uncredential(ctx, sessionOf(req.headers)),
-    workbenchRunId: uncredential(ctx, opaque(req.headers['x-svc-workbench-run-id'])),
-    taskId: uncredential(ctx, opaque(req.headers['x-svc-task-id'])),
+    sessionId: c.sessionId,
+    workbenchRunId: c.workbenchRunId,
+    taskId: c.taskId,
     queuedAt: null,
     stop: undefined,
   };
-  const x: Exchange = {
+  ctx.registry.begin(a);
+  return {
     a,
-    route,
-    t0,
-    obs: new StreamObserver(monotonicNow, route === 'responses'),
+    route: c.route,
+    t0: r.t0,
+    obs: new StreamObserver(monotonicNow, c.route === 'responses'),
     readinessMs: null,
     admissionWaitMs: null,
     dispatchAt: null,
     upstreamEndAt: null,
     statusCode: 0,
     outcome: 'error',
-    outputLimit,
+    outputLimit: r.outputLimit,
     promptEstimate: a.estimatedPromptTokens,
-    streaming: parsed?.['stream'] === true,
+    streaming: r.parsed?.['stream'] === true,
     finishOverride: null,
     answered: false,
+    upstreamStatus: null,
+    attempts: 0,
+    refusal: undefined,
   };
-  ctx.registry.begin(a);
+}
 
-  const abort = new RelayAbort();
-  a.stop = abort;
-  // Arrived after a graceful stop cut the others: cut too, before any engine work.
-  if (ctx.stopping.value) abort.abort();
+/** Aborts the exchange when its client leaves; returns whether it has. */
+function watchClient(req: IncomingMessage, res: ServerResponse, abort: RelayAbort): () => boolean {
   let clientGone = false;
   const gone = (): void => {
     if (!res.writableFinished && !clientGone) {
@@ -250,128 +144,104 @@ export async function relayInference(
       res.once('close', forget);
     }
   }
-  let admitted = false;
-  try {
-    const r0 = performance.now();
-    // A cached answer comes back synchronously: no await (and no turn of the event loop) for it.
-    const check = ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
-    const ready = typeof check === 'boolean' ? check : await check;
-    x.readinessMs = performance.now() - r0;
-    // Left while the check ran: it was sent nothing, whatever the check found.
-    if (clientGone) {
-      x.outcome = 'disconnected';
-      return;
-    }
-    if (!ready) {
-      // Refused before dispatch (outcome rejected), but for the client an upstream failure.
-      x.outcome = 'rejected';
-      x.statusCode = 502;
-      return sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
-    }
-    const q0 = performance.now();
-    try {
-      if (!up.admission.tryAcquire()) {
-        // Waiting in the alias's queue: `?active=1` shows the wait as it grows.
-        a.queuedAt = Date.now();
-        await up.admission.acquire(abort);
-      }
-      admitted = true;
-    } catch (err) {
-      x.admissionWaitMs = performance.now() - q0;
-      const reason = err instanceof AdmissionRefused ? err.reason : 'full';
-      if (reason === 'aborted' && ctx.stopping.value && !clientGone) {
-        x.outcome = 'error';
-        x.statusCode = 503;
-        return sendRawProblem(res, ErrorCode.UNAVAILABLE);
-      }
-      // A client that left is sent nothing, even when the queue was full when it did.
-      x.outcome = reason === 'aborted' || clientGone ? 'disconnected' : 'rejected';
-      // A client that left while queued was sent nothing (as when it leaves once admitted).
-      if (clientGone) return;
-      x.statusCode = reason === 'aborted' ? 0 : 429;
-      return sendRawProblem(res, ErrorCode.ADMISSION_REFUSED);
-    }
-    x.admissionWaitMs = performance.now() - q0;
-    a.admissionWaitMs = ms(x.admissionWaitMs);
-    ctx.registry.setPhase(a, 'admitted');
-    if (clientGone) {
-      x.outcome = 'disconnected';
-      return;
-    }
-    if (ctx.stopping.value) {
-      // The router is stopping: nothing more goes to the engine.
-      x.outcome = 'error';
-      x.statusCode = 503;
-      return sendRawProblem(res, ErrorCode.UNAVAILABLE);
-    }
-    const headers: Record<string, string> = { 'content-type': ct, 'x-request-id': gid };
-    if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
-    await pipeUpstream(
-      up,
-      `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[route]}`,
-      headers,
-      outBody,
-      x,
-      res,
-      abort,
-      ctx,
-      () => clientGone,
-    );
-  } catch (err) {
-    ctx.logger.error({ gateway_request_id: gid, err }, 'relay failed');
-    x.outcome = clientGone ? 'disconnected' : 'error';
-    if (!res.headersSent) {
-      // The record says what the client was sent.
-      if (!clientGone) x.statusCode = 502;
-      sendRawProblem(res, ErrorCode.UPSTREAM_FAILED);
-    } else res.end();
-  } finally {
-    // Cut by a graceful stop: the router ended it, the client did not cancel it.
-    if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
-    if (admitted) up.admission.release();
-    const finishedMs = Math.max(Date.now(), a.startedAt);
-    ctx.registry.finish(a, terminalRecord(x, ctx, finishedMs), finishedMs);
-    // Every request that did not succeed leaves one line an operator can search by id.
-    if (x.outcome === 'success')
-      ctx.logger.debug(
-        { gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode },
-        'request finished',
-      );
-    else if (ctx.failureLines.take(finishedMs))
-      ctx.logger.info(
-        { gateway_request_id: gid, model: a.model, outcome: x.outcome, status: x.statusCode },
-        'request finished',
-      );
-  }
+  return () => clientGone;
 }
 
 /**
- * An authenticated request refused before routing (bad framing, content type, body or alias):
- * the fixed problem, and one `request refused` line an operator can find by its id (no
- * terminal record: it never reached an alias). `req` when its upload may still be arriving.
+ * The readiness check and the alias's admission queue: true once admitted; else the exchange
+ * has its outcome and its client its answer (when it is still there).
  */
-/**
- * A graceful stop's cut: each request whose body is still arriving gets the 503 problem (with
- * its id) now, rather than a connection closed without a word. It is refused before routing
- * (no alias known, no terminal record), like any request turned away at the door.
- */
-export function cutUploads(ctx: RelayContext): void {
-  for (const res of ctx.uploading) {
-    const gid = res.getHeader('x-svc-request-id');
-    if (!res.headersSent && typeof gid === 'string') turnedAway(ctx, gid, res.req, res, ErrorCode.UNAVAILABLE);
-  }
-  ctx.uploading.clear();
-}
-
-function turnedAway(
-  ctx: RelayContext,
-  gid: string,
-  req: IncomingMessage | undefined,
+async function admit(
+  x: Exchange,
+  r: Routable,
   res: ServerResponse,
-  code: ErrorCode,
-): void {
-  if (req !== undefined) refuseUpload(req, res, code);
-  else sendRawProblem(res, code);
-  if (ctx.failureLines.take(Date.now()))
-    ctx.logger.info({ gateway_request_id: gid, status: res.statusCode }, 'request refused');
+  abort: RelayAbort,
+  ctx: RelayContext,
+  clientGone: () => boolean,
+): Promise<boolean> {
+  const { up } = r;
+  const r0 = performance.now();
+  // A cached answer comes back synchronously: no await (and no turn of the event loop) for it.
+  const check = ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
+  const ready = typeof check === 'boolean' ? check : await check;
+  x.readinessMs = performance.now() - r0;
+  // Left while the check ran: it was sent nothing, whatever the check found.
+  if (clientGone()) return ended(x, 'disconnected', 0);
+  // Refused before dispatch (outcome rejected), but for the client an upstream failure.
+  if (!ready) return ended(x, 'rejected', 502, res, ErrorCode.UPSTREAM_FAILED);
+  const q0 = performance.now();
+  try {
+    if (!up.admission.tryAcquire()) {
+      // Waiting in the alias's queue: `?active=1` shows the wait as it grows.
+      x.a.queuedAt = Date.now();
+      await up.admission.acquire(abort);
+    }
+  } catch (err) {
+    x.admissionWaitMs = performance.now() - q0;
+    const reason = err instanceof AdmissionRefused ? err.reason : 'full';
+    if (reason === 'aborted' && ctx.stopping.value && !clientGone())
+      return ended(x, 'error', 503, res, ErrorCode.UNAVAILABLE);
+    // A client that left (even when the queue was full when it did) was sent nothing.
+    if (reason === 'aborted' || clientGone()) return ended(x, 'disconnected', 0);
+    x.refusal = 'admission_full';
+    return ended(x, 'rejected', 429, res, ErrorCode.ADMISSION_REFUSED);
+  }
+  x.admissionWaitMs = performance.now() - q0;
+  x.a.admissionWaitMs = ms(x.admissionWaitMs);
+  ctx.registry.setPhase(x.a, 'admitted');
+  return true;
+}
+
+/** Ends an exchange before dispatch: its outcome and status, and its answer when it gets one. Returns false. */
+function ended(
+  x: Exchange,
+  outcome: Exchange['outcome'],
+  status: number,
+  res?: ServerResponse,
+  code?: ErrorCode,
+): false {
+  x.outcome = outcome;
+  x.statusCode = status;
+  if (res !== undefined && code !== undefined) sendRawError(res, code);
+  return false;
+}
+
+/** An admitted exchange to its upstream (unless its client left or the router is stopping meanwhile). */
+async function dispatch(
+  x: Exchange,
+  r: Routable,
+  res: ServerResponse,
+  abort: RelayAbort,
+  ctx: RelayContext,
+  clientGone: () => boolean,
+): Promise<void> {
+  // Admitted, the exchange holds its slot (released in endExchange) whatever happens next.
+  if (clientGone()) {
+    ended(x, 'disconnected', 0);
+    return;
+  }
+  // The router is stopping: nothing more goes to the engine.
+  if (ctx.stopping.value) {
+    ended(x, 'error', 503, res, ErrorCode.UNAVAILABLE);
+    return;
+  }
+  const { up } = r;
+  const headers: Record<string, string> = { 'content-type': r.ct, 'x-request-id': x.a.gid };
+  if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
+  const path = `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[x.route]}`;
+  await pipeUpstream(up, path, headers, r.outBody, x, res, abort, ctx, clientGone);
+}
+
+/** Releases the admission slot, writes the one terminal record, and the line of a request that did not succeed. */
+function endExchange(x: Exchange, r: Routable, admitted: boolean, ctx: RelayContext): void {
+  const a = x.a;
+  // Cut by a graceful stop: the router ended it, the client did not cancel it.
+  if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
+  if (admitted) r.up.admission.release();
+  const finishedMs = Math.max(Date.now(), a.startedAt);
+  ctx.registry.finish(a, terminalRecord(x, ctx, finishedMs), finishedMs);
+  const line = { gateway_request_id: a.gid, model: a.model, outcome: x.outcome, status: x.statusCode };
+  // Every request that did not succeed leaves one line an operator can search by id.
+  if (x.outcome === 'success') ctx.logger.debug(line, 'request finished');
+  else if (ctx.failureLines.take(finishedMs)) ctx.logger.info(line, 'request finished');
 }

@@ -4,14 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import type { RouterConfig } from '../config/router-config.js';
-import {
-  ErrorCode,
-  ForbiddenError,
-  InvalidInputError,
-  NotFoundError,
-  SvcError,
-  UnauthenticatedError,
-} from '../errors.js';
+import { ErrorCode, ForbiddenError, InvalidInputError, SvcError, UnauthenticatedError } from '../errors.js';
 import { ActiveBody, LINEAGE_KEYS, LookupBody, RouterStatus, SessionBody } from '../schema/diagnosis.js';
 import { NodeResult } from '../schema/envelopes.js';
 import { FilterArgs, parseFilterQuery, resolveFilters, type Filters } from '../schema/filters.js';
@@ -60,10 +53,10 @@ function modelObject(alias: string, created: number): Record<string, unknown> {
 /**
  * The answer to a model route naming no configured alias: the one place it is made, so that
  * the data plane's error shape (an OpenAI error object, code `model_not_found`) changes here.
- * Thrown always: NotFoundError.
+ * Thrown always: SvcError MODEL_NOT_FOUND (404, code `model_not_found`, param `model`).
  */
 function unknownModel(): never {
-  throw new NotFoundError();
+  throw new SvcError(ErrorCode.MODEL_NOT_FOUND);
 }
 
 /** A route that takes no parameters refuses a query string (400), never ignores it. */

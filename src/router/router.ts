@@ -16,18 +16,19 @@ import { NodeView } from '../streams/node-view.js';
 import { openBus } from '../streams/open-bus.js';
 import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
-import { createHttpApp, lacksHost, listen, originForm } from '../http/http-app.js';
+import { createHttpApp, listen, originForm } from '../http/http-app.js';
 import { Admission } from './admission.js';
 import { DataPlaneKeys, digest, isCredentialText } from './api-keys.js';
 import { DecisionLog } from './records/decision-log.js';
 import { RouterMetrics } from './metrics.js';
 import { Readiness } from './readiness.js';
 import { cutUploads, relayInference } from './relay.js';
+import { refuseMethod } from './relay-refusal.js';
 import type { RelayContext, Upstream } from './relay-context.js';
 import { routerRoutes } from './router-routes.js';
 import { serveRequestLookups } from './requests-responder.js';
 import { InflightJournal, lockDecisionLog } from './records/inflight.js';
-import { newGatewayId, refuseUpload, sendRawProblem } from './relay-support.js';
+import { newGatewayId, sendRawProblem } from './relay-support.js';
 import { UploadBudget } from './upload-budget.js';
 import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
@@ -338,6 +339,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
 
   const app = createHttpApp({
     logger: log,
+    // The data plane's model routes answer OpenAI error objects (CONTRACT.md, HTTP).
+    openAiErrors: (path) => path === '/v1/models' || path.startsWith('/v1/models/'),
     // An authenticated inference request refused by node:http itself still gets its id.
     refusedHeaders: (req) =>
       inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization)
@@ -354,15 +357,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
               () => countRefusal(res),
               (err: unknown) => relayCrashed(res, log, err),
             );
-          else {
-            // An authenticated inference route answers with its identifier, errors included.
-            if (keys.accepts(req.headers.authorization)) res.setHeader('x-svc-request-id', newGatewayId());
-            if (lacksHost(req)) refuseUpload(req, res, ErrorCode.INVALID_INPUT);
-            else {
-              res.setHeader('allow', 'POST');
-              refuseUpload(req, res, ErrorCode.METHOD_NOT_ALLOWED);
-            }
-          }
+          // An authenticated inference route answers with its identifier (and leaves its record), errors included.
+          else refuseMethod(req, res, route, ctx);
         },
       ),
   });

@@ -107,12 +107,16 @@ function replyJson(data: Uint8Array): unknown {
   }
 }
 
-/** The router's fixed 404 problem (`{type, title, status: 404}`, nothing else). */
+/**
+ * The router's fixed 404 problem: `{type, title, status: 404, code: "not_found"}`, or without
+ * `code` from a router older than revision 2; nothing else.
+ */
 function isNotFound(v: unknown): boolean {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const o = v as Record<string, unknown>;
+  const keys = Object.keys(o).sort().join(',');
   return (
-    Object.keys(o).sort().join(',') === 'status,title,type' &&
+    (keys === 'status,title,type' || (keys === 'code,status,title,type' && o['code'] === 'not_found')) &&
     o['status'] === 404 &&
     o['type'] === 'urn:svc-serving:problem:not-found'
   );

@@ -20,7 +20,9 @@ export const INTERPRETATION_CODES = [
   'startup_dominated', // time_to_first_content_ms > half of latency_ms
   'completion_dominated', // both measured and the first content came at or before the half
   'length_finish', // finish_reason length: look at the output ceiling and reasoning budget
-  'context_rejected', // outcome rejected with status 400 (context length)
+  'refused_before_routing', // outcome rejected before any alias was chosen or any engine called (refusal: unknown_model, invalid_request, body_too_large, unsupported_media_type; admission_full naming no alias)
+  'context_rejected', // refusal context_length_exceeded (older records: outcome rejected with status 400)
+  'upstream_rejected', // refusal upstream_rejected: the engine refused the request as invalid (its 4xx relayed)
   'client_cancelled', // outcome disconnected or cancelled
   'tool_call_transition', // finish_reason tool_calls: a protocol transition, not tool success
   'usage_estimated', // prompt or completion count estimated by the router
@@ -143,7 +145,18 @@ export function terminalEvidence(r: TerminalRecord): TerminalRecord {
         ? null
         : { requested: r.output_limit.requested, effective: r.output_limit.effective, clamped: r.output_limit.clamped },
   };
-  for (const k of ['session_id', 'workbench_run_id', 'task_id', 'routing_config_hash', 'package_version'] as const) {
+  // Revision 2 members: absent from older records (unknown), never made up here.
+  for (const k of [
+    'upstream_status',
+    'upstream_replica',
+    'attempts',
+    'refusal',
+    'session_id',
+    'workbench_run_id',
+    'task_id',
+    'routing_config_hash',
+    'package_version',
+  ] as const) {
     if (r[k] !== undefined) out[k] = r[k];
   }
   return out as TerminalRecord;
@@ -158,7 +171,16 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   const { latency_ms: total, time_to_first_content_ms: first } = r;
   if (total !== null && first !== null) codes.add(first > total / 2 ? 'startup_dominated' : 'completion_dominated');
   if (r.finish_reason === 'length') codes.add('length_finish');
-  if (r.outcome === 'rejected' && r.status_code === 400) codes.add('context_rejected');
+  // Older records (before revision 2) have no `refusal`: their rejected 400 was a context rejection.
+  const refusal = r.outcome === 'rejected' ? r.refusal : undefined;
+  if (refusal !== undefined && BEFORE_ROUTING.has(refusal)) codes.add('refused_before_routing');
+  if (refusal === 'admission_full' && r.model === null) codes.add('refused_before_routing');
+  if (
+    refusal === 'context_length_exceeded' ||
+    (r.outcome === 'rejected' && r.refusal === undefined && r.status_code === 400)
+  )
+    codes.add('context_rejected');
+  if (refusal === 'upstream_rejected') codes.add('upstream_rejected');
   if (r.outcome === 'disconnected' || r.outcome === 'cancelled') codes.add('client_cancelled');
   if (r.finish_reason === 'tool_calls') codes.add('tool_call_transition');
   if (r.usage.prompt_source === 'estimated' || r.usage.completion_source === 'estimated') codes.add('usage_estimated');
@@ -167,7 +189,9 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   // A 429 the router answered itself (nothing sent: no upstream time) or the engine's own,
   // relayed: on chat and completions the upstream time tells them apart. Embeddings, rerank
   // and audio record no upstream time, so theirs read as admission (the text says so).
-  if (r.status_code === 429)
+  if (refusal === 'rate_limited') codes.add('upstream_rate_limited');
+  else if (refusal === 'admission_full') codes.add('admission_rejected');
+  else if (r.status_code === 429 && r.refusal === undefined)
     codes.add(r.upstream_duration_ms !== null ? 'upstream_rate_limited' : 'admission_rejected');
   if (r.outcome === 'rejected' && r.status_code === 502) codes.add('upstream_not_ready');
   // Status 503 is only the router's own "stopping"; status 0 with an error is a request the
@@ -184,6 +208,14 @@ export function interpret(r: TerminalRecord): InterpretationCode[] {
   if (UNMEASURED_LATENCY_ROUTES.has(r.route) && total === null) codes.add('latency_unmeasured');
   return INTERPRETATION_CODES.filter((c) => codes.has(c));
 }
+
+/** Refusals of a request the router turned away before choosing an alias or calling an engine. */
+const BEFORE_ROUTING: ReadonlySet<string> = new Set([
+  'unknown_model',
+  'invalid_request',
+  'body_too_large',
+  'unsupported_media_type',
+]);
 
 /** The interpretation of a lookup that found no record. */
 export const NOT_FOUND_INTERPRETATION: InterpretationCode[] = ['not_found_maybe_active_or_evicted'];

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { InvalidInputError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { KINDS, OWNERS, STATES, type Kind, type Owner, type State } from './enums.js';
 import { HostId, isHostId, literalUnion } from './primitives.js';
 import { splitQuery } from './query-string.js';
@@ -42,32 +42,38 @@ const STATE_SET: ReadonlySet<string> = new Set(STATES);
 // Plain decimal digits, no sign, no leading zeros, short enough to be exact.
 const DECIMAL_RE = /^(?:0|[1-9][0-9]{0,8})$/;
 
-function reject(): never {
-  throw new InvalidInputError();
+/** Thrown: the filter `name` is wrong, for the fixed `reason` (never the value sent). */
+function reject(name: string, reason: string): never {
+  throw new InvalidArgumentError(name, reason);
 }
 
-function boundedInt(n: number, min: number, max: number): number {
-  if (!Number.isSafeInteger(n) || n < min || n > max) reject();
+function boundedInt(name: FilterName, n: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(n) || n < min || n > max) reject(name, `must be an integer from ${min} to ${max}`);
   return n;
 }
+
+/** The `arguments` object, or an unknown member of it (whose name is the caller's and is not repeated). */
+const ARGUMENTS_REASON = 'must be an object of known filters only';
 
 /** Validates one filter value already typed by its carrier; returns it or throws. */
 function checkValue(name: FilterName, v: unknown): FilterArgs[FilterName] {
   switch (name) {
     case 'owner':
-      return typeof v === 'string' && OWNER_SET.has(v) ? (v as Owner) : reject();
+      return typeof v === 'string' && OWNER_SET.has(v) ? (v as Owner) : reject(name, 'must be one of the owners');
     case 'kind':
-      return typeof v === 'string' && KIND_SET.has(v) ? (v as Kind) : reject();
+      return typeof v === 'string' && KIND_SET.has(v) ? (v as Kind) : reject(name, 'must be one of the kinds');
     case 'state':
-      return typeof v === 'string' && STATE_SET.has(v) ? (v as State) : reject();
+      return typeof v === 'string' && STATE_SET.has(v) ? (v as State) : reject(name, 'must be one of the states');
     case 'host':
-      return isHostId(v) ? v : reject();
+      return isHostId(v) ? v : reject(name, 'must be a host ID');
     case 'active_only':
-      return typeof v === 'boolean' ? v : reject();
+      return typeof v === 'boolean' ? v : reject(name, 'must be true or false');
     case 'recent_seconds':
-      return typeof v === 'number' ? boundedInt(v, RECENT_SECONDS.min, RECENT_SECONDS.max) : reject();
+      return typeof v === 'number'
+        ? boundedInt(name, v, RECENT_SECONDS.min, RECENT_SECONDS.max)
+        : reject(name, 'must be an integer');
     case 'limit':
-      return typeof v === 'number' ? boundedInt(v, LIMIT.min, LIMIT.max) : reject();
+      return typeof v === 'number' ? boundedInt(name, v, LIMIT.min, LIMIT.max) : reject(name, 'must be an integer');
   }
 }
 
@@ -81,8 +87,10 @@ export function parseFilterQuery(rawQuery: string): FilterArgs {
   const out: Record<string, unknown> = {};
   for (const [name, raw] of splitQuery(rawQuery, FILTER_NAMES)) {
     let typed: unknown = raw;
-    if (name === 'active_only') typed = raw === 'true' ? true : raw === 'false' ? false : reject();
-    else if (name === 'recent_seconds' || name === 'limit') typed = DECIMAL_RE.test(raw) ? Number(raw) : reject();
+    if (name === 'active_only')
+      typed = raw === 'true' ? true : raw === 'false' ? false : reject(name, 'must be true or false');
+    else if (name === 'recent_seconds' || name === 'limit')
+      typed = DECIMAL_RE.test(raw) ? Number(raw) : reject(name, 'must be plain decimal digits');
     out[name] = checkValue(name, typed);
   }
   return out as FilterArgs;
@@ -95,12 +103,12 @@ export function parseFilterQuery(rawQuery: string): FilterArgs {
  */
 export function parseFilterArgs(args: unknown): FilterArgs {
   if (args === undefined) return {};
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) reject();
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) reject('arguments', ARGUMENTS_REASON);
   const proto = Object.getPrototypeOf(args);
-  if (proto !== Object.prototype && proto !== null) reject();
+  if (proto !== Object.prototype && proto !== null) reject('arguments', ARGUMENTS_REASON);
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(args)) {
-    if (!FILTER_NAME_SET.has(key)) reject();
+    if (!FILTER_NAME_SET.has(key)) reject('arguments', ARGUMENTS_REASON);
     out[key] = checkValue(key as FilterName, v);
   }
   return out as FilterArgs;

@@ -36,6 +36,19 @@ export const FINISH_REASONS = [
 ] as const;
 export type FinishReason = (typeof FINISH_REASONS)[number];
 
+/** Why a rejected request was refused (CONTRACT.md, revision 2). */
+export const REFUSALS = [
+  'unknown_model',
+  'invalid_request',
+  'body_too_large',
+  'unsupported_media_type',
+  'admission_full',
+  'context_length_exceeded',
+  'upstream_rejected',
+  'rate_limited',
+] as const;
+export type Refusal = (typeof REFUSALS)[number];
+
 export const USAGE_SOURCES = ['upstream', 'estimated', 'unknown'] as const;
 export type UsageSource = (typeof USAGE_SOURCES)[number];
 
@@ -79,7 +92,8 @@ export const TerminalRecord = Type.Object(
   {
     // Printable identifier characters only: records are shown on terminals and dashboards.
     request_id: Type.String({ pattern: LEGACY_ID_RE.source, maxLength: 128 }),
-    model: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' }),
+    // Null: refused before routing, naming no configured alias (never the caller's string).
+    model: Type.Union([Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$' }), Type.Null()]),
     route: literalUnion(ROUTES),
     outcome: literalUnion(REQUEST_OUTCOMES),
     // 0: the client was sent nothing; else an HTTP status code.
@@ -94,6 +108,11 @@ export const TerminalRecord = Type.Object(
     finish_reason: Type.Union([literalUnion(FINISH_REASONS), Type.Null()]),
     usage: Usage,
     output_limit: Type.Union([OutputLimit, Type.Null()]),
+    // Revision 2: absent from older records, whose readers treat them as unknown.
+    upstream_status: Type.Optional(Type.Union([Type.Integer({ minimum: 100, maximum: 599 }), Type.Null()])),
+    upstream_replica: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 255 }), Type.Null()])),
+    attempts: Type.Optional(Type.Integer({ minimum: 0, maximum: 255 })),
+    refusal: Type.Optional(literalUnion(REFUSALS)),
     session_id: Type.Optional(Opaque),
     workbench_run_id: Type.Optional(Opaque),
     task_id: Type.Optional(Opaque),
@@ -145,12 +164,16 @@ export function terminalRecordJson(r: TerminalRecord): string {
       ? 'null'
       : `{"requested":${jsonNumber(o.requested)},"effective":${jsonNumber(o.effective)},"clamped":${o.clamped === true}}`;
   let s =
-    `{"request_id":${jsonText(r.request_id)},"model":${jsonText(r.model)},"route":${jsonText(r.route)},"outcome":${jsonText(r.outcome)},` +
+    `{"request_id":${jsonText(r.request_id)},"model":${jsonName(r.model)},"route":${jsonText(r.route)},"outcome":${jsonText(r.outcome)},` +
     `"status_code":${jsonNumber(r.status_code)},"started_at":${jsonText(r.started_at)},"finished_at":${jsonText(r.finished_at)},` +
     `"latency_ms":${jsonNumber(r.latency_ms)},"readiness_check_ms":${jsonNumber(r.readiness_check_ms)},"admission_wait_ms":${jsonNumber(r.admission_wait_ms)},` +
     `"upstream_duration_ms":${jsonNumber(r.upstream_duration_ms)},"time_to_first_content_ms":${jsonNumber(r.time_to_first_content_ms)},` +
     `"finish_reason":${jsonName(r.finish_reason)},"usage":{"prompt_tokens":${jsonNumber(u.prompt_tokens)},"completion_tokens":${jsonNumber(u.completion_tokens)},` +
     `"prompt_source":${jsonText(u.prompt_source)},"completion_source":${jsonText(u.completion_source)}},"output_limit":${limit}`;
+  if (r.upstream_status !== undefined) s += `,"upstream_status":${jsonNumber(r.upstream_status)}`;
+  if (r.upstream_replica !== undefined) s += `,"upstream_replica":${jsonNumber(r.upstream_replica)}`;
+  if (r.attempts !== undefined) s += `,"attempts":${jsonNumber(r.attempts)}`;
+  if (r.refusal !== undefined) s += `,"refusal":${jsonText(r.refusal)}`;
   if (r.session_id !== undefined) s += `,"session_id":${jsonText(r.session_id)}`;
   if (r.workbench_run_id !== undefined) s += `,"workbench_run_id":${jsonText(r.workbench_run_id)}`;
   if (r.task_id !== undefined) s += `,"task_id":${jsonText(r.task_id)}`;

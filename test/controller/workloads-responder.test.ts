@@ -66,6 +66,7 @@ describe('node_workloads over the bus', () => {
         type: 'urn:svc-serving:problem:unavailable',
         title: 'Service unavailable',
         status: 503,
+        code: 'unavailable',
       });
     } finally {
       await n.close();

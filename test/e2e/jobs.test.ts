@@ -500,6 +500,7 @@ describe('benchmark and media jobs through a real router, seen by node_workloads
       type: 'urn:svc-serving:problem:unavailable',
       title: 'Service unavailable',
       status: 503,
+      code: 'unavailable',
     });
     assert.equal(source(await read({ owner: 'benchmark' }), 'benchmark').status, 'unavailable');
     assert.equal(existsSync(join(dir, 'state')), false, "no store made again behind the operator's back");

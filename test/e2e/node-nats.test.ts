@@ -132,7 +132,12 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
         }),
       ),
     );
-    assert.deepEqual(bad, { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 });
+    assert.deepEqual(bad, {
+      type: 'urn:svc-serving:problem:invalid-input',
+      title: 'Invalid input',
+      status: 400,
+      code: 'invalid_input',
+    });
     // A filter named twice (escaped or not) is refused, as on HTTP, whichever copy comes last.
     for (const body of [
       '{"owner":"controller","owner":"router"}',
@@ -146,7 +151,7 @@ describe('node pipeline over a real nats-server (separate processes)', () => {
       );
       assert.deepEqual(
         twice,
-        { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 },
+        { type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400, code: 'invalid_input' },
         body,
       );
     }

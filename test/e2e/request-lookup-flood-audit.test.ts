@@ -159,6 +159,7 @@ describe('audit: a flood of request lookups over NATS cannot exhaust the router 
       type: 'urn:svc-serving:problem:unavailable',
       title: 'Service unavailable',
       status: 503,
+      code: 'unavailable',
     });
     for (const a of answers)
       assert.ok(Array.isArray(a['requests']) || JSON.stringify(a) === busy, "a lookup's body or the fixed 503 problem");

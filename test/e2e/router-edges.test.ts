@@ -66,8 +66,18 @@ describe('router edges (real processes, default log level)', T, () => {
     assert.match(res.headers.get('content-type') ?? '', PROBLEM);
     const text = await res.text();
     const body = JSON.parse(text) as Record<string, unknown>;
-    assert.deepEqual(Object.keys(body).sort(), ['status', 'title', 'type']);
+    assert.deepEqual(Object.keys(body).sort(), ['code', 'status', 'title', 'type']);
     assert.deepEqual([body['type'], body['status']], [`urn:svc-serving:problem:${slug}`, status]);
+    return text;
+  };
+  /** A data-plane (inference and model routes) OpenAI error object with this status and code. */
+  const openAiError = async (res: Response, status: number, code: string): Promise<string> => {
+    assert.equal(res.status, status);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json(?:; charset=utf-8)?$/);
+    const text = await res.text();
+    const body = JSON.parse(text) as { error: Record<string, unknown> };
+    assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'param', 'type']);
+    assert.equal(body.error['code'], code);
     return text;
   };
   const alive = async (): Promise<void> => {
@@ -83,7 +93,7 @@ describe('router edges (real processes, default log level)', T, () => {
     // The alias's output ceiling is filled in, so the body is serialized again: too deep for that.
     const res = await post('/v1/chat/completions', nested(5_000, 'chat'));
     assert.match(res.headers.get('x-svc-request-id') ?? '', GID);
-    await problem(res, 400, 'invalid-input');
+    await openAiError(res, 400, 'invalid_json');
     // Passed through as sent (nothing to rewrite): the prompt estimate must not recurse either.
     const deep = await post('/v1/chat/completions', nested(100_000, 'plain', ',"max_tokens":8'));
     await deep.arrayBuffer();
@@ -255,7 +265,7 @@ describe('router edges (real processes, default log level)', T, () => {
 
   it('a body no route reads is not judged: a wrong method stays 405 and an unknown path 404, whatever the body; a body on a GET is refused', async () => {
     const models = await post('/v1/models', 'not json');
-    await problem(models, 405, 'method-not-allowed');
+    await openAiError(models, 405, 'method_not_allowed');
     assert.equal(models.headers.get('allow'), 'GET, HEAD');
     await problem(await post('/v2/nothing', 'not json'), 404, 'not-found');
     // Filters sent in a GET body would be ignored: refused, never answered unfiltered.
@@ -271,10 +281,10 @@ describe('router edges (real processes, default log level)', T, () => {
 
   it('wrong methods on known routes are 405 with Allow; unknown paths stay 404', async () => {
     const get = await fetch(`${h.routerUrl}/v1/chat/completions`, { headers: { authorization: `Bearer ${h.key}` } });
-    await problem(get, 405, 'method-not-allowed');
+    await openAiError(get, 405, 'method_not_allowed');
     assert.equal(get.headers.get('allow'), 'POST');
     const models = await post('/v1/models', {});
-    await problem(models, 405, 'method-not-allowed');
+    await openAiError(models, 405, 'method_not_allowed');
     assert.equal(models.headers.get('allow'), 'GET, HEAD');
     const del = await fetch(`${h.routerUrl}/v1/requests/req_${'0'.repeat(32)}`, {
       method: 'DELETE',
@@ -349,7 +359,7 @@ describe('router edges (real processes, default log level)', T, () => {
   it('every request that did not succeed leaves a log line with its gateway_request_id at the default level', async () => {
     const res = await post('/v1/chat/completions', { model: 'down', messages: user('hello') });
     const id = String(res.headers.get('x-svc-request-id'));
-    await problem(res, 502, 'upstream-failed');
+    await openAiError(res, 502, 'upstream_failed');
     const line = await eventually(
       () =>
         h

@@ -1,3 +1,4 @@
+import { ErrorCode, openAiError, problemFor } from '../../src/errors.js';
 import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -17,7 +18,7 @@ describe('router end to end: one record per request, identifiers, headers, activ
     ({ h, rec } = e);
   });
 
-  it('exactly one terminal record per routed request: the decision log gains one line per response id', async () => {
+  it('exactly one terminal record per request with an id, a refusal before routing included: the decision log gains one line per response id', async () => {
     await h.idle();
     const before = h.decisions().length;
     const ids: string[] = [];
@@ -56,9 +57,10 @@ describe('router end to end: one record per request, identifiers, headers, activ
     ids.push(gidOf(streaming));
     await readEvents(streaming, 2);
     ac.abort();
-    // Answered before routing: an identifier but no terminal record.
+    // Refused before routing: an identifier and its one terminal record too (CONTRACT.md, revision 2).
     const unrouted = await chat('x', {}, {}, 'no-such-alias');
     const unroutedId = gidOf(unrouted);
+    ids.push(unroutedId);
     await unrouted.text();
     await h.idle();
     // Finished records reach the file in grouped writes within the log's flush delay.
@@ -69,9 +71,12 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const logged = added.map((d) => d?.['gateway_request_id']);
     assert.deepEqual([...logged].sort(), [...ids].sort());
     assert.equal(new Set(logged).size, ids.length);
-    assert.ok(!logged.includes(unroutedId));
-    assert.equal((await h.lookup(unroutedId)).status, 404);
     for (const id of ids) await record(id);
+    const refused = await record(unroutedId);
+    assert.deepEqual(
+      [refused.model, refused.outcome, refused.refusal, refused.status_code],
+      [null, 'rejected', 'unknown_model', 404],
+    );
   });
 
   it('identifiers: X-Svc-Request-Id on every authenticated inference answer, legacy and reserved caller ids, forwarding', async () => {
@@ -84,6 +89,11 @@ describe('router end to end: one record per request, identifiers, headers, activ
     ];
     const ids = answers.map((r) => gidOf(r));
     assert.equal(new Set(ids).size, ids.length, 'unique');
+    // Without a legacy id, X-Request-Id (what OpenAI SDKs show as the request id) is the generated one, errors included.
+    assert.deepEqual(
+      answers.map((r) => r.headers.get('x-request-id')),
+      ids,
+    );
     assert.deepEqual(
       answers.map((r) => r.status),
       [200, 404, 502, 400, 415],
@@ -140,7 +150,8 @@ describe('router end to end: one record per request, identifiers, headers, activ
     );
     const id = gidOf(res);
     assert.equal(res.status, 200);
-    assert.equal(res.headers.get('x-request-id'), null, "the engine's x-request-id is not passed to the client");
+    // X-Request-Id is the record's request id (the caller's valid legacy id), never the engine's.
+    assert.equal(res.headers.get('x-request-id'), legacy);
     assert.equal(res.headers.get('x-engine-detail'), null);
     await res.text();
     assert.equal(rec.requests.length, n + 1);
@@ -197,7 +208,7 @@ describe('router end to end: one record per request, identifiers, headers, activ
       const res = await chat(`answer-status=${st}`, {}, {}, 'recorded');
       const id = gidOf(res);
       assert.equal(res.status, 502, st);
-      assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
+      assert.equal(res.headers.get('content-type'), 'application/json');
       assert.equal(res.headers.get('location'), null);
       const text = await res.text();
       assert.ok(!text.includes('UPSTREAM-REDIRECT-BODY'), text);
@@ -232,15 +243,21 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const head = (extra: string) =>
       `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
     // Each is the fixed invalid-input problem (never node's or Fastify's own JSON), connection closed.
+    // Node's own refusal of what it cannot parse is the fixed problem; a request the relay reads
+    // and refuses for its framing is the data plane's fixed error object.
     const problem400 = (answer: string): void => {
       assert.match(answer, /^HTTP\/1\.1 400 /);
-      assert.match(answer, /\r\ncontent-type: application\/problem\+json; charset=utf-8\r\n/i);
-      assert.ok(
-        answer.endsWith(
-          JSON.stringify({ type: 'urn:svc-serving:problem:invalid-input', title: 'Invalid input', status: 400 }),
-        ),
-        answer,
-      );
+      const problem = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
+      const relayed = [ErrorCode.INVALID_FRAMING, ErrorCode.INVALID_JSON].map((c) => JSON.stringify(openAiError(c)));
+      if (/\r\ncontent-type: application\/problem\+json; charset=utf-8\r\n/i.test(answer))
+        assert.ok(answer.endsWith(problem), answer);
+      else {
+        assert.match(answer, /\r\ncontent-type: application\/json\r\n/i);
+        assert.ok(
+          relayed.some((r) => answer.endsWith(r)),
+          answer,
+        );
+      }
     };
     problem400(await raw(url, head('X-Svc-Task-Id: abc\rInjected: yes\r\n')));
     problem400(await raw(url, head(`X-Svc-Session-Id: ${'a'.repeat(20_000)}\r\n`)));
@@ -428,6 +445,6 @@ describe('router end to end: one record per request, identifiers, headers, activ
       `/v1/requests/${ids[0]}?x=1`,
       '/v1/requests/bad%20id',
     ];
-    for (const path of bad) await assertProblem(await h.get(path), 400, 'invalid-input');
+    for (const path of bad) await assertProblem(await h.get(path), 400, 'invalid_input');
   });
 });

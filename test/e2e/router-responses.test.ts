@@ -269,7 +269,10 @@ describe('router end to end: the Responses API and one model (real processes, Op
     const text = await streamed.text();
     assert.equal(streamed.status, 200);
     assert.equal((text.match(/^event: response\.output_text\.delta$/gm) ?? []).length, 2);
-    assert.match(text, /event: error\ndata: \{"error":\{"type":"upstream_failed"/);
+    assert.match(
+      text,
+      /event: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_failed"/,
+    );
     assert.doesNotMatch(text, /UPSTREAM-SECRET/);
     let r = await record(gidOf(streamed));
     assert.equal(r.outcome, 'error');

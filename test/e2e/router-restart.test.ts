@@ -1,3 +1,4 @@
+import { ErrorCode, openAiError } from '../../src/errors.js';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -237,7 +238,10 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
       text += Buffer.from(value!).toString('utf8');
     }
     assert.ok(Date.now() - t0 >= 4_500, 'the stream had its grace period');
-    assert.match(text, /event: error\ndata: \{"error":\{"type":"router_stopping"/);
+    assert.match(
+      text,
+      /event: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"unavailable"/,
+    );
     assert.doesNotMatch(text, /\[DONE\]/);
     assert.equal(await stopping, 0);
     await h.startRouter();
@@ -247,15 +251,15 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.equal(r.usage.completion_source, 'estimated', 'what was relayed before the cut is counted');
   });
 
-  it('a stream with nothing relayed yet when a graceful stop cuts it gets the plain 503 problem', async () => {
+  it('a stream with nothing relayed yet when a graceful stop cuts it gets the plain 503 error', async () => {
     // The engine has answered with its headers but no token: the client has been sent nothing.
     const pending = chat('sim:ttft_ms=30000', { stream: true });
     await new Promise((r) => setTimeout(r, 500));
     const stopping = h.stopRouter();
     const res = await pending;
     assert.equal(res.status, 503);
-    assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/);
-    assert.equal(((await res.json()) as { type: string }).type, 'urn:svc-serving:problem:unavailable');
+    assert.equal(res.headers.get('content-type'), 'application/json');
+    assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'unavailable');
     const id = res.headers.get('x-svc-request-id')!;
     assert.equal(await stopping, 0);
     await h.startRouter();
@@ -263,7 +267,7 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 503, 'error']);
   });
 
-  it('a request whose body is still arriving when a graceful stop cuts it gets the 503 problem with its id, not a closed connection', async () => {
+  it('a request whose body is still arriving when a graceful stop cuts it gets the 503 error with its id and its record, not a closed connection', async () => {
     const url = new URL(h.routerUrl);
     const sock = connect(Number(url.port), url.hostname);
     let answer = '';
@@ -281,12 +285,7 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
       await closed;
       assert.match(answer, /^HTTP\/1\.1 503 /);
       assert.match(answer, /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i);
-      assert.ok(
-        answer.endsWith(
-          JSON.stringify({ type: 'urn:svc-serving:problem:unavailable', title: 'Service unavailable', status: 503 }),
-        ),
-        answer,
-      );
+      assert.ok(answer.endsWith(JSON.stringify(openAiError(ErrorCode.UNAVAILABLE))), answer);
       assert.equal(await stopping, 0);
     } finally {
       clearInterval(trickle);

@@ -13,7 +13,7 @@ import { eventually } from '../support/processes.js';
 
 describe('router end to end: read routes, bad input, secrets, embeddings, rerank and audio', () => {
   const e = useRouterE2E();
-  const { post, chat, record, gidOf, assertProblem } = e;
+  const { post, chat, record, gidOf, assertProblem, assertError } = e;
   let h: RouterHarness;
   let client: OpenAI;
   before(() => {
@@ -42,8 +42,8 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     await assertProblem(await h.get('/v1/workloads'), 403, 'forbidden');
     await assertProblem(await h.get('/v1/workloads', null), 401, 'unauthenticated');
     await assertProblem(await h.get('/v1/workloads', 'not-a-known-token'), 401, 'unauthenticated');
-    await assertProblem(await h.get('/v1/workloads?owner=nobody', h.readerToken), 400, 'invalid-input');
-    await assertProblem(await h.get('/v1/workloads?limit=5&limit=6', h.readerToken), 400, 'invalid-input');
+    await assertProblem(await h.get('/v1/workloads?owner=nobody', h.readerToken), 400, 'invalid_input');
+    await assertProblem(await h.get('/v1/workloads?limit=5&limit=6', h.readerToken), 400, 'invalid_input');
 
     const st = await h.get('/v1/router/status');
     assert.equal(st.status, 200);
@@ -84,12 +84,12 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     const found = await h.get(`/v1/requests/${encodeURIComponent(longId)}`);
     assert.equal(found.status, 200);
     assert.equal(((await found.json()) as { request: { request_id: string } }).request.request_id, longId);
-    await assertProblem(await h.get(`/v1/requests/${'z'.repeat(129)}`), 400, 'invalid-input');
+    await assertProblem(await h.get(`/v1/requests/${'z'.repeat(129)}`), 400, 'invalid_input');
     // Parameter names are percent-decoded like their values (as the workload filters are), so
     // an encoded name is the same parameter, and naming it twice that way is still twice.
     assert.equal((await h.get('/v1/requests?%61ctive=1')).status, 200);
-    await assertProblem(await h.get('/v1/requests?active=1&%61ctive=1'), 400, 'invalid-input');
-    await assertProblem(await h.get('/v1/requests?%E0%A4%A=1'), 400, 'invalid-input');
+    await assertProblem(await h.get('/v1/requests?active=1&%61ctive=1'), 400, 'invalid_input');
+    await assertProblem(await h.get('/v1/requests?%E0%A4%A=1'), 400, 'invalid_input');
     // Routes without parameters refuse a query string rather than ignore it.
     for (const path of [
       '/v1/router/status?x=1',
@@ -97,10 +97,12 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       '/metrics?name=svc_router_requests_total',
       '/v1/router/status?verbose',
     ]) {
-      await assertProblem(await h.get(path), 400, 'invalid-input');
+      // `/v1/models` is a data-plane route: an OpenAI error object; the others are problems.
+      if (path.startsWith('/v1/models')) await assertError(await h.get(path), 400, 'invalid_input');
+      else await assertProblem(await h.get(path), 400, 'invalid_input');
     }
-    await assertProblem(await h.get('/v1/models?x=1', null), 401, 'unauthenticated');
-    await assertProblem(await h.get('/v1/models', h.readerToken), 403, 'forbidden');
+    await assertError(await h.get('/v1/models?x=1', null), 401, 'unauthenticated');
+    await assertError(await h.get('/v1/models', h.readerToken), 403, 'forbidden');
     assert.equal((await h.get('/v1/router/status?')).status, 200);
 
     const m = await h.get('/metrics', null);
@@ -147,37 +149,43 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
         : JSON.stringify({ model: 'chat', input: 'x', prompt: 'x', messages: user('x') });
       // Missing, malformed and unknown credentials: 401 before the body is looked at.
       for (const a of [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${h.key}` }]) {
-        await assertProblem(await send(path, '{bad', { ...a, 'content-type': goodCt }), 401, 'unauthenticated');
+        await assertError(await send(path, '{bad', { ...a, 'content-type': goodCt }), 401, 'unauthenticated');
       }
       // A policy client's token is known but is no data-plane key: 403, and no identifier.
       const reader = await send(path, '{bad', { authorization: `Bearer ${h.readerToken}`, 'content-type': goodCt });
       assert.equal(reader.headers.get('x-svc-request-id'), null);
-      await assertProblem(reader, 403, 'forbidden');
+      await assertError(reader, 403, 'forbidden');
       let res = await send(path, valid, { ...auth, 'content-type': 'text/plain' });
       gidOf(res);
-      await assertProblem(res, 415, 'unsupported-media-type');
+      await assertError(res, 415, 'unsupported_media_type');
       res = await send(path, audio ? valid : '{"model": "chat"', {
         ...auth,
         'content-type': audio ? 'application/json' : goodCt,
       });
       gidOf(res);
-      await assertProblem(res, audio ? 415 : 400, audio ? 'unsupported-media-type' : 'invalid-input');
+      await assertError(res, audio ? 415 : 400, audio ? 'unsupported_media_type' : 'invalid_json');
       res = await send(path, audio ? 'not multipart at all' : '[1,2]', { ...auth, 'content-type': goodCt });
       gidOf(res);
-      await assertProblem(res, 400, 'invalid-input');
+      await assertError(res, 400, audio ? 'invalid_model' : 'invalid_json');
       res = await send(path, audio ? multipart('XyZ', { language: 'en' }) : '{"messages":[]}', {
         ...auth,
         'content-type': goodCt,
       });
-      await assertProblem(res, 400, 'invalid-input');
+      await assertError(res, 400, 'invalid_model');
       res = await send(
         path,
         audio ? multipart('XyZ', { model: 'no-such-alias' }) : JSON.stringify({ model: 'no-such-alias' }),
         { ...auth, 'content-type': goodCt },
       );
       const refusedId = gidOf(res);
-      await assertProblem(res, 404, 'not-found');
-      // No terminal record (it never reached an alias), but a log line an operator finds by its id.
+      await assertError(res, 404, 'model_not_found');
+      // Its one terminal record: rejected before routing, naming no model (never the caller's
+      // string), and a log line an operator finds by its id.
+      const refused = await record(refusedId);
+      assert.equal(refused.model, null);
+      assert.equal(refused.outcome, 'rejected');
+      assert.equal(refused.refusal, 'unknown_model');
+      assert.equal(refused.attempts, 0);
       await eventually(
         () =>
           h
@@ -194,31 +202,31 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
         { ...auth, 'content-type': goodCt },
       );
       gidOf(res);
-      await assertProblem(res, 413, 'body-too-large');
+      await assertError(res, 413, 'body_too_large');
     }
     // Malformed output limits are the caller's error, not the engine's.
     for (const max of [-1, 1.5, '12', true, 2 ** 60]) {
-      await assertProblem(await chat('x', { max_tokens: max }), 400, 'invalid-input');
+      await assertError(await chat('x', { max_tokens: max }), 400, 'invalid_output_limit');
     }
     // Large uploads that are refused: the client still reads the problem (no connection reset),
     // whether the length was declared or the body came chunked.
     const large = new Uint8Array(4 * 1024 * 1024).fill(0x20);
-    await assertProblem(
+    await assertError(
       await send('/v1/chat/completions', large, { ...auth, 'content-type': 'application/json' }),
       413,
-      'body-too-large',
+      'body_too_large',
     );
-    await assertProblem(
+    await assertError(
       await send('/v1/audio/transcriptions', large, { ...auth, 'content-type': 'multipart/form-data; boundary=XyZ' }),
       413,
-      'body-too-large',
+      'body_too_large',
     );
-    await assertProblem(
+    await assertError(
       await send('/v1/chat/completions', large, { ...auth, 'content-type': 'text/plain' }),
       415,
-      'unsupported-media-type',
+      'unsupported_media_type',
     );
-    await assertProblem(
+    await assertError(
       await send('/v1/chat/completions', large, { authorization: 'Bearer wrong', 'content-type': 'application/json' }),
       401,
       'unauthenticated',
@@ -230,7 +238,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       duplex: 'half',
       signal: AbortSignal.timeout(5000),
     } as RequestInit);
-    await assertProblem(chunked, 413, 'body-too-large');
+    await assertError(chunked, 413, 'body_too_large');
     // A multipart `model` sent twice: the engine might read the copy the alias did not name.
     const twice =
       '--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nother\r\n--XyZ--\r\n';
@@ -239,7 +247,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       'content-type': 'multipart/form-data; boundary=XyZ',
     });
     gidOf(tw);
-    await assertProblem(tw, 400, 'invalid-input');
+    await assertError(tw, 400, 'invalid_model');
     // A percent-encoded unreserved character names the same route (RFC 3986 6.2.2.2): relayed,
     // with its id and record; an encoded slash is another path.
     const encoded = await send('/v1/chat/completion%73', JSON.stringify({ model: 'chat', messages: user('encoded') }), {
@@ -255,7 +263,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
         'content-type': 'application/json',
       }),
       404,
-      'not-found',
+      'not_found',
     );
     // The router still serves afterwards.
     const ok = await chat('still fine');
@@ -375,7 +383,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
 
     // An input longer than the engine's context: the router's context problem, recorded as rejected.
     const tooLong = await post('/v1/embeddings', { model: 'embedder', input: 'word '.repeat(8000) });
-    await assertProblem(tooLong, 400, 'context-length-exceeded');
+    await assertError(tooLong, 400, 'context_length_exceeded');
     r = await record(gidOf(tooLong));
     assert.equal(r.route, 'embeddings');
     assert.equal(r.outcome, 'rejected');

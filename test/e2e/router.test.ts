@@ -13,7 +13,7 @@ import type { RouterHarness } from '../support/router-harness.js';
 
 describe('router end to end: outcomes (engine sim and router as real processes, OpenAI SDK client)', () => {
   const e = useRouterE2E();
-  const { errors, post, chat, record, gidOf, assertProblem, readEvents } = e;
+  const { errors, post, chat, record, gidOf, assertError, readEvents } = e;
   let h: RouterHarness;
   let rec: RecordingUpstream;
   let inproc: EngineSim;
@@ -262,7 +262,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
       assert.ok(err instanceof OpenAI.BadRequestError, String(err));
       assert.equal(err.status, 400);
       const res = errors[n]!;
-      const text = await assertProblem(res, 400, 'context-length-exceeded');
+      const text = await assertError(res, 400, 'context_length_exceeded');
       assert.doesNotMatch(text, /maximum context length|tokens/);
       const r = await record(gidOf({ headers: err.headers! }));
       assert.equal(r.outcome, 'rejected');
@@ -319,14 +319,14 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
 
     // An error as the engine's first event: nothing was relayed, so a plain 502 problem.
     const first = await chat('answer-error-first', { stream: true }, {}, 'recorded');
-    const firstText = await assertProblem(first, 502, 'upstream-failed');
+    const firstText = await assertError(first, 502, 'upstream_failed');
     assert.doesNotMatch(firstText, /UPSTREAM-SECRET/);
     const f = await record(gidOf(first));
     assert.deepEqual([f.outcome, f.status_code, f.usage.completion_source], ['error', 502, 'unknown']);
 
     // A buffered answer that is an error object with status 200: a 502 problem, not a relay of it.
     const buffered = await chat('sim:error_after=0');
-    const bufferedText = await assertProblem(buffered, 502, 'upstream-failed');
+    const bufferedText = await assertError(buffered, 502, 'upstream_failed');
     assert.doesNotMatch(bufferedText, /UPSTREAM-SECRET-DETAIL/);
     const b = await record(gidOf(buffered));
     assert.deepEqual([b.outcome, b.status_code], ['error', 502]);
@@ -373,7 +373,10 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(res.status, 200);
     const text = await res.text();
     assert.match(text, /"content":"hi "/);
-    assert.match(text, /^event: error\ndata: \{"error":\{"type":"upstream_failed"/m);
+    assert.match(
+      text,
+      /^event: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_failed"/m,
+    );
     assert.doesNotMatch(text, /UPSTREAM-SECRET|xxxxxxxx|\[DONE\]/);
     assert.ok(text.length < 4096, 'none of the long line was relayed');
     const r = await record(gidOf(res));
@@ -386,7 +389,11 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
       assert.equal(res.status, 200, name);
       const text = await res.text();
       assert.match(text, /"content":"hi "/, name);
-      assert.match(text, /^event: error\ndata: \{"error":\{"type":"upstream_failed"/m, name);
+      assert.match(
+        text,
+        /^event: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_failed"/m,
+        name,
+      );
       assert.doesNotMatch(text, /UPSTREAM-SECRET|Traceback|\[DONE\]/, name);
       const r = await record(gidOf(res));
       assert.deepEqual([r.outcome, r.status_code, r.finish_reason], ['error', 200, 'error'], name);
@@ -395,7 +402,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     // was relayed, so the plain 502 problem.
     for (const name of ['text-first', 'bom-error-first']) {
       const res = await chat(`answer-raw=${name}`, { stream: true }, {}, 'recorded');
-      const text = await assertProblem(res, 502, 'upstream-failed');
+      const text = await assertError(res, 502, 'upstream_failed');
       assert.doesNotMatch(text, /UPSTREAM-SECRET/, name);
       const r = await record(gidOf(res));
       assert.deepEqual([r.outcome, r.status_code], ['error', 502], name);
@@ -443,11 +450,14 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
       req.end(body);
     });
     assert.equal((bulkText.match(/"content":"y{32768}"/g) ?? []).length, 160);
-    assert.match(bulkText, /\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/);
+    assert.match(
+      bulkText,
+      /\n\nevent: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_failed"[^\n]*\n\n$/,
+    );
     assert.doesNotMatch(bulkText, /UPSTREAM-SECRET/);
 
     const half = await chat('answer-raw=content-line-then-end', { stream: true }, {}, 'recorded');
-    await assertProblem(half, 502, 'upstream-failed');
+    await assertError(half, 502, 'upstream_failed');
     r = await record(gidOf(half));
     assert.deepEqual(
       [r.outcome, r.status_code, r.time_to_first_content_ms],
@@ -486,14 +496,14 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     const halfText = await half.text();
     assert.match(
       halfText,
-      /"content":"hi "\}[\s\S]*\n\nevent: error\ndata: \{"error":\{"type":"upstream_failed"[^\n]*\n\n$/,
+      /"content":"hi "\}[\s\S]*\n\nevent: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_failed"[^\n]*\n\n$/,
     );
     assert.doesNotMatch(halfText, /UPSTREAM-SECRET/);
     const halfRec = await record(gidOf(half));
     assert.equal(halfRec.outcome, 'error');
     assert.equal(halfRec.usage.completion_tokens, 1, 'the unclosed event that was not relayed is not counted');
     const only = await chat('answer-raw=only-unterminated', { stream: true }, {}, 'recorded');
-    assert.doesNotMatch(await assertProblem(only, 502, 'upstream-failed'), /UPSTREAM-SECRET/);
+    assert.doesNotMatch(await assertError(only, 502, 'upstream_failed'), /UPSTREAM-SECRET/);
     // `[DONE]` whose closing CRLF is split between two reads: the answer ends at its CR at
     // once, with the LF the client would otherwise never get (CRLF, as the engine framed it).
     const t0 = performance.now();
@@ -539,7 +549,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
       ['json-array-200', false],
     ] as const) {
       const res = await chat(`answer-raw=${name}`, stream ? { stream: true } : {}, {}, 'recorded');
-      const text = await assertProblem(res, 502, 'upstream-failed');
+      const text = await assertError(res, 502, 'upstream_failed');
       assert.doesNotMatch(text, /UPSTREAM-SECRET/, name);
       assert.equal(res.headers.get('content-encoding'), null, name);
       const r = await record(gidOf(res));
@@ -607,7 +617,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     for (const stream of [false, true]) {
       const res = await chat('sim:status=503', { stream });
       const id = gidOf(res);
-      const text = await assertProblem(res, 502, 'upstream-failed');
+      const text = await assertError(res, 502, 'upstream_failed');
       assert.doesNotMatch(text, /UPSTREAM-SECRET-DETAIL|worker|srv/);
       const r = await record(id);
       assert.equal(r.outcome, 'error');
@@ -625,7 +635,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     // and its diagnosis says the engine refused it, not the router's admission.
     const busy = await chat('sim:status=429');
     const busyId = gidOf(busy);
-    await assertProblem(busy, 429, 'admission-refused');
+    await assertError(busy, 429, 'rate_limited');
     const busyRecord = await record(busyId);
     assert.deepEqual([busyRecord.outcome, busyRecord.status_code], ['rejected', 429]);
     assert.equal(typeof busyRecord.upstream_duration_ms, 'number');
@@ -638,7 +648,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
   it('an upstream that fails its readiness check: 502 problem (an upstream failure on an inference route), record rejected, nothing dispatched', async () => {
     const res = await chat('hello', {}, {}, 'down');
     const id = gidOf(res);
-    await assertProblem(res, 502, 'upstream-failed');
+    await assertError(res, 502, 'upstream_failed');
     const r = await record(id);
     assert.equal(r.outcome, 'rejected');
     assert.equal(r.status_code, 502);
@@ -684,7 +694,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.ok(err instanceof OpenAI.InternalServerError, String(err));
     assert.equal(err.status, 504);
     assert.ok(Date.now() - t < 1800, 'answered at the deadline, not after the engine');
-    await assertProblem(errors[n]!, 504, 'upstream-timeout');
+    await assertError(errors[n]!, 504, 'upstream_timeout');
     let r = await record(gidOf({ headers: err.headers! }));
     assert.equal(r.outcome, 'timeout');
     assert.equal(r.status_code, 504);
@@ -694,7 +704,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     // so it gets the same plain 504 problem (an SDK sees a status, not a broken stream).
     const silent = await chat('sim:ttft_ms=2000', { stream: true }, {}, 'timeout-model');
     const silentId = gidOf(silent);
-    await assertProblem(silent, 504, 'upstream-timeout');
+    await assertError(silent, 504, 'upstream_timeout');
     r = await record(silentId);
     assert.equal(r.outcome, 'timeout');
     assert.equal(r.status_code, 504);
@@ -707,7 +717,10 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     assert.equal(res.status, 200);
     const text = await res.text();
     assert.match(text, /^data: \{/m, 'the first tokens were relayed');
-    assert.match(text, /^event: error\ndata: \{"error":\{"type":"upstream_timeout"/m);
+    assert.match(
+      text,
+      /^event: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_timeout"/m,
+    );
     assert.doesNotMatch(text, /\[DONE\]/);
     r = await record(id);
     assert.equal(r.outcome, 'timeout');
@@ -721,7 +734,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     await e.flaky.close();
     const res = await chat('after the engine went away', {}, {}, 'flaky');
     const id = gidOf(res);
-    await assertProblem(res, 502, 'upstream-failed');
+    await assertError(res, 502, 'upstream_failed');
     const r = await record(id);
     assert.equal(r.outcome, 'error');
     assert.equal(r.status_code, 502);
@@ -778,7 +791,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
     );
     const second = await chat('quick', {}, {}, 'single');
     const id2 = gidOf(second);
-    await assertProblem(second, 429, 'admission-refused');
+    await assertError(second, 429, 'rate_limited');
     const r2 = await record(id2);
     assert.equal(r2.outcome, 'rejected');
     assert.equal(r2.status_code, 429);
@@ -808,7 +821,7 @@ describe('router end to end: outcomes (engine sim and router as real processes, 
       10,
     );
     const c = await chat('quick', {}, {}, 'queued');
-    await assertProblem(c, 429, 'admission-refused');
+    await assertError(c, 429, 'rate_limited');
     const [ra, rb] = await Promise.all([a, b]);
     assert.equal(ra.status, 200);
     assert.equal(rb.status, 200);

@@ -54,6 +54,7 @@ describe('recipe.apply and recipe.stop through a controller on the recorded runt
       type: 'urn:svc-serving:problem:not-found',
       title: 'Not found',
       status: 404,
+      code: 'not_found',
     });
     const ops = source(await node.nodeWorkloads(), 'controller');
     assert.equal(ops.status, 'complete');
@@ -177,6 +178,7 @@ describe('a controller without recipes_dir', () => {
         type: 'urn:svc-serving:problem:unavailable',
         title: 'Service unavailable',
         status: 503,
+        code: 'unavailable',
       });
     } finally {
       await node.close();

@@ -15,10 +15,10 @@ const KEY = 'responder-unit-key-0123';
 const CANARY = 'prompt-canary-51c9e2 tell nobody';
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
-const problem = (status: number, slug: string, title: string) =>
-  JSON.stringify({ type: `urn:svc-serving:problem:${slug}`, title, status });
-const NOT_FOUND = problem(404, 'not-found', 'Not found');
-const INVALID = problem(400, 'invalid-input', 'Invalid input');
+const problem = (status: number, slug: string, title: string, code: string) =>
+  JSON.stringify({ type: `urn:svc-serving:problem:${slug}`, title, status, code });
+const NOT_FOUND = problem(404, 'not-found', 'Not found', 'not_found');
+const INVALID = problem(400, 'invalid-input', 'Invalid input', 'invalid_input');
 
 describe('router request lookups over the bus (svc.v1.<host>.requests.*)', () => {
   const p = writeTestPolicy();

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { StreamObserver } from '../../src/router/stream-observer.js';
 import { responsesFinish, responsesPromptChars } from '../../src/router/responses-observe.js';
-import { limitApiOf, prepareBody } from '../../src/router/relay-body.js';
+import { limitApiOf, prepareBody, type PreparedBody } from '../../src/router/relay-body.js';
 import type { ModelRoute } from '../../src/config/router-config.js';
 
 /** One named SSE event as vLLM frames it. */
@@ -187,22 +187,31 @@ describe('Responses answers as the router reads them', () => {
   it('max_output_tokens is bounded like chat max_tokens: absent set to the ceiling, above clamped, malformed refused; no other member touched', () => {
     const m = { alias: 'a', upstreamModel: 'engine-a', maxOutputTokens: 100 } as ModelRoute;
     assert.equal(limitApiOf('responses'), 'responses');
+    const prepared = (body: Record<string, unknown>, route: ModelRoute = m): PreparedBody => {
+      const r = prepareBody(body, route, 'responses');
+      assert.ok(!('invalid' in r), 'a well-formed limit');
+      return r;
+    };
     let b: Record<string, unknown> = { model: 'a', input: 'x' };
-    let p = prepareBody(b, m, 'responses');
-    assert.deepEqual(p?.outputLimit, { requested: null, effective: 100, clamped: false });
+    let p = prepared(b);
+    assert.deepEqual(p.outputLimit, { requested: null, effective: 100, clamped: false });
     assert.equal(b['max_output_tokens'], 100);
     assert.equal(b['model'], 'engine-a');
     b = { model: 'a', input: 'x', max_output_tokens: 5000, max_tokens: 7 };
-    p = prepareBody(b, m, 'responses');
-    assert.deepEqual(p?.outputLimit, { requested: 5000, effective: 100, clamped: true });
+    p = prepared(b);
+    assert.deepEqual(p.outputLimit, { requested: 5000, effective: 100, clamped: true });
     assert.equal(b['max_output_tokens'], 100);
     assert.equal(b['max_tokens'], 7, 'not a member the Responses API reads');
     b = { model: 'a', input: 'x', max_output_tokens: 50 };
-    assert.deepEqual(prepareBody(b, m, 'responses')?.outputLimit, { requested: 50, effective: 50, clamped: false });
+    assert.deepEqual(prepared(b).outputLimit, { requested: 50, effective: 50, clamped: false });
     for (const bad of [-1, 1.5, '10', true, 2 ** 60])
-      assert.equal(prepareBody({ model: 'a', max_output_tokens: bad }, m, 'responses'), undefined, String(bad));
+      assert.deepEqual(
+        prepareBody({ model: 'a', max_output_tokens: bad }, m, 'responses'),
+        { invalid: 'max_output_tokens' },
+        String(bad),
+      );
     // Added as one member when absent (the rest of the body is sent as the client wrote it).
     const same = { alias: 'a', upstreamModel: 'a', maxOutputTokens: 100 } as ModelRoute;
-    assert.equal(prepareBody({ model: 'a', input: 'x' }, same, 'responses')?.append, '"max_output_tokens":100');
+    assert.equal(prepared({ model: 'a', input: 'x' }, same).append, '"max_output_tokens":100');
   });
 });

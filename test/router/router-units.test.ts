@@ -717,10 +717,15 @@ describe('relay request preparation (in-process router, recording upstream)', ()
     assert.deepEqual([bad.status, bad.upstream], [400, undefined]);
   });
 
-  it('a malformed limit is a 400 that never reaches the engine', async () => {
+  it('a malformed limit is a 400 that never reaches the engine, recorded as an invalid request', async () => {
     for (const v of [-1, 1.5, '3', true, [], {}, 2 ** 53]) {
       const r = await send({ model: 'same', messages: [], max_tokens: v });
-      assert.deepEqual([r.status, r.upstream, r.record], [400, undefined, undefined], JSON.stringify(v));
+      assert.deepEqual([r.status, r.upstream], [400, undefined], JSON.stringify(v));
+      // Its one record: refused before routing, as an invalid request of the alias it named.
+      assert.deepEqual(
+        [r.record?.outcome, r.record?.refusal, r.record?.model, r.record?.attempts],
+        ['rejected', 'invalid_request', 'same', 0],
+      );
     }
   });
 

@@ -201,6 +201,9 @@ const RAW_ANSWERS: Record<string, (res: import('node:http').ServerResponse, c: R
  * chat completions with a fixed two-token answer. It sets response headers of its own
  * (`x-request-id`, `x-engine-detail`) so a test can see what the router passes on.
  */
+/** A secret-looking marker in the engine's own refusal text: it may reach the caller, nothing else. */
+export const REFUSAL_CANARY = 'sk-refusal-canary-5f1e2d3c4b5a69788796a5b4';
+
 export async function startRecordingUpstream(model = 'recorded-model'): Promise<RecordingUpstream> {
   const requests: RecordedRequest[] = [];
   const closedStreams: string[] = [];
@@ -232,6 +235,15 @@ export async function startRecordingUpstream(model = 'recorded-model'): Promise<
       }
       if (asked === '204') {
         res.writeHead(204, extra).end();
+        return;
+      }
+      // `answer-refuse=NNN` in the prompt: the engine refuses the request as vLLM does, its own
+      // message carrying REFUSAL_CANARY, a control character and more than 1,024 characters.
+      const refuse = /answer-refuse=(\d{3})/.exec(body.toString('utf8'))?.[1];
+      if (refuse !== undefined) {
+        const message = `bad parameter ${REFUSAL_CANARY}\u0007\n${'x'.repeat(2000)}`;
+        const text = JSON.stringify({ error: { message, type: 'BadRequestError', param: null, code: Number(refuse) } });
+        res.writeHead(Number(refuse), { 'content-type': 'application/json', ...extra }).end(text);
         return;
       }
       // `answer-early-hints` / `answer-continue` in the prompt: an informational answer (103, or

@@ -11,6 +11,7 @@ import { connect } from 'node:net';
 import type OpenAI from 'openai';
 import { pino } from 'pino';
 import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
+import { openAiType } from '../../src/errors.js';
 import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
 import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
 import { startRouterHarness, type RouterHarness } from './router-harness.js';
@@ -18,6 +19,8 @@ import { startRouterHarness, type RouterHarness } from './router-harness.js';
 export const GID = /^req_[0-9a-f]{32}$/;
 // One spelling from the raw relay and the Fastify routes alike.
 export const PROBLEM = /^application\/problem\+json; charset=utf-8$/;
+/** The data plane's error content type (OpenAI error objects). */
+export const OPENAI_ERROR = /^application\/json(?:; charset=utf-8)?$/;
 /** The `chat` alias's output ceiling (`max_output_tokens`). */
 export const CEIL = 16;
 export const MAX_BODY = 65_536;
@@ -45,7 +48,10 @@ export interface RouterE2E {
   /** The terminal record of a request, by the id the router answered with. */
   record(id: string): Promise<TerminalRecord>;
   gidOf(res: { headers: Headers }): string;
-  assertProblem(res: Response, status: number, slug: string): Promise<string>;
+  /** Asserts a control-plane problem (CONTRACT.md, HTTP) with this status and stable code; returns the body text. */
+  assertProblem(res: Response, status: number, code: string): Promise<string>;
+  /** Asserts a data-plane OpenAI error object (CONTRACT.md, HTTP) with this status and code; returns the body text. */
+  assertError(res: Response, status: number, code: string): Promise<string>;
   /** Reads an SSE response until `n` data events arrived; returns the reader and what was read. */
   readEvents(res: Response, n: number): Promise<{ reader: ReadableStreamDefaultReader<Uint8Array>; text: string }>;
 }
@@ -79,15 +85,36 @@ export function useRouterE2E(): RouterE2E {
     assert.match(id ?? '', GID);
     return id!;
   };
-  e.assertProblem = async (res, status, slug) => {
+  e.assertProblem = async (res, status, code) => {
     assert.equal(res.status, status);
     assert.match(res.headers.get('content-type') ?? '', PROBLEM);
     const text = await res.text();
     const body = JSON.parse(text) as Record<string, unknown>;
-    assert.deepEqual(Object.keys(body).sort(), ['status', 'title', 'type']);
-    assert.equal(body['type'], `urn:svc-serving:problem:${slug}`);
+    assert.deepEqual(
+      Object.keys(body)
+        .filter((k) => k !== 'invalid_params')
+        .sort(),
+      ['code', 'status', 'title', 'type'],
+    );
+    assert.match(String(body['type']), /^urn:svc-serving:problem:[a-z-]+$/);
     assert.equal(body['status'], status);
+    assert.equal(body['code'], code);
     assert.equal(typeof body['title'], 'string');
+    if (status === 401) assert.equal(res.headers.get('www-authenticate'), 'Bearer');
+    return text;
+  };
+  e.assertError = async (res, status, code) => {
+    assert.equal(res.status, status);
+    assert.match(res.headers.get('content-type') ?? '', OPENAI_ERROR);
+    const text = await res.text();
+    const body = JSON.parse(text) as { error: Record<string, unknown> };
+    assert.deepEqual(Object.keys(body), ['error']);
+    assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'param', 'type']);
+    assert.equal(body.error['code'], code);
+    assert.equal(body.error['type'], openAiType(status));
+    assert.equal(typeof body.error['message'], 'string');
+    assert.ok(body.error['param'] === null || typeof body.error['param'] === 'string');
+    if (status === 401) assert.equal(res.headers.get('www-authenticate'), 'Bearer');
     return text;
   };
   e.readEvents = async (res, n) => {

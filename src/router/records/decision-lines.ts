@@ -14,6 +14,8 @@ export interface Decision {
   readonly record: TerminalRecord;
 }
 
+/** Revision-2 members: copied when present; a line written before them lacks them (unknown to its readers). */
+const REVISION_2_KEYS = ['upstream_status', 'upstream_replica', 'attempts', 'refusal'] as const;
 const OPTIONAL_KEYS = ['session_id', 'workbench_run_id', 'task_id', 'routing_config_hash', 'package_version'] as const;
 const REQUIRED_KEYS = [
   'request_id',
@@ -64,6 +66,7 @@ export function parseDecision(line: string): Decision | undefined {
   if (!('admission_wait_ms' in raw)) rec['admission_wait_ms'] = null;
   // An older line may hold a provider's own spelling: normalized, never dropped or kept as free text.
   rec['finish_reason'] = finishReasonOf(rec['finish_reason']);
+  for (const k of REVISION_2_KEYS) if (k in raw) rec[k] = raw[k];
   for (const k of OPTIONAL_KEYS) if (typeof raw[k] === 'string') rec[k] = raw[k];
   if (!checkTerminalRecord.Check(rec)) return undefined;
   const g = raw['gateway_request_id'];

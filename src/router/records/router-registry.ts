@@ -164,6 +164,19 @@ export class RouterRegistry {
     this.changed();
   }
 
+  /**
+   * The terminal record of a request refused before routing (never in flight: no phase, no
+   * journal entry): logged and buffered as finish() does, under its generated id.
+   */
+  refused(gid: string, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
+    const json = terminalRecordJson(record);
+    this.opts.log?.appendJson(gid, json);
+    this.hold(gid, record, finishedMs, json);
+    this.finishedTotal++;
+    this.opts.onFinish?.(record, false);
+    this.changed();
+  }
+
   /** Puts a terminal record in the ring; the one it replaces is counted as outside. */
   private hold(gid: string, record: TerminalRecord, finishedMs: number, json = terminalRecordJson(record)): void {
     const evicted = this.ring.push(gid, record, json, finishedMs);

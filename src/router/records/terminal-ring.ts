@@ -22,7 +22,8 @@ export type SampledField = (typeof SAMPLED)[number];
  * pass (`forEachSummary`): read it, do not keep it.
  */
 export interface RecordSummary {
-  model: string;
+  /** Null: refused before routing (no alias). */
+  model: string | null;
   route: TerminalRecord['route'];
   outcome: TerminalRecord['outcome'];
   finish: TerminalRecord['finish_reason'];
@@ -90,7 +91,7 @@ export class TerminalRing {
   private readonly off: Uint32Array;
   private readonly len: Uint32Array;
   // Metrics columns.
-  private readonly models: string[];
+  private readonly models: (string | null)[];
   private readonly internedModels = new Map<string, string>();
   private readonly route: Uint8Array;
   private readonly outcome: Uint8Array;
@@ -113,7 +114,7 @@ export class TerminalRing {
     this.bytes = Buffer.allocUnsafe(FIRST_BYTES);
     this.off = new Uint32Array(capacity);
     this.len = new Uint32Array(capacity);
-    this.models = new Array<string>(capacity);
+    this.models = new Array<string | null>(capacity);
     this.route = new Uint8Array(capacity);
     this.outcome = new Uint8Array(capacity);
     this.finish = new Uint8Array(capacity);
@@ -159,7 +160,7 @@ export class TerminalRing {
     this.sessionIds[slot] = record.session_id;
     this.finished[slot] = finishedMs;
     this.workloads[slot] = undefined;
-    this.models[slot] = this.intern(record.model);
+    this.models[slot] = record.model === null ? null : this.intern(record.model);
     this.route[slot] = ROUTE_CODE.get(record.route) ?? 0;
     this.outcome[slot] = OUTCOME_CODE.get(record.outcome) ?? OUTCOME_CODE.get('error')!;
     this.finish[slot] =

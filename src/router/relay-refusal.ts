@@ -1,0 +1,79 @@
+/** Requests turned away before routing: their answer, their one terminal record, their log line. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ErrorCode } from '../errors.js';
+import type { Caller, RelayContext, Turned } from './relay-context.js';
+import { refusalRecord } from './relay-record.js';
+import { refuseUpload, sendRawError } from './relay-support.js';
+import { identify } from './relay-intake.js';
+import { lacksHost } from '../http/http-app.js';
+import type { RouteName } from '../schema/terminal-record.js';
+
+/** The caller of each answer whose body is still arriving (cutUploads records them). */
+const uploading = new WeakMap<ServerResponse, Caller>();
+
+/** Notes whose upload `res` answers, for a graceful stop's cut. */
+export function noteUpload(res: ServerResponse, c: Caller): void {
+  uploading.set(res, c);
+}
+
+/**
+ * Answers a request refused before routing with its error object and leaves its one terminal
+ * record (outcome rejected, `model` null unless it named a configured alias) and one
+ * `request refused` line an operator finds by its id. `req` when its upload may still be
+ * arriving: it is read and dropped so its client sees the answer, except after a framing
+ * fault, whose body cannot be trusted to end where it says: then the connection closes.
+ */
+export function turnAway(
+  ctx: RelayContext,
+  c: Caller,
+  res: ServerResponse,
+  t: Turned,
+  req: IncomingMessage | undefined,
+): void {
+  if (t.code === ErrorCode.INVALID_FRAMING) {
+    // `Connection: close`, and the socket ends once the answer is written (docs/api.md).
+    res.shouldKeepAlive = false;
+    sendRawError(res, t.code);
+  } else if (req !== undefined) refuseUpload(req, res, t.code, t.param);
+  else sendRawError(res, t.code, t.param === undefined ? undefined : { param: t.param });
+  const finishedMs = Date.now();
+  const record = refusalRecord(c, t, res.statusCode, ctx, finishedMs);
+  ctx.registry.refused(c.gid, record, finishedMs);
+  if (ctx.failureLines.take(finishedMs))
+    ctx.logger.info(
+      { gateway_request_id: c.gid, status: record.status_code, refusal: record.refusal ?? null },
+      'request refused',
+    );
+}
+
+/**
+ * A graceful stop's cut: each request whose body is still arriving gets the 503 error (with
+ * its id) now, rather than a connection closed without a word, and its terminal record
+ * (outcome error: the router, not the request, ended it).
+ */
+export function cutUploads(ctx: RelayContext): void {
+  for (const res of ctx.uploading) {
+    const c = uploading.get(res);
+    if (!res.headersSent && c !== undefined)
+      turnAway(ctx, c, res, { code: ErrorCode.UNAVAILABLE, refusal: null }, res.req);
+  }
+  ctx.uploading.clear();
+}
+
+/**
+ * An inference path asked with another method than POST: 405 with `Allow: POST` (400 without
+ * Host). An authenticated one gets its ids and its terminal record, as every request with an
+ * `X-Svc-Request-Id` does; an unauthenticated one is only answered.
+ */
+export function refuseMethod(req: IncomingMessage, res: ServerResponse, route: RouteName, ctx: RelayContext): void {
+  const t: Turned = lacksHost(req)
+    ? { code: ErrorCode.INVALID_FRAMING, refusal: 'invalid_request' }
+    : { code: ErrorCode.METHOD_NOT_ALLOWED, refusal: 'invalid_request' };
+  if (t.code === ErrorCode.METHOD_NOT_ALLOWED) res.setHeader('allow', 'POST');
+  if (!ctx.keys.accepts(req.headers.authorization)) {
+    refuseUpload(req, res, t.code);
+    return;
+  }
+  const c = identify(req, res, route, ctx);
+  if (c !== undefined) turnAway(ctx, c, res, t, req);
+}
