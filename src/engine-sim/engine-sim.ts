@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../errors.js';
 import type { EngineSimOptions } from './engine-sim-options.js';
 import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
-import { handleGeneration, type SimContext } from './engine-sim-generate.js';
+import { handleGeneration, simulatedFailure, type SimContext } from './engine-sim-generate.js';
 import {
   clearSimTimers,
   isJsonRequest,
@@ -76,6 +76,9 @@ export async function startEngineSim(
   });
   const counts = { requests: 0, aborted: 0, open: 0, health: 0 };
   let health = { ok: true, delayMs: 0 };
+  // Every inference request answered with this status (failover tests: a replica that is up
+  // but failing), or 0 for normal service. Set through /sim/health's `fail_status`.
+  let failStatus = 0;
   let closing = false;
 
   // One listener shared by every response (state lives on the response), so no closure per request.
@@ -120,6 +123,8 @@ export async function startEngineSim(
       return;
     }
     counts.requests++;
+    if (failStatus !== 0 && method === 'POST' && path.startsWith('/v1/'))
+      return sendJson(req, res, failStatus, simulatedFailure(failStatus));
     switch (path) {
       case '/v1/chat/completions':
         if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'chat'));
@@ -158,17 +163,26 @@ export async function startEngineSim(
     onJson(req, res, (b) => {
       const ok = b['ok'];
       const delay = b['delay_ms'] ?? 0;
+      const fail = b['fail_status'] ?? 0;
       if (
+        !(fail === 0 || (Number.isInteger(fail) && (fail as number) >= 500 && (fail as number) <= 599)) ||
         typeof ok !== 'boolean' ||
         typeof delay !== 'number' ||
         !Number.isInteger(delay) ||
         delay < 0 ||
         delay > 600_000
       ) {
-        sendError(req, res, 400, 'expected {"ok": boolean, "delay_ms": non-negative integer}', 'invalid_request_error');
+        sendError(
+          req,
+          res,
+          400,
+          'expected {"ok": boolean, "delay_ms": non-negative integer, "fail_status"?: 0 or 500-599}',
+          'invalid_request_error',
+        );
         return;
       }
       health = { ok, delayMs: delay };
+      failStatus = fail as number;
       sendJson(req, res, 200, JSON.stringify({ ok, delay_ms: delay }));
     });
   }

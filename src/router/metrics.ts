@@ -27,9 +27,14 @@ export class RouterMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'model'>;
   private readonly byModel = new Map<string, { inc(): void }>();
+  private readonly reloads: Counter<'result'>;
+  /** The configured aliases (a reload replaces them). */
+  private aliases: readonly string[];
 
   /** `aliases`: the configured model aliases; each has an in-flight series, 0 when idle (a readable zero, not an absent figure). */
   constructor(reg: RouterRegistry, aliases: readonly string[] = []) {
+    this.aliases = aliases;
+    const configured = (): readonly string[] => this.aliases;
     this.requests = new Counter({
       name: 'svc_router_requests_total',
       help: 'Requests that reached a terminal record, by model alias',
@@ -47,10 +52,17 @@ export class RouterMetrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const model of aliases) this.set({ model }, 0);
+        for (const model of configured()) this.set({ model }, 0);
         for (const a of reg.active.values()) this.inc({ model: a.model });
       },
     });
+    this.reloads = new Counter({
+      name: 'svc_router_config_reloads_total',
+      help: 'Configuration reloads (SIGHUP) by result: applied, or rejected (the running configuration stayed)',
+      labelNames: ['result'],
+      registers: [this.registry],
+    });
+    for (const result of ['applied', 'rejected']) this.reloads.inc({ result }, 0);
     // Dozens of gauges read the same figures on one scrape: compute them once per scrape.
     let memo: { at: number; v: Map<string, Stat> } | undefined;
     const stats = (): Map<string, Stat> => {
@@ -104,6 +116,18 @@ export class RouterMetrics {
         );
       }
     }
+  }
+
+  /** A reload's result. */
+  reloaded(result: 'applied' | 'rejected'): void {
+    this.reloads.inc({ result });
+  }
+
+  /** The aliases of a reloaded configuration: each has its series from now on. */
+  setAliases(aliases: readonly string[]): void {
+    this.aliases = aliases;
+    for (const model of aliases) if (!this.byModel.has(model)) this.byModel.set(model, this.requests.labels({ model }));
+    for (const model of aliases) this.requests.inc({ model }, 0);
   }
 
   finished(model: string): void {

@@ -68,11 +68,13 @@ export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: numbe
     finish_reason: finish,
     usage,
     output_limit: x.outputLimit,
+    upstream_replica: x.upstreamReplica,
+    attempts: x.attempts,
   };
   if (x.a.sessionId) rec.session_id = x.a.sessionId;
   if (x.a.workbenchRunId) rec.workbench_run_id = x.a.workbenchRunId;
   if (x.a.taskId) rec.task_id = x.a.taskId;
-  rec.routing_config_hash = ctx.cfg.routingConfigHash;
+  rec.routing_config_hash = x.routingConfigHash;
   rec.package_version = ctx.packageVersion;
   return rec;
 }

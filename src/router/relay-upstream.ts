@@ -42,11 +42,9 @@ export async function pipeUpstream(
 ): Promise<void> {
   let timedOut = false;
   const a = x.a;
-  const call = new UpstreamCall(CALL_OPTIONS, a);
   // The deadline, the client leaving and a graceful stop all end the upstream request too.
-  // The link is the call itself (no closure over this scope), dropped when the exchange ends.
-  abort.upstream = call;
-  if (abort.aborted) call.cancel();
+  // The link is the call itself (no closure over this scope), dropped when the exchange ends;
+  // the replica set links each call it makes in turn (failover).
   const deadline = setTimeout(() => {
     timedOut = true;
     abort.abort();
@@ -54,7 +52,7 @@ export async function pipeUpstream(
   try {
     x.dispatchAt = performance.now();
     ctx.registry.setPhase(a, 'dispatched');
-    up.pool.dispatch(
+    const call = await up.replicas.dispatch(
       {
         method: 'POST',
         path,
@@ -63,7 +61,9 @@ export async function pipeUpstream(
         headersTimeout: up.route.upstreamTimeoutMs,
         bodyTimeout: up.route.upstreamTimeoutMs,
       },
-      call,
+      () => new UpstreamCall(CALL_OPTIONS, a),
+      abort,
+      x,
     );
     let answer: UpstreamAnswer;
     try {
@@ -82,7 +82,6 @@ export async function pipeUpstream(
           // A graceful stop can cut the wait for the engine's first answer too.
           let cut = cutOf(timedOut, ctx.stopping.value);
           if (cut === 'failed' && (err as Error)?.name === 'HeadersTimeoutError') cut = 'timeout';
-          if (cut === 'failed') ctx.readiness.invalidate(up.route.alias);
           refuse(x, res, cut);
         }
         return;

@@ -222,6 +222,9 @@ export async function relayInference(
     streaming: parsed?.['stream'] === true,
     finishOverride: null,
     answered: false,
+    upstreamReplica: null,
+    attempts: 0,
+    routingConfigHash: up.routingConfigHash,
   };
   ctx.registry.begin(a);
 
@@ -252,7 +255,7 @@ export async function relayInference(
   try {
     const r0 = performance.now();
     // A cached answer comes back synchronously: no await (and no turn of the event loop) for it.
-    const check = ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
+    const check = up.replicas.ready();
     const ready = typeof check === 'boolean' ? check : await check;
     x.readinessMs = performance.now() - r0;
     // Left while the check ran: it was sent nothing, whatever the check found.
@@ -304,17 +307,7 @@ export async function relayInference(
     }
     const headers: Record<string, string> = { 'content-type': ct, 'x-request-id': gid };
     if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
-    await pipeUpstream(
-      up,
-      `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[route]}`,
-      headers,
-      outBody,
-      x,
-      res,
-      abort,
-      ctx,
-      () => clientGone,
-    );
+    await pipeUpstream(up, UPSTREAM_PATH[route], headers, outBody, x, res, abort, ctx, () => clientGone);
   } catch (err) {
     ctx.logger.error({ gateway_request_id: gid, err }, 'relay failed');
     x.outcome = clientGone ? 'disconnected' : 'error';

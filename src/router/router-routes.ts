@@ -14,6 +14,11 @@ import { nodeResultJson } from '../schema/result-json.js';
 
 export interface RouterRoutesOptions {
   readonly cfg: RouterConfig;
+  /** The routing configuration in service now (a reload replaces it). */
+  readonly routing: () => {
+    readonly models: readonly { readonly alias: string }[];
+    readonly routingConfigHash: string;
+  };
   readonly keys: DataPlaneKeys;
   /** True for a policy client's credential (known, but not a data-plane key). */
   readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
@@ -71,7 +76,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
     return reply.send({
       object: 'list',
-      data: o.cfg.models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })),
+      data: o.routing().models.map((m) => ({ id: m.alias, object: 'model', created, owned_by: 'svc-serving' })),
     });
   });
 
@@ -98,9 +103,9 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (app:
     return reply.send({
       host: o.cfg.hostId,
       package_version: o.packageVersion,
-      routing_config_hash: o.cfg.routingConfigHash,
+      routing_config_hash: o.routing().routingConfigHash,
       started_at: o.startedAt,
-      models: o.cfg.models.map((m) => m.alias),
+      models: o.routing().models.map((m) => m.alias),
     });
   });
 

@@ -78,6 +78,10 @@ export const TerminalRecord = Type.Object(
     finish_reason: Type.Union([literalUnion(FINISH_REASONS), Type.Null()]),
     usage: Usage,
     output_limit: Type.Union([OutputLimit, Type.Null()]),
+    // Revision 2 (absent from older records): which of the alias's upstreams answered (index
+    // from 0) or null when none was called, and the upstream attempts made.
+    upstream_replica: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 255 }), Type.Null()])),
+    attempts: Type.Optional(Type.Integer({ minimum: 0, maximum: 255 })),
     session_id: Type.Optional(Opaque),
     workbench_run_id: Type.Optional(Opaque),
     task_id: Type.Optional(Opaque),
@@ -135,6 +139,8 @@ export function terminalRecordJson(r: TerminalRecord): string {
     `"upstream_duration_ms":${jsonNumber(r.upstream_duration_ms)},"time_to_first_content_ms":${jsonNumber(r.time_to_first_content_ms)},` +
     `"finish_reason":${jsonName(r.finish_reason)},"usage":{"prompt_tokens":${jsonNumber(u.prompt_tokens)},"completion_tokens":${jsonNumber(u.completion_tokens)},` +
     `"prompt_source":${jsonText(u.prompt_source)},"completion_source":${jsonText(u.completion_source)}},"output_limit":${limit}`;
+  if (r.upstream_replica !== undefined) s += `,"upstream_replica":${jsonNumber(r.upstream_replica)}`;
+  if (r.attempts !== undefined) s += `,"attempts":${jsonNumber(r.attempts)}`;
   if (r.session_id !== undefined) s += `,"session_id":${jsonText(r.session_id)}`;
   if (r.workbench_run_id !== undefined) s += `,"workbench_run_id":${jsonText(r.workbench_run_id)}`;
   if (r.task_id !== undefined) s += `,"task_id":${jsonText(r.task_id)}`;
