@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { healthRoutes } from '../http/health-routes.js';
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
@@ -186,6 +187,9 @@ export async function startDashboard(
     socket.on('error', () => session.close());
   });
   registerPageRoutes(app);
+  // Ready whenever it serves: its sources' failures are shown on the page, where they belong
+  // (docs/decisions/0053). The loopback Host guard above applies to these routes too.
+  await app.register(healthRoutes);
 
   let url: string;
   try {

@@ -11,6 +11,7 @@ import { openBus } from '../streams/open-bus.js';
 import { toolsCallRoutes } from '../controller/controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
+import { healthRoutes, watchNats } from '../http/health-routes.js';
 import { workloadsSubject } from '../schema/subjects.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import { busRequestAsker } from './fleet-diagnosis.js';
@@ -66,6 +67,9 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const run = (args: FilterArgs): Promise<FleetResult> => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs);
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
   const app = createHttpApp({ logger: log });
+  // Ready while its NATS connection is up (docs/decisions/0053).
+  const nats = watchNats(bus);
+  await app.register(healthRoutes, { failing: () => (nats.down() ? ['nats'] : []) });
   await app.register(toolsCallRoutes, {
     policy,
     tools: { fleet_workloads: run },
@@ -89,6 +93,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
+    nats.stop();
     if (ownsBus) await bus.close();
     throw err;
   }
@@ -97,6 +102,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     app,
     async close() {
       await app.close();
+      nats.stop();
       if (ownsBus) await bus.close();
     },
   };
