@@ -64,6 +64,9 @@ export function parseDecision(line: string): Decision | undefined {
   if (!('admission_wait_ms' in raw)) rec['admission_wait_ms'] = null;
   // An older line may hold a provider's own spelling: normalized, never dropped or kept as free text.
   rec['finish_reason'] = finishReasonOf(rec['finish_reason']);
+  // Revision 2 (absent from older lines: unknown). The schema check below bounds them.
+  if ('upstream_replica' in raw) rec['upstream_replica'] = raw['upstream_replica'];
+  if ('attempts' in raw) rec['attempts'] = raw['attempts'];
   for (const k of OPTIONAL_KEYS) if (typeof raw[k] === 'string') rec[k] = raw[k];
   if (!checkTerminalRecord.Check(rec)) return undefined;
   const g = raw['gateway_request_id'];
