@@ -4,7 +4,7 @@
  */
 import { median, percentile, type SeqSamples, type TargetKey, type ThroughputSample } from './router-load.js';
 
-export const ORDER: readonly TargetKey[] = ['direct', 'bare', 'router', 'portkey'];
+export const ORDER: readonly TargetKey[] = ['direct', 'bare', 'router', 'replicas', 'failover', 'portkey'];
 
 export interface Collected {
   readonly present: ReadonlySet<TargetKey>;
@@ -25,6 +25,8 @@ export const GOALS = {
   addedP99Ms: 1.5,
   firstChunkVsBareMs: 0.5,
   cpuPerReqMs: 0.3,
+  /** DESIGN.md: new router features cost <= 5% CPU per request (here: two replicas against one upstream, same build). */
+  replicasCpuVsRouter: 1.05,
 } as const;
 
 interface Figures {
@@ -149,6 +151,17 @@ export function renderReport(c: Collected): string {
     `<= ${GOALS.cpuPerReqMs} ms`,
     r ? `${verdict(r.cpu <= GOALS.cpuPerReqMs)} ${f(r.cpu, 3)} ms` : 'n/a',
   );
+  // replicas: the same build with two upstreams, and with one of them failing (every 503 failed over)
+  const rep = get('replicas');
+  if (r && (rep || get('failover')))
+    add(
+      '  CPU/request vs router (one upstream)',
+      col((x, k) => (k === 'replicas' || k === 'failover' ? `${f(x.cpu / r.cpu)}x` : '')),
+      `replicas <= ${GOALS.replicasCpuVsRouter}x router`,
+      rep
+        ? `${verdict(rep.cpu / r.cpu <= GOALS.replicasCpuVsRouter)} ${f(rep.cpu / r.cpu)}x (failover: not judged)`
+        : 'n/a',
+    );
   // ahead of Portkey, per figure
   if (r && p) {
     add(
