@@ -226,7 +226,7 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
       plain,
       o.connections,
       2,
-      t.key === 'router' ? ROUTER_WARMUP_REQUESTS(o) : undefined,
+      t.key === 'router' || t.key === 'replicas' || t.key === 'failover' ? ROUTER_WARMUP_REQUESTS(o) : undefined,
     );
     const seq = emptySeq();
     await sequential(t, plainBuf, 200, seq, false);

@@ -23,9 +23,17 @@ export class Readiness {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** Marked down and not probed since. */
+  private down = false;
+
   /** The last answer, fresh or not (false before the first one and after markDown). */
   get lastOk(): boolean {
     return this.ok;
+  }
+
+  /** Worth a failover: the last answer was good, or there is none yet (its first probe is still out) and it was not marked down. */
+  get usable(): boolean {
+    return this.ok || (this.at === Number.NEGATIVE_INFINITY && !this.down);
   }
 
   /** True when the replica answered its readiness path with 2xx recently. Never throws. */
@@ -34,6 +42,7 @@ export class Readiness {
     if (!this.inFlight) {
       this.inFlight = this.probe().then((ok) => {
         this.ok = ok;
+        this.down = false;
         this.at = this.now();
         this.inFlight = undefined;
         return ok;
@@ -49,6 +58,7 @@ export class Readiness {
 
   /** The replica failed a request: not ready until a probe passes (the next check probes). */
   markDown(): void {
+    this.down = true;
     this.ok = false;
     this.at = Number.NEGATIVE_INFINITY;
   }

@@ -175,9 +175,32 @@ export class ReplicaSet {
    * Sends the request to a replica and, while the answer is a connection failure or a 502/503
    * (nothing of it relayed yet), to another ready one, up to `maxAttempts` in all. Returns the
    * last call: its `answer` is the one the relay reads. `link.upstream` is each call in turn,
-   * so the relay's abort (client gone, deadline, stop) cancels the one in flight.
+   * so the relay's abort (client gone, deadline, stop) cancels the one in flight. `req` is
+   * the caller's, used for this request only: its `path` (relative to the base path) is
+   * completed in place.
    */
-  async dispatch(
+  dispatch(
+    req: ReplicaRequest,
+    newCall: () => UpstreamCall,
+    link: CallLink,
+    tally: DispatchTally,
+  ): UpstreamCall | Promise<UpstreamCall> {
+    if (this.maxAttempts === 1) {
+      // No failover possible: no wait here, no promise of its own (the common one-upstream case).
+      const r = this.pick(0, true)!;
+      const call = newCall();
+      link.upstream = call;
+      if (link.aborted) call.cancel();
+      tally.attempts = 1;
+      tally.upstreamReplica = r.index;
+      req.path = r.target.pathPrefix + req.path;
+      r.send(req, call);
+      return call;
+    }
+    return this.dispatchWithFailover(req, newCall, link, tally);
+  }
+
+  private async dispatchWithFailover(
     req: ReplicaRequest,
     newCall: () => UpstreamCall,
     link: CallLink,
@@ -195,7 +218,8 @@ export class ReplicaSet {
       if (link.aborted) call.cancel();
       tally.attempts++;
       tally.upstreamReplica = r.index;
-      r.send({ ...req, path: r.target.pathPrefix + path }, call);
+      req.path = r.target.pathPrefix + path;
+      r.send(req, call);
       if (tally.attempts >= this.maxAttempts || this.pick(tried, false) === undefined) return call;
       // Nothing of the answer is relayed before this returns: a whole body is relayed only once
       // read whole, and a stream is handed on once its first bytes are here.
@@ -225,7 +249,7 @@ export class ReplicaSet {
     for (let k = 0; k < n; k++) {
       const r = rs[(this.turn + k) % n]!;
       if ((tried & (1 << r.index)) !== 0) continue;
-      if (!r.readiness.lastOk) {
+      if (!(anyway ? r.readiness.lastOk : r.readiness.usable)) {
         if (anyway && (fallback === undefined || r.outstanding < fallback.outstanding)) fallback = r;
         continue;
       }
