@@ -7,7 +7,8 @@ import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { cpuMs, type Proc } from './router-procs.js';
 
-export type TargetKey = 'direct' | 'bare' | 'router' | 'portkey';
+/** `replicas`: the router over two engine sims; `failover`: over two, one of which answers 503 to every request. */
+export type TargetKey = 'direct' | 'bare' | 'router' | 'replicas' | 'failover' | 'portkey';
 
 export interface Target {
   readonly key: TargetKey;

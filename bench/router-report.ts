@@ -4,7 +4,7 @@
  */
 import { median, percentile, type SeqSamples, type TargetKey, type ThroughputSample } from './router-load.js';
 
-export const ORDER: readonly TargetKey[] = ['direct', 'bare', 'router', 'portkey'];
+export const ORDER: readonly TargetKey[] = ['direct', 'bare', 'router', 'replicas', 'failover', 'portkey'];
 
 export interface Collected {
   readonly present: ReadonlySet<TargetKey>;
@@ -31,6 +31,8 @@ export const GOALS = {
   firstChunkVsBareMs: 0.3,
   portkeyThroughputX: 8,
   portkeyCpuX: 8,
+  /** DESIGN.md: new router features cost <= 5% CPU per request (here: two replicas against one upstream, same build). */
+  replicasCpuVsRouter: 1.05,
 } as const;
 
 interface Figures {
@@ -157,6 +159,17 @@ export function renderReport(c: Collected): string {
     '  ratio to bare relay',
     col((x, k) => (k === 'direct' || !b ? '-' : f(x.cpu / b.cpu) + 'x')),
   );
+  // replicas: the same build with two upstreams, and with one of them failing (every 503 failed over)
+  const rep = get('replicas');
+  if (r && (rep || get('failover')))
+    add(
+      '  CPU/request vs router (one upstream)',
+      col((x, k) => (k === 'replicas' || k === 'failover' ? `${f(x.cpu / r.cpu)}x` : '')),
+      `replicas <= ${GOALS.replicasCpuVsRouter}x router`,
+      rep
+        ? `${verdict(rep.cpu / r.cpu <= GOALS.replicasCpuVsRouter)} ${f(rep.cpu / r.cpu)}x (failover: not judged)`
+        : 'n/a',
+    );
   // ahead of Portkey by a factor, on throughput and CPU per request
   if (r && p) {
     const tputX = r.rps / p.rps;

@@ -13,6 +13,7 @@ export const CLI = join(root, 'dist', 'cli', 'main.js');
 /** The alias (and engine model name) every benchmark request uses. */
 export const MODEL = 'sim-model';
 const KEYS_ENV = 'SVC_BENCH_ROUTER_KEYS';
+let configs = 0;
 
 /** `engine sim` answering at once: 16 tokens, no time to first token, no inter-token delay. */
 export function startSim(): Promise<Proc> {
@@ -44,6 +45,8 @@ export interface RouterSetup {
   readonly bufferSize: number | undefined;
   /** The built CLI to run (another checkout's `dist/cli/main.js`, for an A/B run); this one's by default. */
   readonly cli?: string;
+  /** More engine origins: the alias gets `upstreams = [sim, ...these]` instead of `upstream`. */
+  readonly moreReplicas?: readonly string[];
 }
 
 /**
@@ -58,7 +61,8 @@ export function startRouter(
   o: RouterSetup,
   nodeArgs: string[] = [],
 ): Promise<Proc> {
-  const toml = join(dir, 'router.toml');
+  const n = ++configs;
+  const toml = join(dir, `router-${n}.toml`);
   writeFileSync(
     toml,
     [
@@ -66,12 +70,18 @@ export function startRouter(
       'host_id = "bench"',
       'listen = "127.0.0.1:0"',
       `api_keys_env = "${KEYS_ENV}"`,
-      ...(o.decisionLog ? [`decision_log_path = ${JSON.stringify(join(dir, 'decisions', 'decisions.jsonl'))}`] : []),
+      ...(o.decisionLog
+        ? [
+            `decision_log_path = ${JSON.stringify(join(dir, n === 1 ? 'decisions' : `decisions-${n}`, 'decisions.jsonl'))}`,
+          ]
+        : []),
       ...(o.bufferSize !== undefined ? [`buffer_size = ${o.bufferSize}`] : []),
       '',
       '[[models]]',
       `alias = "${MODEL}"`,
-      `upstream = ${JSON.stringify(`${simUrl}/v1`)}`,
+      o.moreReplicas?.length
+        ? `upstreams = ${JSON.stringify([simUrl, ...o.moreReplicas].map((u) => `${u}/v1`))}`
+        : `upstream = ${JSON.stringify(`${simUrl}/v1`)}`,
       'max_concurrency = 256',
       '',
     ].join('\n'),

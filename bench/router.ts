@@ -4,12 +4,15 @@
  *   - directly,
  *   - through a bare node:http + undici relay (bench/bare-relay.ts, the floor for a Node relay),
  *   - through this router (`router serve`, decision log on, max_concurrency 256),
+ *   - through the same router over two engine sims (`upstreams`, target `replicas`), and over
+ *     two of which the first answers 503 to everything (target `failover`: each request
+ *     that goes there first is failed over to the other),
  *   - through the Portkey gateway (`@portkey-ai/gateway`, loopback only),
  * each in its own process, load from this process. Prints one table with PASS/MISS per
  * target line and the raw numbers. Always exits 0.
  *
  *   node build/bench/router.js [--rounds 5] [--seconds 5] [--connections 64]
- *                              [--latency-n 2000] [--stream-n 1000] [--no-portkey]
+ *                              [--latency-n 2000] [--stream-n 1000] [--no-portkey] [--no-replicas]
  *   node build/bench/router.js --profile [--seconds 8]   # router under --cpu-prof, one round
  *   node build/bench/router.js --profile-bare            # the same for the bare relay
  *   diagnostics: --router-buffer-size N, --router-no-decision-log (change the router config)
@@ -51,6 +54,8 @@ interface Options {
   latencyN: number;
   streamN: number;
   portkey: boolean;
+  /** Measure the two-replica and failover targets too. */
+  replicas: boolean;
   profile: boolean;
   /** Diagnostics only: `[server] buffer_size` of the router (default: the config default). */
   routerBufferSize: number | undefined;
@@ -68,6 +73,7 @@ function parseArgs(argv: readonly string[]): Options {
     latencyN: 2000,
     streamN: 1000,
     portkey: true,
+    replicas: true,
     profile: false,
     routerBufferSize: undefined,
     routerDecisionLog: true,
@@ -86,6 +92,7 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--latency-n') o.latencyN = Math.round(num(i++));
     else if (a === '--stream-n') o.streamN = Math.round(num(i++));
     else if (a === '--no-portkey') o.portkey = false;
+    else if (a === '--no-replicas') o.replicas = false;
     else if (a === '--profile') o.profile = true;
     else if (a === '--profile-bare') {
       o.profile = true;
@@ -131,6 +138,31 @@ function rotate<T>(xs: readonly T[], by: number): T[] {
   return xs.map((_, i) => xs[(i + by) % n]!);
 }
 
+/**
+ * The replica targets: a second engine sim, a third that answers 503 to every inference
+ * request (/sim/health `fail_status`), a router over the first two and one over the failing
+ * one and the first.
+ */
+async function startReplicaTargets(
+  simUrl: string,
+  tmp: string,
+  key: string,
+  o: Options,
+): Promise<{ two: Proc; failover: Proc }> {
+  const [second, failing] = await Promise.all([startSim(), startSim()]);
+  const res = await fetch(`${failing.url}/sim/health`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ok: true, fail_status: 503 }),
+  });
+  if (res.status !== 200) throw new Error('the failing engine sim refused fail_status');
+  const setup = { decisionLog: o.routerDecisionLog, bufferSize: o.routerBufferSize };
+  const two = await startRouter(simUrl, tmp, key, { ...setup, moreReplicas: [second.url] });
+  const failover = await startRouter(failing.url, tmp, key, { ...setup, moreReplicas: [simUrl] });
+  log(`replicas: router ${two.url} over two sims, router ${failover.url} over a failing sim and the first`);
+  return { two, failover };
+}
+
 async function mainRun(o: Options, tmp: string): Promise<void> {
   const key = randomBytes(16).toString('hex');
   const t0 = performance.now();
@@ -149,6 +181,7 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
   // If one fails, the others may still reject later (killed while starting): never unhandled.
   for (const p of starting) p.catch(() => undefined);
   const [bare, router, portkey] = await Promise.all(starting);
+  const replicas = o.replicas ? await startReplicaTargets(sim.url, tmp, key, o) : undefined;
   log(
     `bare relay ${bare.url} (pid ${bare.pid}), router ${router.url} (pid ${router.pid})` +
       (portkey ? `, portkey ${portkey.url} (pid ${portkey.pid})` : ''),
@@ -159,6 +192,11 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
     makeTarget('bare', 'bare relay', bare.url, {}, bare),
     makeTarget('router', 'router', router.url, { authorization: `Bearer ${key}` }, router),
   ];
+  if (replicas) {
+    const auth = { authorization: `Bearer ${key}` };
+    targets.push(makeTarget('replicas', 'router, two replicas', replicas.two.url, auth, replicas.two));
+    targets.push(makeTarget('failover', 'router, one replica failing', replicas.failover.url, auth, replicas.failover));
+  }
   if (portkey) {
     targets.push(
       makeTarget(
@@ -188,7 +226,7 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
       plain,
       o.connections,
       2,
-      t.key === 'router' ? ROUTER_WARMUP_REQUESTS(o) : undefined,
+      t.key === 'router' || t.key === 'replicas' || t.key === 'failover' ? ROUTER_WARMUP_REQUESTS(o) : undefined,
     );
     const seq = emptySeq();
     await sequential(t, plainBuf, 200, seq, false);
@@ -234,6 +272,9 @@ async function mainRun(o: Options, tmp: string): Promise<void> {
   const idleProcs: [TargetKey, Proc][] = [
     ['bare', bare],
     ['router', router],
+    ...(replicas
+      ? [['replicas', replicas.two] as [TargetKey, Proc], ['failover', replicas.failover] as [TargetKey, Proc]]
+      : []),
     ...(portkey ? [['portkey', portkey] as [TargetKey, Proc]] : []),
   ];
   const before = idleProcs.map(([, p]) => cpuMs(p.pid));

@@ -77,7 +77,8 @@ Values are whole numbers of at most 9 digits; malformed values and unknown keys 
 A buffered answer arrives when its last token would have (reasoning tokens and the tokens
 before an error included).
 Health: GET /health answers 200 (503 when unhealthy); from loopback, POST /sim/health with
-{"ok": false, "delay_ms": 2000} makes it fail or answer slowly (e.g. to test the router's readiness check).`;
+{"ok": false, "delay_ms": 2000} makes it fail or answer slowly (e.g. to test the router's readiness check);
+"fail_status": 503 (500-599; 0 turns it off) makes every inference request answer that status.`;
 
 // Parsers throw InvalidArgumentError so main.ts turns them into its fixed usage line and exit 2.
 function parseListenOption(value: string): { host: string; port: number } {

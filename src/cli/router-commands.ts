@@ -22,13 +22,22 @@ Configuration keys (docs/reference/config.md, examples/router.toml):
               metrics_require_auth, stale_after_seconds, max_body_bytes,
               nats_url, nats_user, nats_password_env, nats_token_env (optional: without
               nats_url the bus is in-process; docs/reference/nats.md)
-  [[models]]  alias, upstream, upstream_model, upstream_api_key_env, max_output_tokens,
-              max_concurrency, max_queue, queue_timeout_ms, upstream_timeout_ms, readiness_path`,
+  [[models]]  alias, upstream or upstreams (replicas), max_attempts, upstream_model,
+              upstream_api_key_env, max_output_tokens, max_concurrency, max_queue,
+              queue_timeout_ms, upstream_timeout_ms, readiness_path
+SIGHUP re-reads [[models]]; requests in flight finish on the configuration they began with.`,
     )
     .action(async (opts: { config: string }) => {
-      await runServer('router', async (logger) =>
-        (await import('../router/router.js')).startRouter(loadRouterConfig(opts.config), { logger }),
-      );
+      let reload: (() => void) | undefined;
+      // SIGHUP re-reads `[[models]]` (docs/operations.md); one during the start is ignored, not fatal.
+      process.on('SIGHUP', () => reload?.());
+      await runServer('router', async (logger) => {
+        const handle = await (await import('../router/router.js')).startRouter(loadRouterConfig(opts.config), {
+          logger,
+        });
+        reload = () => handle.reload(() => loadRouterConfig(opts.config));
+        return handle;
+      });
     });
   return router;
 }

@@ -10,11 +10,22 @@ const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
 /** A model alias: also the `model` of every terminal record. */
 export const ALIAS_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$';
 const ALIAS = Type.String({ pattern: ALIAS_PATTERN });
+const UPSTREAM_URL = Type.String({ pattern: '^https?://[^\\s@]+$', maxLength: 512 });
+/** Replicas one alias may list in `upstreams`. */
+export const MAX_REPLICAS = 16;
+/** Upper bound of `max_attempts` (attempts in all, the first included). */
+export const MAX_ATTEMPTS = 10;
+/** `max_attempts` when the file does not set it (CONTRACT.md). */
+export const DEFAULT_MAX_ATTEMPTS = 2;
 
 export const ModelSchema = Type.Object(
   {
     alias: ALIAS,
-    upstream: Type.String({ pattern: '^https?://[^\\s@]+$', maxLength: 512 }),
+    // Exactly one of `upstream` and `upstreams` (checked in routerConfigFrom).
+    upstream: Type.Optional(UPSTREAM_URL),
+    upstreams: Type.Optional(Type.Array(UPSTREAM_URL, { minItems: 1, maxItems: MAX_REPLICAS })),
+    // Optional without a default: a file that does not name it hashes as it did before replicas.
+    max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ATTEMPTS })),
     upstream_model: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
     upstream_api_key_env: Type.Optional(ENV_NAME),
     max_output_tokens: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 4096 }),
@@ -55,12 +66,21 @@ export const RouterConfigSchema = Type.Object(
 );
 export type RouterConfigFile = Static<typeof RouterConfigSchema>;
 
+/** One replica of an alias: an OpenAI-compatible API at an origin and base path. */
+export interface UpstreamTarget {
+  /** Origin + base path, without trailing slash (e.g. http://h:8001/v1). */
+  readonly base: string;
+  readonly origin: string;
+  /** The base path without trailing slash (`/v1`), put before each route's path. */
+  readonly pathPrefix: string;
+}
+
 export interface ModelRoute {
   readonly alias: string;
-  /** Origin + base path of the OpenAI-compatible API, without trailing slash (e.g. http://h:8001/v1). */
-  readonly upstreamBase: string;
-  readonly upstreamOrigin: string;
-  readonly upstreamPathPrefix: string;
+  /** `upstream` as one replica, or `upstreams` in the file's order (a record's `upstream_replica` is the index). */
+  readonly replicas: readonly UpstreamTarget[];
+  /** Upstream attempts per request in all, the first included (failover only before any byte reached the client). */
+  readonly maxAttempts: number;
   readonly upstreamModel: string;
   readonly upstreamApiKeyEnv: string | undefined;
   readonly maxOutputTokens: number;
@@ -98,30 +118,60 @@ export function canonicalJson(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/**
+ * The replicas of `[[models]]` entry `i`: its one `upstream`, or its `upstreams` in order.
+ * Errors name the entry's position, its alias and the key, never the URL.
+ * Thrown when: both or neither key is set, a URL is not a plain http(s) origin and path, or
+ * one replica is listed twice (ConfigError).
+ */
+function replicasOf(m: ModelEntry, i: number): UpstreamTarget[] {
+  const where = `/models/${i} (alias "${m.alias}")`;
+  if ((m.upstream === undefined) === (m.upstreams === undefined))
+    throw new ConfigError(
+      `router configuration: ${where} must set exactly one of upstream and upstreams (it sets ${m.upstream === undefined ? 'neither' : 'both'})`,
+    );
+  // The single key keeps its message of before replicas (`upstream of "alias"`).
+  const urls = m.upstreams ?? [m.upstream!];
+  const key = (j: number): string =>
+    m.upstreams === undefined ? `upstream of "${m.alias}"` : `upstreams/${j} of ${where}`;
+  const out: UpstreamTarget[] = [];
+  urls.forEach((text, j) => {
+    const t = upstreamTarget(text);
+    if (t === 'not-url') throw new ConfigError(`router configuration: ${key(j)} is not a URL`);
+    if (t === 'not-plain') throw new ConfigError(`router configuration: ${key(j)} must be a plain origin and path`);
+    if (out.some((o) => o.base === t.base))
+      throw new ConfigError(`router configuration: ${key(j)} repeats an earlier replica of the same alias`);
+    out.push(t);
+  });
+  return out;
+}
+
+/** An upstream URL as origin and base path, or why it cannot be one. */
+function upstreamTarget(text: string): UpstreamTarget | 'not-url' | 'not-plain' {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'not-url';
+  }
+  if (url.search || url.hash || url.username || url.password) return 'not-plain';
+  // A host that is really there (`http:///v1` parses with `v1` as its host) and a real port.
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]/.test(text) || url.port === '0') return 'not-url';
+  const prefix = url.pathname.replace(/\/+$/, '');
+  return { base: url.origin + prefix, origin: url.origin, pathPrefix: prefix };
+}
+
 /** Builds the runtime router configuration. Thrown when: invalid (ConfigError naming the member). */
 export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterConfig {
   const s = value.server;
   const aliases = new Set<string>();
-  const models = value.models.map((m): ModelRoute => {
+  const models = value.models.map((m, i): ModelRoute => {
     if (aliases.has(m.alias)) throw new ConfigError(`router configuration: model alias "${m.alias}" is declared twice`);
     aliases.add(m.alias);
-    let url: URL;
-    try {
-      url = new URL(m.upstream);
-    } catch {
-      throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
-    }
-    if (url.search || url.hash || url.username || url.password)
-      throw new ConfigError(`router configuration: upstream of "${m.alias}" must be a plain origin and path`);
-    // A host that is really there (`http:///v1` parses with `v1` as its host) and a real port.
-    if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]/.test(m.upstream) || url.port === '0')
-      throw new ConfigError(`router configuration: upstream of "${m.alias}" is not a URL`);
-    const prefix = url.pathname.replace(/\/+$/, '');
     return {
       alias: m.alias,
-      upstreamBase: url.origin + prefix,
-      upstreamOrigin: url.origin,
-      upstreamPathPrefix: prefix,
+      replicas: replicasOf(m, i),
+      maxAttempts: m.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
       upstreamModel: m.upstream_model ?? m.alias,
       upstreamApiKeyEnv: m.upstream_api_key_env,
       maxOutputTokens: m.max_output_tokens,

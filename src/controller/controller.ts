@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -10,6 +11,7 @@ import { CONTROLLER_OWNERS } from '../streams/query-node.js';
 import { nodeRead, toolsCallRoutes } from './controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
+import { healthRoutes, watchNats, type ReadinessChecks } from '../http/health-routes.js';
 import { lifecycleRoutes } from './lifecycle-routes.js';
 import { JobService } from '../jobs/job-service.js';
 import { createJobActor } from '../actors/job-actor.js';
@@ -30,6 +32,27 @@ import { ControllerMetrics } from './controller-metrics.js';
 
 /** How long the controller waits for its own host's router to answer a request lookup. */
 const ROUTER_LOOKUP_TIMEOUT_MS = 2_000;
+
+/** How long a `/readyz` answer is reused (its store reads are cheap, but a probe storm is not free). */
+const HEALTH_CACHE_MS = 1_000;
+
+/**
+ * The controller's failing readiness checks: `nats` while its NATS connection is down, and
+ * `store:<owner>` for a job store (controller, benchmark, media) that cannot be read or whose
+ * file is gone. docs/decisions/0053.
+ */
+function controllerFailing(jobs: JobService, natsDown: () => boolean): string[] {
+  const failing: string[] = natsDown() ? ['nats'] : [];
+  for (const owner of ['controller', 'benchmark', 'media'] as const) {
+    try {
+      if (!existsSync(jobs.paths[owner])) throw new Error('store file gone');
+      jobs.stores[owner].get('readyz');
+    } catch {
+      failing.push(`store:${owner}`);
+    }
+  }
+  return failing;
+}
 
 export interface ControllerHandle {
   readonly url: string;
@@ -53,10 +76,13 @@ export async function buildControllerApp(deps: {
   requests?: RequestAsker;
   /** `/metrics`, and reads counted by how they ended. */
   metrics?: { readonly metrics: ControllerMetrics; readonly requireAuth: boolean };
+  /** `/readyz`'s failing checks (controllerFailing); absent: ready while it serves. */
+  failing?: ReadinessChecks;
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
 }): Promise<FastifyInstance> {
   const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  await app.register(healthRoutes, { ...(deps.failing ? { failing: deps.failing } : {}), cacheMs: HEALTH_CACHE_MS });
   if (deps.metrics) {
     const m = deps.metrics.metrics;
     countAnswers(app, { '/tools/call': 'http', '/mcp': 'mcp' }, (via, outcome) =>
@@ -207,6 +233,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   );
 
   const requests = busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS);
+  const nats = watchNats(bus);
   const app = await buildControllerApp({
     logger: log,
     policy,
@@ -214,11 +241,13 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     jobs,
     requests,
     metrics: { metrics, requireAuth: cfg.metricsRequireAuth === true },
+    failing: () => controllerFailing(jobs, nats.down),
   });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
+    nats.stop();
     responder.stop();
     await recipeActors.stop();
     view.stop();
@@ -235,6 +264,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     jobs,
     async close() {
       await app.close();
+      nats.stop();
       responder.stop();
       await recipeActors.stop();
       await stopJobs();

@@ -1,3 +1,4 @@
+import { healthRoutes } from '../http/health-routes.js';
 import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -241,6 +242,9 @@ export async function buildDashboard(
   });
   const sockets = registerSocketRoute(app, { log, gate, service, reader, hub });
   registerPageRoutes(app);
+  // Ready whenever it serves: its sources' failures are shown on the page, where they belong
+  // (docs/decisions/0053). The loopback Host guard above applies to these routes too.
+  await app.register(healthRoutes, { tag: 'dashboard' });
   return {
     app,
     hub,

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../errors.js';
 import type { EngineSimOptions } from './engine-sim-options.js';
 import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
-import { handleGeneration, type SimContext } from './engine-sim-generate.js';
+import { handleGeneration, simulatedFailure, type SimContext } from './engine-sim-generate.js';
 import { handleResponses } from './engine-sim-responses.js';
 import {
   clearSimTimers,
@@ -49,6 +49,11 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 interface SimState {
   readonly counts: EngineSimStats;
   health: { ok: boolean; delayMs: number };
+  /**
+   * Every inference request answered with this status (failover tests: a replica that is up but
+   * failing), or 0 for normal service. Set through /sim/health's `fail_status`.
+   */
+  failStatus: number;
   closing: boolean;
 }
 
@@ -66,6 +71,7 @@ export async function startEngineSim(
   const state: SimState = {
     counts: { requests: 0, aborted: 0, open: 0, health: 0 },
     health: { ok: true, delayMs: 0 },
+    failStatus: 0,
     closing: false,
   };
   const server = createSimServer(state, simRoutes(simContext(options), state, modelsBody(options)));
@@ -132,6 +138,8 @@ function simRoutes(ctx: SimContext, state: SimState, models: string): (req: Inco
       return;
     }
     state.counts.requests++;
+    if (state.failStatus !== 0 && method === 'POST' && path.startsWith('/v1/'))
+      return sendJson(req, res, state.failStatus, simulatedFailure(state.failStatus));
     switch (path) {
       case '/v1/chat/completions':
         if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'chat'));
@@ -190,7 +198,7 @@ function onJson(req: IncomingMessage, res: SimResponse, handle: (body: Record<st
   });
 }
 
-/** POST /sim/health `{"ok", "delay_ms"}`: what /health answers from now on (loopback callers only). */
+/** POST /sim/health `{"ok", "delay_ms", "fail_status"?}`: what /health (and, with fail_status, every inference route) answers from now on (loopback callers only). */
 function onHealthToggle(state: SimState, req: IncomingMessage, res: SimResponse): void {
   if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) {
     sendError(req, res, 403, 'only accepted from loopback', 'permission_error', 403);
@@ -199,17 +207,26 @@ function onHealthToggle(state: SimState, req: IncomingMessage, res: SimResponse)
   onJson(req, res, (b) => {
     const ok = b['ok'];
     const delay = b['delay_ms'] ?? 0;
+    const fail = b['fail_status'] ?? 0;
     if (
+      !(fail === 0 || (Number.isInteger(fail) && (fail as number) >= 500 && (fail as number) <= 599)) ||
       typeof ok !== 'boolean' ||
       typeof delay !== 'number' ||
       !Number.isInteger(delay) ||
       delay < 0 ||
       delay > 600_000
     ) {
-      sendError(req, res, 400, 'expected {"ok": boolean, "delay_ms": non-negative integer}', 'invalid_request_error');
+      sendError(
+        req,
+        res,
+        400,
+        'expected {"ok": boolean, "delay_ms": non-negative integer, "fail_status"?: 0 or 500-599}',
+        'invalid_request_error',
+      );
       return;
     }
     state.health = { ok, delayMs: delay };
+    state.failStatus = fail as number;
     sendJson(req, res, 200, JSON.stringify({ ok, delay_ms: delay }));
   });
 }

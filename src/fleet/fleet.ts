@@ -11,6 +11,7 @@ import { openBus } from '../streams/open-bus.js';
 import { toolsCallRoutes } from '../controller/controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
+import { healthRoutes, watchNats, type ReadinessChecks } from '../http/health-routes.js';
 import { workloadsSubject } from '../schema/subjects.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import { busRequestAsker } from './fleet-diagnosis.js';
@@ -62,11 +63,14 @@ export async function buildFleetApp(deps: {
   requests: RequestAsker;
   /** `/metrics` over this registry; with `requireAuth`, only for a reader of the policy. */
   metrics?: { readonly registry: Registry; readonly requireAuth: boolean };
+  /** `/readyz`'s failing checks; absent: ready while it serves. */
+  failing?: ReadinessChecks;
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
 }): Promise<FastifyInstance> {
   const { policy, run, requests } = deps;
   const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  await app.register(healthRoutes, { ...(deps.failing ? { failing: deps.failing } : {}), tag: 'fleet' });
   if (deps.metrics)
     metricsRoute(
       app,
@@ -117,17 +121,21 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const run = (args: FilterArgs): Promise<FleetResult> =>
     metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs));
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
+  // Ready while its NATS connection is up (docs/decisions/0053).
+  const nats = watchNats(bus);
   const app = await buildFleetApp({
     logger: log,
     policy,
     run,
     requests,
     metrics: { registry: metrics.registry, requireAuth: cfg.metricsRequireAuth === true },
+    failing: () => (nats.down() ? ['nats'] : []),
   });
   let url: string;
   try {
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
+    nats.stop();
     stopNatsMetrics();
     if (ownsBus) await bus.close();
     throw err;
@@ -137,6 +145,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     app,
     async close() {
       await app.close();
+      nats.stop();
       stopNatsMetrics();
       if (ownsBus) await bus.close();
     },

@@ -26,10 +26,27 @@ export class Admission {
   private readonly queue: Waiter[] = [];
 
   constructor(
-    readonly concurrency: number,
-    readonly maxQueue: number,
-    readonly timeoutMs: number,
+    private concurrency: number,
+    private maxQueue: number,
+    private timeoutMs: number,
   ) {}
+
+  /**
+   * New limits from a reloaded configuration: the requests in flight and waiting stay; a
+   * larger concurrency admits waiters at once, a smaller one admits nobody until enough finish.
+   * Requests waiting already keep the queue timeout they began with.
+   */
+  reconfigure(concurrency: number, maxQueue: number, timeoutMs: number): void {
+    this.concurrency = concurrency;
+    this.maxQueue = maxQueue;
+    this.timeoutMs = timeoutMs;
+    while (this.inFlight < this.concurrency && this.queue.length > 0) {
+      this.inFlight++;
+      const next = this.queue.shift()!;
+      next.cleanup();
+      next.resolve();
+    }
+  }
 
   get active(): number {
     return this.inFlight;
@@ -77,7 +94,8 @@ export class Admission {
 
   /** Frees a slot and hands it to the oldest waiter. */
   release(): void {
-    const next = this.queue.shift();
+    // Over the limit after a reload lowered it: the slot is given up, not handed on.
+    const next = this.inFlight <= this.concurrency ? this.queue.shift() : undefined;
     if (next) {
       next.cleanup();
       next.resolve();

@@ -92,7 +92,9 @@ export interface RouterMetricsOptions {
  */
 export class RouterMetrics {
   readonly registry = new Registry();
-  private readonly aliases: ReadonlySet<string>;
+  /** The configured aliases (a reload replaces them). */
+  private aliases: ReadonlySet<string>;
+  private readonly reloads: Counter<'result'>;
   private readonly requests: Counter<'alias' | 'route' | 'outcome' | 'status_class'>;
   private readonly duration: Histogram<'alias' | 'route'>;
   private readonly firstToken: Histogram<'alias'>;
@@ -156,17 +158,41 @@ export class RouterMetrics {
     for (const status of AUTH_REFUSAL_STATUSES) this.authRefusals.inc({ status }, 0);
     // Every configured alias has its series from the start: a series that appears only at its
     // first request breaks rate() over a restart.
+    this.zeroSeries(aliases);
+    this.reloads = new Counter({
+      name: 'svc_router_config_reloads_total',
+      help: 'Configuration reloads (SIGHUP) by result: applied, or rejected (the running configuration stayed)',
+      labelNames: ['result'],
+      registers,
+    });
+    for (const result of ['applied', 'rejected']) this.reloads.inc({ result }, 0);
+    this.liveGauges(reg, opts);
+    bufferGauges(this.registry, reg.ring, (m) => this.alias(m));
+  }
+
+  /** Every configured alias has its series from the start, at 0. */
+  private zeroSeries(aliases: Iterable<string>): void {
     for (const alias of aliases) {
       for (const route of ROUTES) this.requests.inc({ alias, route, outcome: 'success', status_class: '2xx' }, 0);
       for (const kind of ['prompt', 'completion'])
         for (const source of ['upstream', 'estimated']) this.tokens.inc({ alias, kind, source }, 0);
     }
-    this.liveGauges(reg, aliases, opts);
-    bufferGauges(this.registry, reg.ring, (m) => this.alias(m));
   }
 
-  private liveGauges(reg: RouterRegistry, aliases: readonly string[], opts: RouterMetricsOptions): void {
+  /** A reload's result. */
+  reloaded(result: 'applied' | 'rejected'): void {
+    this.reloads.inc({ result });
+  }
+
+  /** The aliases of a reloaded configuration: each labels its own series from now on (a removed one's series stay, frozen). */
+  setAliases(aliases: readonly string[]): void {
+    this.aliases = new Set(aliases);
+    this.zeroSeries(aliases);
+  }
+
+  private liveGauges(reg: RouterRegistry, opts: RouterMetricsOptions): void {
     const alias = (m: string | null): string => this.alias(m);
+    const aliases = (): ReadonlySet<string> => this.aliases;
     new Gauge({
       name: 'svc_router_in_flight',
       help: 'Requests in router memory that have no terminal record yet (queued ones included)',
@@ -174,7 +200,7 @@ export class RouterMetrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const a of aliases) this.set({ alias: a }, 0);
+        for (const a of aliases()) this.set({ alias: a }, 0);
         for (const a of reg.active.values()) this.inc({ alias: alias(a.model) });
       },
     });
@@ -185,7 +211,7 @@ export class RouterMetrics {
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const a of aliases) this.set({ alias: a }, opts.queueDepth?.(a) ?? 0);
+        for (const a of aliases()) this.set({ alias: a }, opts.queueDepth?.(a) ?? 0);
       },
     });
   }

@@ -1,52 +1,77 @@
 import type { Dispatcher } from 'undici';
 
-interface Cached {
-  ok: boolean;
-  at: number;
-}
-
 /**
- * Cached readiness per upstream: one probe in flight at a time, its answer reused for
- * `ttlMs` (failures for a quarter of it, so recovery is noticed sooner). The caller measures
- * the time it spent here, cached path included (`readiness_check_ms`).
+ * Cached readiness of one upstream replica: one probe in flight at a time, its answer reused
+ * for `ttlMs` (failures for a quarter of it, so recovery is noticed sooner). The caller
+ * measures the time it spent here, cached path included (`readiness_check_ms`).
+ *
+ * A replica marked down (a connection failure, or several 5xx answers in a row) counts as
+ * not ready, and its next check probes at once: it is used again only once a probe passes.
  */
 export class Readiness {
-  private readonly cache = new Map<string, Cached>();
-  private readonly inFlight = new Map<string, Promise<boolean>>();
+  private ok = false;
+  /** When the cached answer was taken; -Infinity: none (the next check probes). */
+  private at = Number.NEGATIVE_INFINITY;
+  private inFlight: Promise<boolean> | undefined;
 
   constructor(
+    /** Runs a probe on the replica's pool (which counts it as in use meanwhile). */
+    private readonly using: (fn: (pool: Dispatcher) => Promise<boolean>) => Promise<boolean>,
+    private readonly path: string,
     private readonly ttlMs: number,
     private readonly probeTimeoutMs = 2_000,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** True when the upstream answered its readiness path with 2xx recently. Never throws. */
-  check(key: string, pool: Dispatcher, path: string): Promise<boolean> | boolean {
-    const c = this.cache.get(key);
-    const ttl = c?.ok ? this.ttlMs : this.ttlMs / 4;
-    if (c && this.now() - c.at <= ttl) return c.ok;
-    let p = this.inFlight.get(key);
-    if (!p) {
-      p = this.probe(pool, path).then((ok) => {
-        this.cache.set(key, { ok, at: this.now() });
-        this.inFlight.delete(key);
+  /** Marked down and not probed since. */
+  private down = false;
+
+  /** The last answer, fresh or not (false before the first one and after markDown). */
+  get lastOk(): boolean {
+    return this.ok;
+  }
+
+  /** Worth a failover: the last answer was good, or there is none yet (its first probe is still out) and it was not marked down. */
+  get usable(): boolean {
+    return this.ok || (this.at === Number.NEGATIVE_INFINITY && !this.down);
+  }
+
+  /** True when the replica answered its readiness path with 2xx recently. Never throws. */
+  check(): Promise<boolean> | boolean {
+    if (this.fresh()) return this.ok;
+    if (!this.inFlight) {
+      this.inFlight = this.probe().then((ok) => {
+        this.ok = ok;
+        this.down = false;
+        this.at = this.now();
+        this.inFlight = undefined;
         return ok;
       });
-      this.inFlight.set(key, p);
     }
-    return p;
+    return this.inFlight;
   }
 
-  /** Forget a cached success (an upstream connection failed), so the next request probes. */
-  invalidate(key: string): void {
-    this.cache.delete(key);
+  /** True while the cached answer is within its interval (no probe needed). */
+  fresh(): boolean {
+    return this.now() - this.at <= (this.ok ? this.ttlMs : this.ttlMs / 4);
   }
 
-  private async probe(pool: Dispatcher, path: string): Promise<boolean> {
+  /** The replica failed a request: not ready until a probe passes (the next check probes). */
+  markDown(): void {
+    this.down = true;
+    this.ok = false;
+    this.at = Number.NEGATIVE_INFINITY;
+  }
+
+  private probe(): Promise<boolean> {
+    return this.using((pool) => this.probeOn(pool));
+  }
+
+  private async probeOn(pool: Dispatcher): Promise<boolean> {
     try {
       const res = await pool.request({
         method: 'GET',
-        path,
+        path: this.path,
         headersTimeout: this.probeTimeoutMs,
         bodyTimeout: this.probeTimeoutMs,
         signal: AbortSignal.timeout(this.probeTimeoutMs),

@@ -1,12 +1,11 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Pool } from 'undici';
 import type { ActiveRequest, RouterRegistry } from './records/router-registry.js';
 import type { ModelRoute, RouterConfig } from '../config/router-config.js';
 import type { FinishReason, OutputLimit, Refusal, RequestOutcome, RouteName } from '../schema/terminal-record.js';
 import type { Admission } from './admission.js';
 import type { DataPlaneKeys } from './api-keys.js';
-import type { Readiness } from './readiness.js';
+import type { ReplicaSet } from './replica-set.js';
 import type { UploadBudget } from './upload-budget.js';
 import type { LineBudget } from '../http/line-budget.js';
 import type { StreamObserver } from './stream-observer.js';
@@ -19,9 +18,12 @@ import type { ErrorCode } from '../errors.js';
 
 export interface Upstream {
   readonly route: ModelRoute;
-  readonly pool: Pool;
+  /** The alias's replicas: readiness, choice and failover (replica-set.ts). */
+  readonly replicas: ReplicaSet;
   readonly admission: Admission;
   readonly apiKey: string | undefined;
+  /** The routing configuration this entry belongs to: a request's record carries it, also after a reload. */
+  readonly routingConfigHash: string;
 }
 
 export interface RelayContext {
@@ -32,8 +34,8 @@ export interface RelayContext {
   readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
   /** True when a header value is itself a credential the router knows (a key or a policy token). */
   readonly isCredential: (value: string) => boolean;
-  readonly readiness: Readiness;
-  readonly upstreams: ReadonlyMap<string, Upstream>;
+  /** The routing table by alias: replaced whole by a reload (a request keeps the entry it began with). */
+  upstreams: ReadonlyMap<string, Upstream>;
   readonly logger: Logger;
   readonly packageVersion: string;
   /** Bounds the `request finished` lines of failed requests (LineBudget). */
@@ -66,8 +68,12 @@ export interface Exchange {
   answered: boolean;
   /** The engine's HTTP status, once its answer's head arrived (else null). */
   upstreamStatus: number | null;
-  /** Upstream attempts made (0 or 1 until replicas come). */
+  /** Index of the replica that answered (the last one tried), or null when none was called. */
+  upstreamReplica: number | null;
+  /** Upstream attempts made (failover included). */
   attempts: number;
+  /** The routing configuration the request began on. */
+  routingConfigHash: string;
   /** Why a rejected exchange was refused (CONTRACT.md `refusal`), when it was. */
   refusal: Refusal | undefined;
 }

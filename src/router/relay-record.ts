@@ -69,15 +69,14 @@ export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: numbe
     usage,
     output_limit: x.outputLimit,
     upstream_status: x.upstreamStatus,
-    // One upstream per alias until replicas come: replica 0 whenever it was tried.
-    upstream_replica: x.attempts > 0 ? 0 : null,
+    upstream_replica: x.upstreamReplica,
     attempts: x.attempts,
   };
   if (x.outcome === 'rejected' && x.refusal !== undefined) rec.refusal = x.refusal;
   if (x.a.sessionId) rec.session_id = x.a.sessionId;
   if (x.a.workbenchRunId) rec.workbench_run_id = x.a.workbenchRunId;
   if (x.a.taskId) rec.task_id = x.a.taskId;
-  rec.routing_config_hash = ctx.cfg.routingConfigHash;
+  rec.routing_config_hash = x.routingConfigHash;
   rec.package_version = ctx.packageVersion;
   return rec;
 }

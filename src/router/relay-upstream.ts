@@ -40,22 +40,26 @@ export async function pipeUpstream(
   clientGone: () => boolean,
 ): Promise<void> {
   const d: Deadline = { timedOut: false };
-  const call = new UpstreamCall(CALL_OPTIONS, x.a);
   // The deadline, the client leaving and a graceful stop all end the upstream request too.
-  // The link is the call itself (no closure over this scope), dropped when the exchange ends.
-  abort.upstream = call;
-  if (abort.aborted) call.cancel();
+  // The link is the call itself (no closure over this scope), dropped when the exchange ends;
+  // the replica set links each call it makes in turn (failover).
   const deadline = setTimeout(() => {
     d.timedOut = true;
     abort.abort();
   }, up.route.upstreamTimeoutMs);
   try {
     x.dispatchAt = performance.now();
-    x.attempts = 1;
     ctx.registry.setPhase(x.a, 'dispatched');
     const timeoutMs = up.route.upstreamTimeoutMs;
-    up.pool.dispatch({ method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }, call);
-    const answer = await awaitAnswer(call, up, x, res, ctx, clientGone, d);
+    // The replica set chooses a replica, fails over while nothing reached the client, and
+    // counts `x.attempts` and `x.upstreamReplica` (replica-set.ts).
+    const call = await up.replicas.dispatch(
+      { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
+      () => new UpstreamCall(CALL_OPTIONS, x.a),
+      abort,
+      x,
+    );
+    const answer = await awaitAnswer(call, x, res, ctx, clientGone, d);
     if (answer === undefined) return;
     x.upstreamStatus = answer.status;
     await relayAnswer(answer, call, x, res, abort, ctx, clientGone, d);
@@ -72,7 +76,6 @@ export async function pipeUpstream(
  */
 async function awaitAnswer(
   call: UpstreamCall,
-  up: Upstream,
   x: Exchange,
   res: ServerResponse,
   ctx: RelayContext,
@@ -95,7 +98,6 @@ async function awaitAnswer(
         // A graceful stop can cut the wait for the engine's first answer too.
         let cut = cutOf(d.timedOut, ctx.stopping.value);
         if (cut === 'failed' && (err as Error)?.name === 'HeadersTimeoutError') cut = 'timeout';
-        if (cut === 'failed') ctx.readiness.invalidate(up.route.alias);
         refuse(x, res, cut);
       }
       return undefined;

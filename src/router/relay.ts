@@ -118,7 +118,9 @@ function beginExchange(c: Caller, r: Routable, ctx: RelayContext): Exchange {
     finishOverride: null,
     answered: false,
     upstreamStatus: null,
+    upstreamReplica: null,
     attempts: 0,
+    routingConfigHash: r.up.routingConfigHash,
     refusal: undefined,
   };
 }
@@ -162,7 +164,7 @@ async function admit(
   const { up } = r;
   const r0 = performance.now();
   // A cached answer comes back synchronously: no await (and no turn of the event loop) for it.
-  const check = ctx.readiness.check(up.route.alias, up.pool, up.route.readinessPath);
+  const check = up.replicas.ready();
   const ready = typeof check === 'boolean' ? check : await check;
   x.readinessMs = performance.now() - r0;
   // Left while the check ran: it was sent nothing, whatever the check found.
@@ -228,7 +230,7 @@ async function dispatch(
   const { up } = r;
   const headers: Record<string, string> = { 'content-type': r.ct, 'x-request-id': x.a.gid };
   if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
-  const path = `${up.route.upstreamPathPrefix}${UPSTREAM_PATH[x.route]}`;
+  const path = UPSTREAM_PATH[x.route];
   await pipeUpstream(up, path, headers, r.outBody, x, res, abort, ctx, clientGone);
 }
 

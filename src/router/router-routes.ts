@@ -25,6 +25,11 @@ import { nodeResultJson } from '../schema/result-json.js';
 
 export interface RouterRoutesOptions {
   readonly cfg: RouterConfig;
+  /** The routing configuration in service now (a reload replaces it). */
+  readonly routing: () => {
+    readonly models: readonly { readonly alias: string }[];
+    readonly routingConfigHash: string;
+  };
   readonly keys: DataPlaneKeys;
   /** True for a policy client's credential (known, but not a data-plane key). */
   readonly knownCredential: (authorization: string | string[] | undefined) => boolean;
@@ -209,7 +214,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
     return reply.send({
       object: 'list',
-      data: o.cfg.models.map((m) => modelObject(m.alias, created)),
+      data: o.routing().models.map((m) => modelObject(m.alias, created)),
     });
   });
 
@@ -220,7 +225,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
       throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
     noQuery(req);
     const alias = (req.params as { model: string }).model;
-    if (!o.cfg.models.some((m) => m.alias === alias)) unknownModel();
+    if (!o.routing().models.some((m) => m.alias === alias)) unknownModel();
     return reply.send(modelObject(alias, Math.floor(Date.parse(o.startedAt) / 1000)));
   });
 
@@ -247,9 +252,9 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
     return reply.send({
       host: o.cfg.hostId,
       package_version: o.packageVersion,
-      routing_config_hash: o.cfg.routingConfigHash,
+      routing_config_hash: o.routing().routingConfigHash,
       started_at: o.startedAt,
-      models: o.cfg.models.map((m) => m.alias),
+      models: o.routing().models.map((m) => m.alias),
     });
   });
 

@@ -1,14 +1,12 @@
-import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
 import { Subject } from 'rxjs';
-import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
-import { RouterRegistry, logWriteError, routerReading } from './records/router-registry.js';
+import { routerReading } from './records/router-registry.js';
 import { DEFAULT_WINDOW_CAP } from '../actors/window.js';
 import { AuthorizationPolicy, bearerToken } from '../auth/policy.js';
 import type { RouterConfig } from '../config/router-config.js';
-import { ConfigError, ErrorCode, pathFailure } from '../errors.js';
+import { ConfigError, ErrorCode } from '../errors.js';
 import type { ObservationBatch } from '../schema/envelopes.js';
 import type { RouteName } from '../schema/terminal-record.js';
 import type { Bus } from '../streams/bus.js';
@@ -17,24 +15,26 @@ import { openBus } from '../streams/open-bus.js';
 import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, listen, originForm } from '../http/http-app.js';
-import { Admission } from './admission.js';
-import { DataPlaneKeys, digest, isCredentialText } from './api-keys.js';
-import { DecisionLog } from './records/decision-log.js';
-import { RouterMetrics } from './metrics.js';
-import { Readiness } from './readiness.js';
-import { cutUploads, relayInference } from './relay.js';
+import { natsMetrics } from '../http/metrics-endpoint.js';
 import { refuseMethod } from './relay-refusal.js';
-import type { RelayContext, Upstream } from './relay-context.js';
+import type { RouterMetrics } from './metrics.js';
+import { DataPlaneKeys, digest } from './api-keys.js';
+import { cutUploads, relayInference } from './relay.js';
+import type { RelayContext } from './relay-context.js';
 import { routerRoutes } from './router-routes.js';
 import { serveRequestLookups } from './requests-responder.js';
-import { InflightJournal, lockDecisionLog } from './records/inflight.js';
 import { newGatewayId, sendRawProblem } from './relay-support.js';
+import type { RouterRegistry } from './records/router-registry.js';
+import { openRouterRecords, type RouterRecords } from './router-records.js';
+import { buildRoutingTable, closeTable, retireTable } from './routing-table.js';
+import { reloadRouting, type ReloadResult, type RoutingState } from './router-reload.js';
+import { routerFailing } from './router-health.js';
+import { healthRoutes } from '../http/health-routes.js';
 import { UploadBudget } from './upload-budget.js';
 import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
 import { envVar } from '../config/env-var.js';
-import { natsMetrics } from '../http/metrics-endpoint.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -44,30 +44,6 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/audio/transcriptions', 'audio.transcriptions'],
   ['/v1/responses', 'responses'],
 ]);
-
-/**
- * `path` with every symbolic link resolved: the file's, when it exists; a link whose target
- * does not exist yet, its target's (the file the log will be made as); else its folder's
- * plus its name.
- */
-function canonicalPath(path: string, depth = 0): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    // not there (yet), or a dangling link
-  }
-  try {
-    if (depth < 16 && lstatSync(path).isSymbolicLink())
-      return canonicalPath(resolve(dirname(path), readlinkSync(path)), depth + 1);
-  } catch {
-    // no such path at all
-  }
-  try {
-    return join(realpathSync(dirname(path)), basename(path));
-  } catch {
-    return path;
-  }
-}
 
 /**
  * The last line of defence for a relay that threw where nothing expected it: one log line
@@ -120,26 +96,28 @@ export interface RouterHandle {
   readonly url: string;
   readonly registry: RouterRegistry;
   readonly bus: Bus;
+  /**
+   * Reads the configuration again (SIGHUP) and puts its `[[models]]` in service; a file that
+   * fails validation leaves the running configuration in place (router-reload.ts).
+   */
+  reload(load: () => RouterConfig): ReloadResult;
   close(): Promise<void>;
 }
 
 export type RouterDeps = ServerDeps;
 
 /**
- * The router: an OpenAI-compatible gateway. Inference routes take a lean path on node:http
- * straight to the relay (no framework work per request); every other route is served by
- * Fastify on the same port. The router owner actor publishes active and recent requests on
- * the bus, and `/v1/workloads` answers from the same fold a controller uses.
- * Thrown when: the configuration, keys, policy, decision log or bus cannot be used.
+ * Every credential the router knows, as digests (its data-plane keys, policy clients and NATS
+ * secrets here; the engine keys join as the routing table is built): one hash and one lookup
+ * decide whether a caller id is a credential (a drop decision: constant time is not needed).
+ * Thrown when: a data-plane key is also a policy client's token (ConfigError).
  */
-export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<RouterHandle> {
-  const log = deps.logger.child({ component: 'router', host: cfg.hostId });
-  const env = deps.env ?? process.env;
-  const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
-  const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
-  // Every credential the router knows, as digests (its data-plane keys and policy clients here;
-  // the engine keys and NATS secrets below): one hash and one lookup decide whether a caller
-  // id is a credential (a drop decision: constant time is not needed).
+function knownCredentials(
+  cfg: RouterConfig,
+  keys: DataPlaneKeys,
+  policy: AuthorizationPolicy | undefined,
+  env: NodeJS.ProcessEnv,
+): Set<string> {
   const policyDigests = policy?.clientsByDigest() ?? new Map<string, string>();
   const credentials = new Set([...keys.digestsHex(), ...policyDigests.keys()]);
   // A data-plane key that is also a policy client's token would be two identities in one
@@ -151,161 +129,18 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
         `router configuration: a key in ${cfg.apiKeysEnv} is also the credential of policy client "${client}"`,
       );
   }
-  let decisionLog: DecisionLog | undefined;
-  let unlock: (() => void) | undefined;
-  if (cfg.decisionLog) {
-    // One log, one name: a path that reaches the log through a symbolic link is the log's own
-    // path (two routers naming one file two ways must meet at one lock).
-    const logPath = canonicalPath(cfg.decisionLog.path);
-    unlock = lockDecisionLog(logPath);
-    decisionLog = new DecisionLog(logPath, cfg.decisionLog.maxBytes, cfg.decisionLog.maxFiles, (err, n) =>
-      logWriteError(log, err, n),
-    );
-    // The log's file or folder was removed under the router and made again: so is its lock, or
-    // a second router could start on this log. A lock another live router took meanwhile is
-    // reported, not fought over.
-    decisionLog.onReopened = () => {
-      try {
-        const release = lockDecisionLog(logPath);
-        const previous = unlock;
-        unlock = () => {
-          previous?.();
-          release();
-        };
-      } catch (err) {
-        log.error(
-          { err },
-          'decision log lock could not be taken again after its file was removed; another router process may be using this log',
-        );
-      }
-    };
-    try {
-      decisionLog.open();
-    } catch (err) {
-      unlock();
-      // A path the configuration got wrong (no permission, not a directory) is a configuration
-      // error; a full disk or an I/O error is not (exit 1, not 2).
-      throw pathFailure(err, 'router configuration: decision_log_path cannot be opened for writing');
-    }
-  }
-  let metrics: RouterMetrics | undefined;
-  const registry = new RouterRegistry({
-    host: cfg.hostId,
-    bufferSize: cfg.bufferSize,
-    log: decisionLog,
-    logger: log,
-    onFinish: (record, streamed) => metrics?.finished(record, streamed),
-  });
-  const upstreams = new Map<string, Upstream>();
-  metrics = new RouterMetrics(
-    registry,
-    cfg.models.map((m) => m.alias),
-    { queueDepth: (alias) => upstreams.get(alias)?.admission.queued ?? 0 },
-  );
-  // A journal left behind: the last router on this log was killed, and its requests of the
-  // last moments may have no record at all (known before the window is restored from the log).
-  if (decisionLog && existsSync(`${decisionLog.path}.inflight`)) decisionLog.markUnclean();
-  // After a restart the window holds what it held before (the decision log's last day), and
-  // requests the previous process died with get the one record they never had.
-  const restored = registry.restore();
-  if (restored > 0) log.info({ records: restored }, 'terminal records restored from the decision log');
-  let journal: InflightJournal | undefined;
-  let stopJournalNudges: (() => void) | undefined;
-  if (decisionLog) {
-    const dl = decisionLog;
-    journal = new InflightJournal(
-      `${decisionLog.path}.inflight`,
-      registry,
-      log,
-      { routing_config_hash: cfg.routingConfigHash, package_version: PACKAGE_VERSION },
-      () => dl.flushQuietly(),
-    );
-    const left = InflightJournal.read(journal.path);
-    let interrupted: number;
-    try {
-      interrupted = registry.recordInterrupted(left.entries, left.writtenAt);
-    } catch (err) {
-      decisionLog?.close();
-      unlock?.();
-      throw pathFailure(err, 'router configuration: decision_log_path cannot be written');
-    }
-    if (interrupted > 0)
-      log.warn({ records: interrupted }, 'requests in flight when the router last stopped recorded as errors');
-    journal.write();
-    journal.start();
-    // Rotation may delete a finished request's record: the journal must not still name that
-    // request, or a kill now would record it at the next start as one the router ended.
-    const j = journal;
-    decisionLog.onRotated = () => j.write(true);
-    // A request that began is named in the journal within the log's flush delay.
-    stopJournalNudges = registry.onChange(() => j.soon());
-  }
-  const pools: Pool[] = [];
-  for (const m of cfg.models) {
-    let apiKey: string | undefined;
-    if (m.upstreamApiKeyEnv) {
-      apiKey = envVar(env, m.upstreamApiKeyEnv);
-      if (!apiKey?.trim())
-        throw new ConfigError(
-          `router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") ${apiKey === undefined ? 'is not set' : 'is empty'}`,
-        );
-      // Sent as `Authorization: Bearer <key>`: one a header cannot carry would fail every request.
-      apiKey = apiKey.trim();
-      if (!isCredentialText(apiKey))
-        throw new ConfigError(
-          `router configuration: environment variable ${m.upstreamApiKeyEnv} (upstream key of "${m.alias}") is not 1-4096 printable ASCII characters without spaces`,
-        );
-    }
-    const pool = new Pool(m.upstreamOrigin, {
-      connections: m.maxConcurrency + 2,
-      keepAliveTimeout: 30_000,
-      pipelining: 1,
-    });
-    pools.push(pool);
-    upstreams.set(m.alias, {
-      route: m,
-      pool,
-      admission: new Admission(m.maxConcurrency, m.maxQueue, m.queueTimeoutMs),
-      apiKey,
-    });
-    if (apiKey !== undefined) credentials.add(digest(apiKey));
-  }
-  // The NATS secrets are credentials the router holds too: a caller id carrying one is dropped.
   for (const name of [cfg.nats?.passwordEnv, cfg.nats?.tokenEnv]) {
     const v = name === undefined ? undefined : envVar(env, name);
     if (v) credentials.add(digest(v));
   }
-  const startedAt = new Date().toISOString();
-  const m = metrics;
-  // A request refused before authentication has no id (and no record): counted apart, by status.
-  const countRefusal = (res: ServerResponse): void => {
-    if (!res.hasHeader('x-svc-request-id')) m.authRefused(res.statusCode);
-  };
-  const knownCredential = (authorization: string | string[] | undefined): boolean => {
-    const token = policy ? bearerToken(authorization) : undefined;
-    return token !== undefined && policy!.authenticate(token) !== undefined;
-  };
-  const ctx: RelayContext = {
-    cfg,
-    registry,
-    keys,
-    knownCredential,
-    isCredential: (v) => credentials.has(digest(v)),
-    readiness: new Readiness(cfg.readinessTtlMs),
-    upstreams,
-    logger: log,
-    packageVersion: PACKAGE_VERSION,
-    stopping: { value: false },
-    uploading: new Set(),
-    uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
-    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
-      log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
-    ),
-  };
+  return credentials;
+}
 
-  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
-  const ownsBus = deps.bus === undefined;
-  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
+/**
+ * The router's own workload view: its owner actor publishes active and recent requests on the
+ * bus, its view folds them, and the request lookups are served over request/reply too.
+ */
+function startObservation(cfg: RouterConfig, bus: Bus, registry: RouterRegistry, log: Logger) {
   // The router's own view folds its actor's batches as objects; the bus carries them (encoded)
   // only to whoever else listens, e.g. a controller over NATS.
   const own = new Subject<ObservationBatch>();
@@ -336,8 +171,30 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   actor.start();
   // The request lookups over request/reply too: the fleet and the node's controller ask here.
   const lookups = serveRequestLookups(bus, cfg.hostId, registry, log);
+  return {
+    workloads: async (f: Parameters<NodeView['query']>[0]) => {
+      await actor.refresh();
+      return view.query(f);
+    },
+    stopChanges,
+    stop() {
+      lookups.stop();
+      actor.stop();
+      view.stop();
+    },
+  };
+}
 
-  const app = createHttpApp({
+/**
+ * The router's HTTP server: inference routes take a lean path on node:http straight to the
+ * relay (no framework work per request); every other route is served by Fastify.
+ */
+function routerApp(ctx: RelayContext, keys: DataPlaneKeys, metrics: RouterMetrics, log: Logger): FastifyInstance {
+  // A request refused before authentication has no id (and no record): counted apart, by status.
+  const countRefusal = (res: ServerResponse): void => {
+    if (!res.hasHeader('x-svc-request-id')) metrics.authRefused(res.statusCode);
+  };
+  return createHttpApp({
     logger: log,
     // The data plane's model routes answer OpenAI error objects (CONTRACT.md, HTTP).
     openAiErrors: (path) => path === '/v1/models' || path.startsWith('/v1/models/'),
@@ -362,35 +219,104 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
         },
       ),
   });
+}
+
+/**
+ * Stops taking requests; requests in flight finish (and are recorded) or are cut at
+ * STOP_GRACE_MS, each recorded as the router's error, not as a client that cancelled.
+ */
+async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry: RouterRegistry): Promise<void> {
+  const closing = app.close();
+  // A keep-alive connection whose request finishes during the close turns idle only then:
+  // close it as soon as it does, or it holds the exit until the 5 s cut.
+  const idle = setInterval(() => app.server.closeIdleConnections(), 100);
+  let last: NodeJS.Timeout | undefined;
+  const t = setTimeout(() => {
+    // The cut: every request still running ends as the router's error (a stream gets a
+    // closing error event, a waiting request a 503), recorded as such, not as a client
+    // that cancelled. Connections still open half a second later are closed.
+    ctx.stopping.value = true;
+    for (const a of registry.active.values()) a.stop?.abort();
+    cutUploads(ctx);
+    last = setTimeout(() => app.server.closeAllConnections(), 500);
+  }, STOP_GRACE_MS);
+  await closing;
+  clearInterval(idle);
+  clearTimeout(t);
+  clearTimeout(last);
+  // Connections are closed; a relay may still be writing its record (bounded wait).
+  for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+}
+
+/**
+ * The router: an OpenAI-compatible gateway (routerApp), its records (router-records.ts), its
+ * routing table (routing-table.ts, replaced by reload()), and its workload view: `/v1/workloads`
+ * answers from the same fold a controller uses.
+ * Thrown when: the configuration, keys, policy, decision log or bus cannot be used.
+ */
+export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<RouterHandle> {
+  const log = deps.logger.child({ component: 'router', host: cfg.hostId });
+  const env = deps.env ?? process.env;
+  const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
+  const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
+  const credentials = knownCredentials(cfg, keys, policy, env);
+  // Built before the log is opened: an unusable engine key refuses the start with nothing to undo.
+  const routing: RoutingState = {
+    table: buildRoutingTable(cfg.models, cfg.routingConfigHash, env, cfg.readinessTtlMs, credentials),
+  };
+  const records: RouterRecords = openRouterRecords(
+    cfg,
+    log,
+    (alias) => routing.table.upstreams.get(alias)?.admission.queued ?? 0,
+  );
+  const { registry, metrics } = records;
+  const knownCredential = (authorization: string | string[] | undefined): boolean => {
+    const token = policy ? bearerToken(authorization) : undefined;
+    return token !== undefined && policy!.authenticate(token) !== undefined;
+  };
+  const ctx: RelayContext = {
+    cfg,
+    registry,
+    keys,
+    knownCredential,
+    isCredential: (v) => credentials.has(digest(v)),
+    upstreams: routing.table.upstreams,
+    logger: log,
+    packageVersion: PACKAGE_VERSION,
+    stopping: { value: false },
+    uploading: new Set(),
+    uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
+    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
+      log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
+    ),
+  };
+  const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
+  const ownsBus = deps.bus === undefined;
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
+  const observation = startObservation(cfg, bus, registry, log);
+  const app = routerApp(ctx, keys, metrics, log);
   await app.register(routerRoutes, {
     cfg,
+    routing: () => routing.table,
     keys,
     knownCredential,
     policy,
     registry,
     metrics,
-    startedAt,
+    startedAt: new Date().toISOString(),
     packageVersion: PACKAGE_VERSION,
-    workloads: async (f) => {
-      await actor.refresh();
-      return view.query(f);
-    },
+    workloads: observation.workloads,
   });
+  await app.register(healthRoutes, { failing: () => routerFailing(routing.table, records.decisionLog), tag: 'router' });
   const closeAll = async (): Promise<void> => {
-    stopChanges();
-    // The last queued records may still rotate the log as it closes: the journal is gone by
-    // then (a graceful stop leaves none behind), so no rotation rewrites it.
-    if (decisionLog) decisionLog.onRotated = undefined;
-    stopJournalNudges?.();
-    journal?.stop();
-    lookups.stop();
-    actor.stop();
-    view.stop();
-    await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+    observation.stopChanges();
+    records.stopJournal();
+    observation.stop();
+    retireTable(routing.table);
+    await closeTable(routing.table);
     stopNatsMetrics();
     if (ownsBus) await bus.close();
-    decisionLog?.close();
-    unlock?.();
+    records.close();
   };
   let url: string;
   try {
@@ -399,32 +325,14 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     await closeAll();
     throw err;
   }
+  const reloadDeps = { state: routing, ctx, started: cfg, env, credentials, metrics, identity: records.identity, log };
   return {
     url,
     registry,
     bus,
+    reload: (load) => reloadRouting(reloadDeps, load),
     async close() {
-      // Stop taking requests; requests in flight finish (and are recorded) or are cut at 5 s.
-      const closing = app.close();
-      // A keep-alive connection whose request finishes during the close turns idle only then:
-      // close it as soon as it does, or it holds the exit until the 5 s cut.
-      const idle = setInterval(() => app.server.closeIdleConnections(), 100);
-      let last: NodeJS.Timeout | undefined;
-      const t = setTimeout(() => {
-        // The cut: every request still running ends as the router's error (a stream gets a
-        // closing error event, a waiting request a 503), recorded as such, not as a client
-        // that cancelled. Connections still open half a second later are closed.
-        ctx.stopping.value = true;
-        for (const a of registry.active.values()) a.stop?.abort();
-        cutUploads(ctx);
-        last = setTimeout(() => app.server.closeAllConnections(), 500);
-      }, STOP_GRACE_MS);
-      await closing;
-      clearInterval(idle);
-      clearTimeout(t);
-      clearTimeout(last);
-      // Connections are closed; a relay may still be writing its record (bounded wait).
-      for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      await stopGracefully(app, ctx, registry);
       await closeAll();
     },
   };

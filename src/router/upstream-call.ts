@@ -53,6 +53,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   readonly answer: Promise<UpstreamAnswer>;
   /** The answer's status; 0 until its head arrived. */
   status = 0;
+  /**
+   * Told once when the exchange with the upstream is over (its answer read whole, failed or
+   * cut): the replica it went to counts it as outstanding until then.
+   */
+  owner: { callEnded(call: UpstreamCall, err: Error | undefined): void } | undefined;
   private settle: ((a: UpstreamAnswer) => void) | undefined;
   private fail: ((err: Error) => void) | undefined;
   private controller: Dispatcher.DispatchController | undefined;
@@ -75,6 +80,11 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       this.settle = resolve;
       this.fail = reject;
     });
+  }
+
+  /** Cancelled by the router (the client left, the deadline passed, a stop): no fault of the upstream's. */
+  get cancelled(): boolean {
+    return this.cancelledWith !== undefined;
   }
 
   /** A streamed answer's body has been received whole (the upstream ended it). */
@@ -142,6 +152,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    this.endOnce(undefined);
     if (this.stream) {
       this.streamEnded = true;
       this.stream.push(null);
@@ -155,6 +166,7 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    this.endOnce(err);
     const reason = this.cancelledWith ?? err;
     if (this.stream) {
       this.streamEnded = true;
@@ -162,6 +174,14 @@ export class UpstreamCall implements Dispatcher.DispatchHandler {
       return;
     }
     this.reject(reason);
+  }
+
+  /** Tells the owner, once, that the upstream exchange is over. */
+  private endOnce(err: Error | undefined): void {
+    const owner = this.owner;
+    if (owner === undefined) return;
+    this.owner = undefined;
+    owner.callEnded(this, err);
   }
 
   private resolve(a: UpstreamAnswer): void {

@@ -26,7 +26,9 @@ function file(server: string[] = [], model: string[] = []): string {
       '',
       '[[models]]',
       'alias = "m1"',
-      ...(model.some((l) => l.startsWith('upstream =')) ? [] : ['upstream = "http://127.0.0.1:9/v1"']),
+      ...(model.some((l) => l.startsWith('upstream =') || l.startsWith('upstreams =') || l === '# no upstream')
+        ? []
+        : ['upstream = "http://127.0.0.1:9/v1"']),
       ...model,
       '',
     ].join('\n'),
@@ -97,6 +99,63 @@ describe('router configuration: values that could never work are refused at star
       loadRouterConfig(file([], ['readiness_path = "/health?ready=1"'])).models[0]!.readinessPath,
       '/health?ready=1',
     );
+  });
+
+  it('upstreams lists replicas in order; max_attempts defaults to 2; a file without them hashes as before replicas', () => {
+    const c = loadRouterConfig(
+      file([], ['upstreams = ["http://10.0.0.5:8001/v1/", "https://h6.example:8443/openai/v1"]', 'max_attempts = 3']),
+    );
+    assert.deepEqual(c.models[0]!.replicas, [
+      { base: 'http://10.0.0.5:8001/v1', origin: 'http://10.0.0.5:8001', pathPrefix: '/v1' },
+      { base: 'https://h6.example:8443/openai/v1', origin: 'https://h6.example:8443', pathPrefix: '/openai/v1' },
+    ]);
+    assert.equal(c.models[0]!.maxAttempts, 3);
+    const single = loadRouterConfig(file());
+    assert.equal(single.models[0]!.replicas.length, 1);
+    assert.equal(single.models[0]!.maxAttempts, 2);
+    // The hash is over the file's `[[models]]` as written (plus schema defaults): no max_attempts member added.
+    const again = loadRouterConfig(file([], ['max_attempts = 2']));
+    assert.notEqual(single.routingConfigHash, again.routingConfigHash);
+  });
+
+  it('upstream and upstreams: exactly one; a bad replica URL names the entry, the alias and the key, never the URL', () => {
+    const secretish = 'http://user:canary-pass@10.0.0.5:8001/v1';
+    for (const [lines, want] of [
+      [
+        ['upstream = "http://127.0.0.1:9/v1"', 'upstreams = ["http://127.0.0.1:9/v1"]'],
+        /\/models\/0 \(alias "m1"\) must set exactly one of upstream and upstreams \(it sets both\)/,
+      ],
+      [
+        ['# no upstream'],
+        /\/models\/0 \(alias "m1"\) must set exactly one of upstream and upstreams \(it sets neither\)/,
+      ],
+      [[`upstreams = ["http://127.0.0.1:9/v1", "${secretish}"]`], /invalid member \/models\/0\/upstreams\/1$/],
+      [
+        ['upstreams = ["http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1?x=1"]'],
+        /upstreams\/1 of \/models\/0 \(alias "m1"\) must be a plain origin and path/,
+      ],
+      [
+        ['upstreams = ["http://127.0.0.1:9/v1", "http://127.0.0.1:0/v1"]'],
+        /upstreams\/1 of \/models\/0 \(alias "m1"\) is not a URL/,
+      ],
+      [
+        ['upstreams = ["http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/"]'],
+        /upstreams\/1 of \/models\/0 \(alias "m1"\) repeats an earlier replica/,
+      ],
+      [['upstreams = []'], /invalid member \/models\/0\/upstreams/],
+      [['max_attempts = 0'], /invalid member \/models\/0\/max_attempts/],
+      [['max_attempts = 11'], /invalid member \/models\/0\/max_attempts/],
+    ] as const) {
+      assert.throws(
+        () => loadRouterConfig(file([], [...lines])),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          want.test(e.message) &&
+          !e.message.includes('127.0.0.1') &&
+          !e.message.includes('canary'),
+        lines.join(' '),
+      );
+    }
   });
 
   it('a second router naming the same decision log through a symbolic link is refused: one log, one lock', async () => {

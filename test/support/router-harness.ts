@@ -10,6 +10,9 @@ import { CLI, eventually, spawnNode, type RunningProcess } from './processes.js'
 export interface ModelSpec {
   readonly alias: string;
   readonly upstream?: string;
+  /** Replicas instead of `upstream` (the harness's engine sim is then not added). */
+  readonly upstreams?: readonly string[];
+  readonly max_attempts?: number;
   readonly upstream_model?: string;
   readonly upstream_api_key_env?: string;
   readonly max_output_tokens?: number;
@@ -76,11 +79,30 @@ export interface RouterHarness {
   stopRouter(signal?: NodeJS.Signals): Promise<number | null>;
   /** Starts a router process again on the same configuration file. */
   startRouter(): Promise<void>;
+  /** Rewrites the configuration file's `[[models]]` (its `[server]` kept), e.g. before a SIGHUP. */
+  writeModels(models: readonly ModelSpec[]): void;
   /** Stops everything and removes the temporary folder. */
   stop(): Promise<void>;
 }
 
-const toml = (v: string | number | boolean): string => (typeof v === 'string' ? JSON.stringify(v) : String(v));
+type TomlValue = string | number | boolean | readonly string[];
+const toml = (v: TomlValue): string =>
+  typeof v === 'string' ? JSON.stringify(v) : Array.isArray(v) ? JSON.stringify(v) : String(v);
+
+/** The `[[models]]` lines of a model list; `simUrl`/`simModel` fill in an entry without its own upstream. */
+export function modelLines(models: readonly ModelSpec[], simUrl: string, simModel: string): string[] {
+  const lines: string[] = [];
+  for (const m of models) {
+    const own = m.upstream !== undefined || m.upstreams !== undefined;
+    const entry: Record<string, TomlValue> = {
+      ...m,
+      ...(own ? {} : { upstream: `${simUrl}/v1` }),
+      ...(!own && m.upstream_model === undefined && m.alias !== simModel ? { upstream_model: simModel } : {}),
+    };
+    lines.push('[[models]]', ...Object.entries(entry).map(([k, v]) => `${k} = ${toml(v)}`), '');
+  }
+  return lines;
+}
 
 /**
  * Starts `engine sim` and `router serve` as real processes through the built CLI (both on
@@ -120,19 +142,15 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
     ...(withLog ? { decision_log_path: 'state/decisions.jsonl' } : {}),
     ...opts.server,
   };
-  const lines = ['[server]', ...Object.entries(server).map(([k, v]) => `${k} = ${toml(v)}`), ''];
-  for (const m of opts.models) {
-    const entry: Record<string, string | number | boolean> = {
-      ...m,
-      upstream: m.upstream ?? `${sim.url}/v1`,
-      ...(m.upstream === undefined && m.upstream_model === undefined && m.alias !== simModel
-        ? { upstream_model: simModel }
-        : {}),
-    };
-    lines.push('[[models]]', ...Object.entries(entry).map(([k, v]) => `${k} = ${toml(v)}`), '');
-  }
+  const lines = [
+    '[server]',
+    ...Object.entries(server).map(([k, v]) => `${k} = ${toml(v)}`),
+    '',
+    ...modelLines(opts.models, sim.url, simModel),
+  ];
   const configPath = join(dir, 'router.toml');
   writeFileSync(configPath, lines.join('\n'));
+  const serverLines = lines.slice(0, lines.indexOf('[[models]]'));
   const env = {
     ...policy.env,
     SVC_TEST_ROUTER_KEYS: `other-${randomBytes(8).toString('hex')},${key}`,
@@ -217,6 +235,9 @@ export async function startRouterHarness(opts: RouterHarnessOptions): Promise<Ro
       );
     },
     stopRouter: (signal) => router.stop(signal),
+    writeModels(models) {
+      writeFileSync(configPath, [...serverLines, ...modelLines(models, sim.url, simModel)].join('\n'));
+    },
     startRouter,
     async stop() {
       await router.stop();

@@ -15,6 +15,7 @@ import { buildFleetApp } from '../../src/fleet/fleet.js';
 import { ControllerMetrics } from '../../src/controller/controller-metrics.js';
 import { Registry } from 'prom-client';
 import { createHttpApp } from '../../src/http/http-app.js';
+import { healthRoutes } from '../../src/http/health-routes.js';
 import type { JobService } from '../../src/jobs/job-service.js';
 import type { RequestAsker } from '../../src/mcp/request-tools.js';
 import { inferenceRouteDocs } from '../../src/router/inference-docs.js';
@@ -79,8 +80,10 @@ async function buildApp(server: ServerName): Promise<{ app: FastifyInstance; clo
   const requests = unused<RequestAsker>();
   if (server === 'router') {
     const app = createHttpApp({ logger, beforeRoutes });
+    await app.register(healthRoutes, { tag: 'router' });
     await app.register(routerRoutes, {
       cfg: unused<RouterConfig>(),
+      routing: unused<RouterRoutesOptions['routing']>(),
       keys: unused<DataPlaneKeys>(),
       knownCredential: () => false,
       policy,

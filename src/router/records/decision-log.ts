@@ -65,6 +65,9 @@ export class DecisionLog {
   /** What is known to be lost from this log, kept beside it across restarts (see LossMarks). */
   private readonly marks: LossMarks;
   /** Rotation may have deleted records (here, or by an earlier process): a search of the retained files cannot say nothing else matched. */
+  /** The last write failed and no write has worked since (the router's `/readyz` reports it). */
+  writeFailing = false;
+
   get recordsDeleted(): boolean {
     return this.marks.deleted;
   }
@@ -223,7 +226,9 @@ export class DecisionLog {
     }
     try {
       this.flush();
+      this.writeFailing = false;
     } catch (err) {
+      this.writeFailing = true;
       this.retryAt = Date.now() + RETRY_MS;
       this.report(err, this.pending.length);
       this.scheduleRetry();
