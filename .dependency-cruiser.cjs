@@ -52,6 +52,24 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
+      name: 'processes-apart',
+      comment:
+        'A process folder (router, controller, fleet, dashboard, engine-sim) imports no other process folder: what two share lives in mcp/, http/, auth/ or below. Only up/ composes processes.',
+      severity: 'error',
+      from: { path: '^src/(router|controller|fleet|dashboard|engine-sim)/' },
+      to: {
+        path: '^src/(router|controller|fleet|dashboard|engine-sim|up)/',
+        pathNot: '^src/$1/',
+      },
+    },
+    {
+      name: 'shared-plumbing-not-processes',
+      comment: 'The shared plumbing (mcp/, http/) imports no process folder.',
+      severity: 'error',
+      from: { path: '^src/(mcp|http)/' },
+      to: { path: '^src/(router|controller|fleet|dashboard|engine-sim|up)/' },
+    },
+    {
       name: 'cli-reads-over-http-nats',
       comment: 'The CLI reaches servers only over HTTP/NATS; only the serve/run entry points import a process folder.',
       severity: 'error',

@@ -4,7 +4,7 @@ import type { ActiveRequest, RouterRegistry } from './records/router-registry.js
 import type { ModelRoute, RouterConfig } from '../config/router-config.js';
 import type { FinishReason, OutputLimit, Refusal, RequestOutcome, RouteName } from '../schema/terminal-record.js';
 import type { Admission } from './admission.js';
-import type { DataPlaneKeys } from './api-keys.js';
+import type { DataPlaneKeys } from '../auth/api-keys.js';
 import type { ReplicaSet } from './replica-set.js';
 import type { UploadBudget } from './upload-budget.js';
 import type { LineBudget } from '../http/line-budget.js';

@@ -19,7 +19,7 @@ import {
 } from '../http/route-schemas.js';
 import { splitQuery } from '../schema/query-string.js';
 import { lookupActive, lookupHistory, lookupRequest } from './request-lookups.js';
-import type { DataPlaneKeys } from './api-keys.js';
+import type { DataPlaneKeys } from '../auth/api-keys.js';
 import type { RouterMetrics } from './metrics.js';
 import { nodeResultJson } from '../schema/result-json.js';
 

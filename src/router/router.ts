@@ -18,7 +18,7 @@ import { createHttpApp, listen, originForm } from '../http/http-app.js';
 import { natsMetrics } from '../http/metrics-endpoint.js';
 import { refuseMethod } from './relay-refusal.js';
 import type { RouterMetrics } from './metrics.js';
-import { DataPlaneKeys, digest } from './api-keys.js';
+import { DataPlaneKeys, digest } from '../auth/api-keys.js';
 import { cutUploads, relayInference } from './relay.js';
 import type { RelayContext } from './relay-context.js';
 import { routerRoutes } from './router-routes.js';

@@ -2,7 +2,7 @@ import type { ModelRoute } from '../config/router-config.js';
 import { envVar } from '../config/env-var.js';
 import { ConfigError } from '../errors.js';
 import { Admission } from './admission.js';
-import { digest, isCredentialText } from './api-keys.js';
+import { digest, isCredentialText } from '../auth/api-keys.js';
 import type { Upstream } from './relay-context.js';
 import { ReplicaSet } from './replica-set.js';
 

@@ -21,7 +21,7 @@ import type { RequestAsker } from '../../src/mcp/request-tools.js';
 import { inferenceRouteDocs } from '../../src/router/inference-docs.js';
 import type { RouterRegistry } from '../../src/router/records/router-registry.js';
 import type { RouterMetrics } from '../../src/router/metrics.js';
-import type { DataPlaneKeys } from '../../src/router/api-keys.js';
+import type { DataPlaneKeys } from '../../src/auth/api-keys.js';
 import { routerRoutes, type RouterRoutesOptions } from '../../src/router/router-routes.js';
 import type { NodeView } from '../../src/streams/node-view.js';
 import { PACKAGE_VERSION } from '../../src/version.js';

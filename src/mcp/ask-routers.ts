@@ -7,7 +7,7 @@ import {
 } from '../schema/diagnosis-search.js';
 import type { Bus } from '../streams/bus.js';
 import { requestsSubject, type RequestLookup } from '../schema/subjects.js';
-import type { RequestAsker } from '../mcp/request-tools.js';
+import type { RequestAsker } from './request-tools.js';
 
 /** A node the search asks (a fleet's declared node; the controller's own host). */
 export interface SearchedNode {

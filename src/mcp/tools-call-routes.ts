@@ -13,8 +13,8 @@ import {
   parseToolCall,
   type RequestToolName,
   type WorkloadToolName,
-} from '../mcp/tools-call.js';
-import { RequestDiagnosisArgs, SessionDiagnosisArgs } from '../mcp/request-tools.js';
+} from './tools-call.js';
+import { RequestDiagnosisArgs, SessionDiagnosisArgs } from './request-tools.js';
 import { nodeResultJson } from '../schema/result-json.js';
 import { NoQuery, jsonResponse, parsedByHandler, problemResponses } from '../http/route-schemas.js';
 
