@@ -11,6 +11,7 @@ import { registerReadCommands } from './read-commands.js';
 import { registerDashboardCommand } from './dashboard-command.js';
 import { registerRecipeCommand } from './recipe-command.js';
 import { registerRecipeLifecycleCommands } from './recipe-lifecycle-command.js';
+import { registerConfigCommand } from './config-command.js';
 import { TRACKED } from './settings.js';
 import { setHelpHint } from './read-errors.js';
 
@@ -105,6 +106,7 @@ export function buildProgram(): Command {
   const recipeCmd = registerRecipeCommand(program);
   registerRecipeLifecycleCommands(recipeCmd);
   for (const c of recipeCmd.commands) if (c.name() === 'apply' || c.name() === 'stop') OWN_EXIT_HELP.add(c);
+  OWN_EXIT_HELP.add(registerConfigCommand(program));
   for (const cmd of program.commands) {
     for (const c of [cmd, ...cmd.commands]) {
       c.exitOverride().configureOutput({ outputError: () => {}, writeErr: () => {} });
