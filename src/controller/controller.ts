@@ -9,6 +9,7 @@ import { openBus } from '../streams/open-bus.js';
 import { CONTROLLER_OWNERS } from '../streams/query-node.js';
 import { nodeRead, toolsCallRoutes } from './controller-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
+import { reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
 import { lifecycleRoutes } from './lifecycle-routes.js';
 import { JobService } from '../jobs/job-service.js';
@@ -55,8 +56,14 @@ export async function buildControllerApp(deps: {
   metrics?: { readonly metrics: ControllerMetrics; readonly requireAuth: boolean };
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
+  /** HTTPS, re-read on SIGHUP. */
+  tls?: ReloadableTls | undefined;
 }): Promise<FastifyInstance> {
-  const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  const app = createHttpApp({
+    logger: deps.logger,
+    tls: deps.tls,
+    ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}),
+  });
   if (deps.metrics) {
     const m = deps.metrics.metrics;
     countAnswers(app, { '/tools/call': 'http', '/mcp': 'mcp' }, (via, outcome) =>
@@ -149,6 +156,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   const log = deps.logger.child({ component: 'controller', host: cfg.hostId });
   const env = deps.env ?? process.env;
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  const tls = reloadableTls(cfg.tls, 'node', log);
   // Everything that can refuse the start is checked before anything is opened or started.
   const routerTarget = cfg.router ? routerTargetOf(cfg.router, env) : undefined;
   // One controller per state directory: a second one would mark the first one's running jobs
@@ -214,6 +222,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     jobs,
     requests,
     metrics: { metrics, requireAuth: cfg.metricsRequireAuth === true },
+    tls,
   });
   let url: string;
   try {

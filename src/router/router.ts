@@ -1,6 +1,6 @@
 import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Subject } from 'rxjs';
 import { Pool } from 'undici';
 import { OwnerActor } from '../actors/owner-actor.js';
@@ -17,6 +17,7 @@ import { openBus } from '../streams/open-bus.js';
 import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, lacksHost, listen, originForm } from '../http/http-app.js';
+import { createNodeServer, reloadableTls } from '../http/tls.js';
 import { Admission } from './admission.js';
 import { DataPlaneKeys, digest, isCredentialText } from './api-keys.js';
 import { DecisionLog } from './records/decision-log.js';
@@ -136,6 +137,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const env = deps.env ?? process.env;
   const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
+  const tls = reloadableTls(cfg.tls, 'router', log);
   // Every credential the router knows, as digests (its data-plane keys and policy clients here;
   // the engine keys and NATS secrets below): one hash and one lookup decide whether a caller
   // id is a credential (a drop decision: constant time is not needed).
@@ -338,13 +340,15 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
 
   const app = createHttpApp({
     logger: log,
+    tls,
     // An authenticated inference request refused by node:http itself still gets its id.
     refusedHeaders: (req) =>
       inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization)
         ? { 'x-svc-request-id': newGatewayId() }
         : undefined,
     serverFactory: (handler) =>
-      createServer(
+      createNodeServer(
+        tls,
         { keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false },
         (req: IncomingMessage, res: ServerResponse) => {
           const route = inferenceRoute(req);
