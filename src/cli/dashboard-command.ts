@@ -24,6 +24,8 @@ interface DashboardFlags {
   workloadControllerUrl?: string;
   workloadExpectedNode?: string;
   workloadAuthorizationPolicy?: string;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
 }
 
 /**
@@ -53,6 +55,12 @@ export function registerDashboardCommand(program: Command): void {
       'policy file checked before a credential is forwarded (needs workloads:read)',
       once(),
     )
+    .option(
+      '--tls-cert-file <path>',
+      'PEM certificate chain: serve HTTPS (with --tls-key-file; re-read on SIGHUP)',
+      once(),
+    )
+    .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file', once())
     .action(async (flags: DashboardFlags) => {
       await runServer('dashboard', async (logger) => {
         if (flags.host.length === 0 || flags.host.length > 255) throw new ConfigError('--host is not an address');
@@ -64,6 +72,8 @@ export function registerDashboardCommand(program: Command): void {
             workloadControllerUrl: flags.workloadControllerUrl,
             workloadExpectedNode: flags.workloadExpectedNode,
             workloadAuthorizationPolicy: flags.workloadAuthorizationPolicy,
+            tlsCertFile: flags.tlsCertFile,
+            tlsKeyFile: flags.tlsKeyFile,
           },
           { logger },
         );

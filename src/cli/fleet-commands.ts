@@ -16,6 +16,7 @@ export function registerFleetCommands(program: Command): Command {
       `
 Configuration keys (docs/reference/config.md, deploy/fleet.toml):
   [fleet]     listen, authorization_policy, node_timeout_ms, metrics_require_auth,
+              tls_cert_file, tls_key_file (HTTPS; re-read on SIGHUP),
               nats_url, nats_user, nats_password_env, nats_token_env (see docs/reference/nats.md)
   [[nodes]]   host_id, sleeping`,
     )

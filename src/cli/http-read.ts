@@ -3,6 +3,7 @@ import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { PACKAGE_VERSION } from '../version.js';
 import type { SafeOrigin } from '../auth/origin-policy.js';
 import type { ReadOutcome } from './read-outcome.js';
+import { currentCas } from './trust.js';
 
 /** SPEC.md Limits: 128 KiB per response. */
 export const MAX_RESPONSE_BYTES = 128 * 1024;
@@ -52,7 +53,8 @@ export class SafeReader {
     this.pool = new Pool(target.origin, {
       connections: 2,
       pipelining: 1,
-      connect: { timeout: ms },
+      // An extra CA (--ca-file, SVC_CA_FILE) beside the bundled roots; names and dates are still checked.
+      connect: { timeout: ms, ...(currentCas() ? { ca: [...currentCas()!] } : {}) },
       headersTimeout: ms,
       bodyTimeout: ms,
     });
@@ -137,7 +139,25 @@ function discard(body: Dispatcher.ResponseData['body']): void {
   body.destroy();
 }
 
+/** Certificate verification failures (OpenSSL's names, as Node reports them). */
+const TLS_DATE_CODES: ReadonlySet<string> = new Set(['CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
+const TLS_UNTRUSTED_CODES: ReadonlySet<string> = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_UNTRUSTED',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_REJECTED',
+]);
+
 function failure(err: unknown): ReadOutcome {
   const code = (err as { code?: unknown } | null)?.code;
-  return { kind: typeof code === 'string' && TIMEOUT_CODES.has(code) ? 'timeout' : 'transport' };
+  if (typeof code !== 'string') return { kind: 'transport' };
+  if (TIMEOUT_CODES.has(code)) return { kind: 'timeout' };
+  if (TLS_DATE_CODES.has(code)) return { kind: 'tlsExpired' };
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return { kind: 'tlsName' };
+  if (TLS_UNTRUSTED_CODES.has(code)) return { kind: 'tlsUntrusted' };
+  return { kind: 'transport' };
 }

@@ -11,6 +11,8 @@ import { registerReadCommands } from './read-commands.js';
 import { registerDashboardCommand } from './dashboard-command.js';
 import { registerRecipeCommand } from './recipe-command.js';
 import { registerRecipeLifecycleCommands } from './recipe-lifecycle-command.js';
+import { registerConfigCommand } from './config-command.js';
+import { HTTPS_CLIENT_COMMANDS, addCaFileOption } from './trust.js';
 import { TRACKED } from './settings.js';
 import { setHelpHint } from './read-errors.js';
 
@@ -105,13 +107,15 @@ export function buildProgram(): Command {
   const recipeCmd = registerRecipeCommand(program);
   registerRecipeLifecycleCommands(recipeCmd);
   for (const c of recipeCmd.commands) if (c.name() === 'apply' || c.name() === 'stop') OWN_EXIT_HELP.add(c);
+  OWN_EXIT_HELP.add(registerConfigCommand(program));
   for (const cmd of program.commands) {
     for (const c of [cmd, ...cmd.commands]) {
       c.exitOverride().configureOutput({ outputError: () => {}, writeErr: () => {} });
-      checkRequiredAfterUnknown(c);
-      for (const o of c.options) refuseRepeats(c, o);
       // Every command's own help says what its exit status means (recipe apply|stop say it in their words).
       const path = c === cmd ? c.name() : `${cmd.name()} ${c.name()}`;
+      if (HTTPS_CLIENT_COMMANDS.has(path)) addCaFileOption(c);
+      checkRequiredAfterUnknown(c);
+      for (const o of c.options) refuseRepeats(c, o);
       if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c))
         c.addHelpText(
           'after',
@@ -198,6 +202,7 @@ export function helpHint(program: Command, args: readonly string[]): string {
 /** Messages that name an option as the command defines it, shown as they are. */
 const OWN_MESSAGE_CODES: ReadonlySet<string> = new Set([
   'svc.invalidOptionValue',
+  'svc.caFile',
   'commander.missingMandatoryOptionValue',
 ]);
 
@@ -275,7 +280,9 @@ export async function main(rawArgv: string[]): Promise<void> {
       }
       const own =
         OWN_MESSAGE_CODES.has(err.code) &&
-        /^(invalid option value|a required option is missing): --[a-z0-9-]+/.test(err.message);
+        /^(invalid option value|a required option is missing): --[a-z0-9-]+|^--ca-file \(or SVC_CA_FILE\) names/.test(
+          err.message,
+        );
       let text = own ? err.message : (USAGE_MESSAGES[err.code] ?? 'invalid usage');
       // Commander names the option by its definition (`option '--port <port>' argument missing`).
       const needs =

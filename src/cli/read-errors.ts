@@ -33,6 +33,10 @@ export const SNAPSHOT = {
   fleetTimeout:
     'the fleet sent nothing within the read timeout (it waits up to its node_timeout_ms for a node that does not answer: give --timeout more than that)',
   transport: 'could not connect to the server, or the connection failed',
+  tlsExpired: "the server's TLS certificate has expired or is not valid yet",
+  tlsName: "the server's TLS certificate does not name the host of the URL",
+  tlsUntrusted:
+    "the server's TLS certificate is not signed by a trusted CA (trust a private CA with --ca-file or SVC_CA_FILE)",
   oversized:
     'the response exceeded the size limit (16 MiB for fleet reads, 1 MiB for node workload reads, 128 KiB for every other answer) and was discarded',
   malformed: 'the response is not a valid envelope of the expected schema',

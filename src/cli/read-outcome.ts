@@ -5,4 +5,14 @@
 export type ReadOutcome =
   | { readonly kind: 'json'; readonly status: number; readonly body: unknown }
   | { readonly kind: 'status'; readonly status: number }
-  | { readonly kind: 'redirect' | 'timeout' | 'transport' | 'oversized' | 'malformed' };
+  | {
+      readonly kind:
+        | 'redirect'
+        | 'timeout'
+        | 'transport'
+        | 'oversized'
+        | 'malformed'
+        | 'tlsExpired'
+        | 'tlsName'
+        | 'tlsUntrusted';
+    };

@@ -20,6 +20,7 @@ Configuration keys (docs/reference/config.md, examples/router.toml):
   [server]    host_id, listen, api_keys_env, authorization_policy, decision_log_path,
               decision_log_max_bytes, decision_log_max_files, buffer_size, readiness_ttl_ms,
               metrics_require_auth, stale_after_seconds, max_body_bytes,
+              tls_cert_file, tls_key_file (HTTPS; re-read on SIGHUP),
               nats_url, nats_user, nats_password_env, nats_token_env (optional: without
               nats_url the bus is in-process; docs/reference/nats.md)
   [[models]]  alias, upstream or upstreams (replicas), max_attempts, upstream_model,

@@ -24,6 +24,13 @@ export async function runServer(name: string, start: (logger: Logger) => Promise
     process.stderr.write(`svc-serving ${name}: ${describeStartError(err).line}\n`);
     process.exit(EXIT.usage);
   }
+  // SIGHUP re-reads what the server can re-read (a TLS certificate, the router's [[models]]),
+  // whose own listeners act on it; with nothing to re-read it is noted, never the default
+  // action (which ends the process: systemd's ExecReload sends it to every unit).
+  const onHup = (): void => {
+    if (process.listenerCount('SIGHUP') === 1) logger.info('SIGHUP received: nothing to re-read in this server');
+  };
+  process.on('SIGHUP', onHup);
   let handle: Closable;
   try {
     handle = await start(logger);

@@ -20,6 +20,7 @@ Configuration keys (docs/reference/config.md, examples/node.toml):
   [node]      host_id, listen, authorization_policy, stale_after_seconds, state_dir,
               recipes_dir, manifests_dir, container_socket, router_url, router_key_env,
               media_dir, metrics_require_auth,
+              tls_cert_file, tls_key_file (HTTPS; re-read on SIGHUP),
               nats_url, nats_user, nats_password_env, nats_token_env (optional: without
               nats_url the bus is in-process; docs/reference/nats.md)`,
     )

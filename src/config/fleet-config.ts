@@ -4,6 +4,7 @@ import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
 import { loadTomlConfig, parseListen } from './load-toml.js';
 import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
+import { TlsSettings, tlsFiles, type TlsFiles } from './tls-settings.js';
 
 export const FleetConfigSchema = Type.Object(
   {
@@ -15,6 +16,7 @@ export const FleetConfigSchema = Type.Object(
         node_timeout_ms: Type.Integer({ minimum: 1, maximum: 60_000, default: 2_000 }),
         /** `/metrics` asks for a `workloads:read` or `requests:read` credential (as the router's option). */
         metrics_require_auth: Type.Boolean({ default: false }),
+        ...TlsSettings,
       },
       { additionalProperties: false },
     ),
@@ -38,6 +40,8 @@ export interface FleetConfig {
   readonly nodes: readonly { hostId: string; sleeping: boolean }[];
   /** `/metrics` asks for a credential (default: open, as the router's). */
   readonly metricsRequireAuth?: boolean;
+  /** The listener speaks HTTPS with these (re-read on SIGHUP); undefined: plain HTTP. */
+  readonly tls?: TlsFiles | undefined;
 }
 
 /** Reads a fleet controller configuration. Thrown when: invalid (ConfigError). */
@@ -60,5 +64,6 @@ export function loadFleetConfig(path: string): FleetConfig {
     nodeTimeoutMs: value.fleet.node_timeout_ms,
     nodes: value.nodes.map((n) => ({ hostId: n.host_id, sleeping: n.sleeping })),
     metricsRequireAuth: value.fleet.metrics_require_auth,
+    tls: tlsFiles(value.fleet, dir, 'fleet'),
   };
 }

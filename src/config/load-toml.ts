@@ -8,7 +8,7 @@ import { MAX_NATS_SERVERS } from './nats-url.js';
 import { readSmallFile } from './read-small-file.js';
 
 /** What a member must look like, for members whose grammar a reader cannot guess (never the value). */
-const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
+export const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
   [
     'nats_url',
     `nats://HOST[:PORT] or tls://HOST[:PORT], or up to ${MAX_NATS_SERVERS} of them separated by commas; no credentials, path or query (the password goes in nats_password_env)`,
@@ -64,7 +64,7 @@ export function loadTomlConfig<T extends TSchema>(
  * The path of the first TOML float (a JS number: integers are BigInt here) where the schema
  * takes integers only, or undefined. TypeBox's integer check alone would take `2.0`.
  */
-function floatForInteger(schema: TSchema, v: unknown, path: string): string | undefined {
+export function floatForInteger(schema: TSchema, v: unknown, path: string): string | undefined {
   const s = schema as { type?: unknown; anyOf?: TSchema[]; properties?: Record<string, TSchema>; items?: TSchema };
   if (typeof v === 'number') {
     const types = s.anyOf ? s.anyOf.map((x) => (x as { type?: unknown }).type) : [s.type];

@@ -4,6 +4,7 @@ import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
 import { loadTomlConfig, parseListen } from './load-toml.js';
 import { NATS_SERVERS_PATTERN, parseNatsServers } from './nats-url.js';
+import { TlsSettings, tlsFiles, type TlsFiles } from './tls-settings.js';
 
 const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
 
@@ -39,6 +40,7 @@ export const NodeConfigSchema = Type.Object(
         media_dir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
         /** `/metrics` asks for a `workloads:read` or `requests:read` credential (as the router's option). */
         metrics_require_auth: Type.Boolean({ default: false }),
+        ...TlsSettings,
       },
       { additionalProperties: false },
     ),
@@ -64,6 +66,8 @@ export interface NodeConfig {
   readonly mediaDir?: string | undefined;
   /** `/metrics` asks for a credential (default: open, as the router's). */
   readonly metricsRequireAuth?: boolean;
+  /** The listener speaks HTTPS with these (re-read on SIGHUP); undefined: plain HTTP. */
+  readonly tls?: TlsFiles | undefined;
 }
 
 export interface NatsConnection {
@@ -99,6 +103,7 @@ export function loadNodeConfig(path: string): NodeConfig {
     router: n.router_url && n.router_key_env ? { url: n.router_url, keyEnv: n.router_key_env } : undefined,
     mediaDir: n.media_dir === undefined ? undefined : resolve(dir, n.media_dir),
     metricsRequireAuth: n.metrics_require_auth,
+    tls: tlsFiles(n, dir, 'node'),
   };
 }
 

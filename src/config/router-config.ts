@@ -5,6 +5,7 @@ import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
 import { loadTomlConfig, parseListen } from './load-toml.js';
 import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
+import { TlsSettings, tlsFiles, type TlsFiles } from './tls-settings.js';
 
 const ENV_NAME = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' });
 /** A model alias: also the `model` of every terminal record. */
@@ -57,6 +58,7 @@ export const RouterConfigSchema = Type.Object(
         stale_after_seconds: Type.Number({ default: 30, exclusiveMinimum: 0, maximum: 86_400 }),
         max_body_bytes: Type.Integer({ minimum: 1024, maximum: 256 * 1024 * 1024, default: 32 * 1024 * 1024 }),
         ...NatsSettings,
+        ...TlsSettings,
       },
       { additionalProperties: false },
     ),
@@ -103,6 +105,8 @@ export interface RouterConfig {
   readonly staleAfterMs: number;
   readonly maxBodyBytes: number;
   readonly nats: NatsConnection | undefined;
+  /** The listener speaks HTTPS with these (re-read on SIGHUP); undefined: plain HTTP. */
+  readonly tls?: TlsFiles | undefined;
   readonly models: readonly ModelRoute[];
   /** SHA-256 over the canonical JSON of `[[models]]` (CONTRACT.md). */
   readonly routingConfigHash: string;
@@ -200,6 +204,7 @@ export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterCo
     staleAfterMs: Math.round(s.stale_after_seconds * 1000),
     maxBodyBytes: s.max_body_bytes,
     nats: natsConnection(s),
+    tls: tlsFiles(s, dir, 'router'),
     models,
     routingConfigHash: createHash('sha256').update(canonicalJson(value.models)).digest('hex'),
   };

@@ -10,6 +10,7 @@ import { openBus } from '../streams/open-bus.js';
 import { CONTROLLER_OWNERS } from '../streams/query-node.js';
 import { nodeRead, toolsCallRoutes } from '../mcp/tools-call-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
+import { reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
 import { healthRoutes, watchNats, type ReadinessChecks } from '../http/health-routes.js';
 import { lifecycleRoutes } from './lifecycle-routes.js';
@@ -80,8 +81,14 @@ export async function buildControllerApp(deps: {
   failing?: ReadinessChecks;
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
+  /** HTTPS, re-read on SIGHUP. */
+  tls?: ReloadableTls | undefined;
 }): Promise<FastifyInstance> {
-  const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  const app = createHttpApp({
+    logger: deps.logger,
+    tls: deps.tls,
+    ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}),
+  });
   await app.register(healthRoutes, { ...(deps.failing ? { failing: deps.failing } : {}), cacheMs: HEALTH_CACHE_MS });
   if (deps.metrics) {
     const m = deps.metrics.metrics;
@@ -175,6 +182,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   const log = deps.logger.child({ component: 'controller', host: cfg.hostId });
   const env = deps.env ?? process.env;
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  const tls = reloadableTls(cfg.tls, 'node', log);
   // Everything that can refuse the start is checked before anything is opened or started.
   const routerTarget = cfg.router ? routerTargetOf(cfg.router, env) : undefined;
   // One controller per state directory: a second one would mark the first one's running jobs
@@ -242,6 +250,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     requests,
     metrics: { metrics, requireAuth: cfg.metricsRequireAuth === true },
     failing: () => controllerFailing(jobs, nats.down),
+    tls,
   });
   let url: string;
   try {

@@ -5,6 +5,8 @@ import { ConfigError } from '../errors.js';
 import { isLoopbackHost } from '../http/http-app.js';
 import { isHostId } from '../schema/primitives.js';
 import { envVar } from '../config/env-var.js';
+import type { TlsFiles } from '../config/tls-settings.js';
+import { resolve } from 'node:path';
 
 /** What `dashboard serve` was given, before any check (commander hands over raw strings). */
 export interface DashboardOptions {
@@ -19,6 +21,22 @@ export interface DashboardOptions {
   readonly routerMetricsUrl?: string | undefined;
   /** GPU sampling period. */
   readonly sampleIntervalMs?: number | undefined;
+  /** `--tls-cert-file` and `--tls-key-file` (PEM; both or neither): the dashboard speaks HTTPS. */
+  readonly tlsCertFile?: string | undefined;
+  readonly tlsKeyFile?: string | undefined;
+}
+
+/**
+ * The dashboard's certificate and key files, or undefined for plain HTTP.
+ * Thrown when: only one of the two options is given (ConfigError naming the missing one).
+ */
+export function dashboardTls(o: DashboardOptions): TlsFiles | undefined {
+  if (o.tlsCertFile === undefined && o.tlsKeyFile === undefined) return undefined;
+  if (o.tlsCertFile === undefined || o.tlsKeyFile === undefined)
+    throw new ConfigError(
+      `${o.tlsCertFile === undefined ? '--tls-cert-file' : '--tls-key-file'} is missing (--tls-cert-file and --tls-key-file go together)`,
+    );
+  return { certFile: resolve(o.tlsCertFile), keyFile: resolve(o.tlsKeyFile) };
 }
 
 /** Why workload reads are disabled. Logged as this code only: never a URL, path or value. */

@@ -6,8 +6,15 @@ import type { Logger } from 'pino';
 import { ErrorCode, InvalidInputError, OriginRefusedError, SvcError } from '../errors.js';
 import { LineBudget } from '../http/line-budget.js';
 import { createHttpApp, isLoopbackHost, listen, loopbackHosts } from '../http/http-app.js';
+import { reloadableTls } from '../http/tls.js';
 import { NO_CREDENTIAL, NoQuery, problemResponses } from '../http/route-schemas.js';
-import { telemetryGate, workloadService, type DashboardOptions, type DisabledReason } from './dashboard-config.js';
+import {
+  dashboardTls,
+  telemetryGate,
+  workloadService,
+  type DashboardOptions,
+  type DisabledReason,
+} from './dashboard-config.js';
 import { ControllerReader } from './dashboard-reader.js';
 import { DashboardSession, type FrameSink } from './dashboard-session.js';
 import { registerPageRoutes } from './dashboard-static.js';
@@ -198,6 +205,7 @@ export async function buildDashboard(
   const log = deps.logger.child({ component: 'dashboard' });
   const env = deps.env ?? process.env;
   const gate = telemetryGate(o, env);
+  const tls = reloadableTls(dashboardTls(o), 'dashboard', log);
   const service = workloadService(o, env, gate);
   gate.forgetToken();
   if (service.enabled) log.info({ expected_node: service.expectedNode }, 'workload reads enabled');
@@ -211,6 +219,7 @@ export async function buildDashboard(
   const app = createHttpApp({
     logger: log,
     bodyLimit: MAX_MESSAGE_BYTES,
+    tls,
     ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}),
   });
   // Every connection, upgraded or refused ones included (node:http stops tracking a socket

@@ -10,6 +10,7 @@ import { FleetComposer, type DeclaredNode } from '../streams/compose-fleet.js';
 import { openBus } from '../streams/open-bus.js';
 import { toolsCallRoutes } from '../mcp/tools-call-routes.js';
 import { createHttpApp, listen, loopbackHosts } from '../http/http-app.js';
+import { reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { mcpRoutes } from '../mcp/mcp-routes.js';
 import { healthRoutes, watchNats, type ReadinessChecks } from '../http/health-routes.js';
 import { workloadsSubject } from '../schema/subjects.js';
@@ -67,9 +68,15 @@ export async function buildFleetApp(deps: {
   failing?: ReadinessChecks;
   /** Called before any route is added (the OpenAPI generator's hook; createHttpApp). */
   beforeRoutes?: (app: FastifyInstance) => void;
+  /** HTTPS, re-read on SIGHUP. */
+  tls?: ReloadableTls | undefined;
 }): Promise<FastifyInstance> {
   const { policy, run, requests } = deps;
-  const app = createHttpApp({ logger: deps.logger, ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}) });
+  const app = createHttpApp({
+    logger: deps.logger,
+    tls: deps.tls,
+    ...(deps.beforeRoutes ? { beforeRoutes: deps.beforeRoutes } : {}),
+  });
   await app.register(healthRoutes, { ...(deps.failing ? { failing: deps.failing } : {}), tag: 'fleet' });
   if (deps.metrics)
     metricsRoute(
@@ -111,6 +118,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   const log = deps.logger.child({ component: 'fleet' });
   const env = deps.env ?? process.env;
   const policy = AuthorizationPolicy.load(cfg.policyPath, env);
+  const tls = reloadableTls(cfg.tls, 'fleet', log);
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, 'svc-serving fleet'));
   const ownsBus = deps.bus === undefined;
   const metrics = new FleetMetrics({
@@ -130,6 +138,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     requests,
     metrics: { registry: metrics.registry, requireAuth: cfg.metricsRequireAuth === true },
     failing: () => (nats.down() ? ['nats'] : []),
+    tls,
   });
   let url: string;
   try {

@@ -7,6 +7,7 @@ import Fastify, {
 } from 'fastify';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { isIPv4, type Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import type { Logger } from 'pino';
 import {
   ERRORS,
@@ -26,6 +27,7 @@ import { LineBudget } from './line-budget.js';
 import { repeatsSingleHeader } from './single-headers.js';
 import { GENERATED_ID_RE } from '../schema/terminal-record.js';
 import { SHARED_SCHEMAS, serializerCompiler, validatorCompiler } from './route-schemas.js';
+import type { ReloadableTls } from './tls.js';
 
 export interface HttpAppOptions {
   readonly logger: Logger;
@@ -54,6 +56,11 @@ export interface HttpAppOptions {
    * model routes, CONTRACT.md HTTP); every other path answers problem+json.
    */
   readonly openAiErrors?: (path: string) => boolean;
+  /**
+   * HTTPS with this certificate and key, re-read on SIGHUP while the app is open. With
+   * `serverFactory` the factory makes the HTTPS server (createNodeServer); the reload still applies.
+   */
+  readonly tls?: ReloadableTls | undefined;
 }
 
 /** Default time a request may take to arrive whole on a Fastify-built server (ms). */
@@ -132,6 +139,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const bodyLimit = opts.bodyLimit ?? 64 * 1024;
   const answer = errorAnswer(opts);
   const app = newFastify(opts, bodyLimit, answer);
+  if (opts.tls && app.server instanceof TlsServer) {
+    const unwatch = opts.tls.watch(app.server);
+    app.addHook('onClose', async () => unwatch());
+  }
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
@@ -164,6 +175,15 @@ function errorAnswer(opts: HttpAppOptions): Answer {
 
 /** The Fastify instance itself, with the options every server of ours shares. */
 function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): FastifyInstance {
+  // A missing Host is refused by the hook below with the fixed problem, not by node's bare 400.
+  const server = {
+    requireHostHeader: false,
+    ...(opts.connectionsCheckIntervalMs !== undefined
+      ? { connectionsCheckingInterval: opts.connectionsCheckIntervalMs }
+      : {}),
+  };
+  // node:https takes node:http's server options beside the certificate and key.
+  const listener = opts.tls ? { https: { ...server, ...opts.tls.options } } : { http: server };
   return Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -176,13 +196,7 @@ function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): Fa
     // characters, each up to 3 when percent-encoded (Fastify's default stops at 100).
     routerOptions: { maxParamLength: 384 },
     rewriteUrl: (req) => originForm(req.url ?? '/'),
-    // A missing Host is refused by the hook below with the fixed problem, not by node's bare 400.
-    http: {
-      requireHostHeader: false,
-      ...(opts.connectionsCheckIntervalMs !== undefined
-        ? { connectionsCheckingInterval: opts.connectionsCheckIntervalMs }
-        : {}),
-    },
+    ...listener,
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
@@ -463,7 +477,7 @@ export async function listen(app: FastifyInstance, host: string, port: number): 
   const addr = app.server.address();
   const actualPort = typeof addr === 'object' && addr ? addr.port : port;
   const urlHost = host.includes(':') ? `[${host}]` : host;
-  const url = `http://${urlHost}:${actualPort}`;
+  const url = `${app.server instanceof TlsServer ? 'https' : 'http'}://${urlHost}:${actualPort}`;
   app.log.info({ url }, 'listening');
   return url;
 }

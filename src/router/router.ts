@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { Subject } from 'rxjs';
 import { OwnerActor } from '../actors/owner-actor.js';
@@ -15,6 +15,7 @@ import { openBus } from '../streams/open-bus.js';
 import { ROUTER_OWNERS } from '../streams/query-node.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, listen, originForm } from '../http/http-app.js';
+import { createNodeServer, reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { natsMetrics } from '../http/metrics-endpoint.js';
 import { refuseMethod } from './relay-refusal.js';
 import type { RouterMetrics } from './metrics.js';
@@ -189,13 +190,20 @@ function startObservation(cfg: RouterConfig, bus: Bus, registry: RouterRegistry,
  * The router's HTTP server: inference routes take a lean path on node:http straight to the
  * relay (no framework work per request); every other route is served by Fastify.
  */
-function routerApp(ctx: RelayContext, keys: DataPlaneKeys, metrics: RouterMetrics, log: Logger): FastifyInstance {
+function routerApp(
+  ctx: RelayContext,
+  keys: DataPlaneKeys,
+  metrics: RouterMetrics,
+  tls: ReloadableTls | undefined,
+  log: Logger,
+): FastifyInstance {
   // A request refused before authentication has no id (and no record): counted apart, by status.
   const countRefusal = (res: ServerResponse): void => {
     if (!res.hasHeader('x-svc-request-id')) metrics.authRefused(res.statusCode);
   };
   return createHttpApp({
     logger: log,
+    tls,
     // The data plane's model routes answer OpenAI error objects (CONTRACT.md, HTTP).
     openAiErrors: (path) => path === '/v1/models' || path.startsWith('/v1/models/'),
     // An authenticated inference request refused by node:http itself still gets its id.
@@ -204,7 +212,8 @@ function routerApp(ctx: RelayContext, keys: DataPlaneKeys, metrics: RouterMetric
         ? { 'x-svc-request-id': newGatewayId() }
         : undefined,
     serverFactory: (handler) =>
-      createServer(
+      createNodeServer(
+        tls,
         { keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false },
         (req: IncomingMessage, res: ServerResponse) => {
           const route = inferenceRoute(req);
@@ -259,6 +268,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const env = deps.env ?? process.env;
   const keys = DataPlaneKeys.fromEnv(cfg.apiKeysEnv, env);
   const policy = cfg.policyPath ? AuthorizationPolicy.load(cfg.policyPath, env) : undefined;
+  const tls = reloadableTls(cfg.tls, 'router', log);
   const credentials = knownCredentials(cfg, keys, policy, env);
   // Built before the log is opened: an unusable engine key refuses the start with nothing to undo.
   const routing: RoutingState = {
@@ -294,7 +304,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const ownsBus = deps.bus === undefined;
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   const observation = startObservation(cfg, bus, registry, log);
-  const app = routerApp(ctx, keys, metrics, log);
+  const app = routerApp(ctx, keys, metrics, tls, log);
   await app.register(routerRoutes, {
     cfg,
     routing: () => routing.table,

@@ -1,14 +1,15 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { pino } from 'pino';
 import { startController, type ControllerHandle } from '../../src/controller/controller.js';
 import { startFleet, type FleetHandle } from '../../src/fleet/fleet.js';
 import { connectNatsBus, type NatsBus } from '../../src/streams/nats-bus.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
 import { writeTestPolicy } from '../support/policy.js';
-import { eventually, type RunningProcess } from '../support/processes.js';
+import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
 import { serveDashboard } from '../dashboard/support.js';
 
 /** GET with no credential (and a Host of our choosing); status, content type and parsed body. */
@@ -126,6 +127,26 @@ describe('/healthz and /readyz on the dashboard: ready while it serves, no crede
       assert.deepEqual(r.body, { status: 'ok' });
       const rebound = await get(dash.url + path, 'evil.example:80');
       assert.notEqual(rebound.status, 200);
+    }
+  });
+});
+
+describe('SIGHUP on a server with nothing to re-read (systemd ExecReload sends it to every unit)', () => {
+  it('a controller without TLS keeps serving and says it had nothing to re-read', async () => {
+    const p = writeTestPolicy();
+    writeFileSync(
+      join(p.dir, 'node.toml'),
+      '[node]\nhost_id = "node-h"\nlisten = "127.0.0.1:0"\nauthorization_policy = "policy.toml"\n',
+    );
+    const ctl = await spawnNode(CLI, ['controller', 'serve', '--config', join(p.dir, 'node.toml')], { env: p.env });
+    try {
+      ctl.proc.kill('SIGHUP');
+      await eventually(() => ctl.output().includes('nothing to re-read'));
+      const r = await get(`${ctl.url}/healthz`);
+      assert.equal(r.status, 200);
+      assert.equal(ctl.proc.exitCode, null, 'still running');
+    } finally {
+      assert.equal(await ctl.stop(), 0);
     }
   });
 });
