@@ -173,6 +173,80 @@ function startJobActors(cfg: NodeConfig, jobs: JobService, bus: Bus, log: Logger
   };
 }
 
+/** The node's fold (NodeView) and its metrics, started: what every read answers from. */
+function startNodeFold(
+  cfg: NodeConfig,
+  bus: Bus,
+  log: Logger,
+): { view: NodeView; metrics: ControllerMetrics; stop(): void } {
+  const metrics = new ControllerMetrics({
+    owners: CONTROLLER_OWNERS,
+    staleAfterMs: cfg.staleAfterMs,
+    snapshot: () => view.snapshot,
+  });
+  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
+  const view = new NodeView({
+    host: cfg.hostId,
+    bus,
+    staleAfterMs: cfg.staleAfterMs,
+    owners: CONTROLLER_OWNERS,
+    logger: log,
+    onFold: metrics.folded,
+  });
+  view.start();
+  return {
+    view,
+    metrics,
+    stop() {
+      view.stop();
+      stopNatsMetrics();
+    },
+  };
+}
+
+/** The job stores and lifecycle operations. Thrown when: the state directory cannot be used. */
+function openJobs(
+  cfg: NodeConfig,
+  routerTarget: { url: string; key: string } | undefined,
+  log: Logger,
+  env: NodeJS.ProcessEnv,
+): JobService {
+  // Recipe commands read env values from this environment at apply time, never earlier.
+  const recipes = cfg.recipesDir
+    ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env)
+    : undefined;
+  return new JobService(cfg.stateDir, routerTarget, log, {
+    ...(recipes ? { recipes } : {}),
+    ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}),
+  });
+}
+
+/** What the node runs on its bus: the owner actors of jobs and recipes, and the NATS workload reads. */
+function startBusWork(
+  cfg: NodeConfig,
+  bus: Bus,
+  jobs: JobService,
+  fold: { view: NodeView; metrics: ControllerMetrics },
+  log: Logger,
+): { stop(): Promise<void> } {
+  const stopJobs = startJobActors(cfg, jobs, bus, log);
+  const recipeActors = startRecipeActors(cfg, bus, log);
+  const responder = serveNodeWorkloads(
+    bus,
+    cfg.hostId,
+    (f) => fold.view.query(f),
+    log,
+    (outcome) => fold.metrics.read('nats', outcome),
+  );
+  return {
+    async stop() {
+      responder.stop();
+      await recipeActors.stop();
+      await stopJobs();
+    },
+  };
+}
+
 /**
  * The node controller: folds all six owners' observations from the bus into the node
  * snapshot, and answers `node_workloads` over `POST /tools/call` and NATS request/reply.
@@ -192,7 +266,6 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     failed: 'node configuration: state_dir cannot be locked for writing',
   });
   let bus: Bus;
-  let jobs: JobService;
   try {
     bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving controller ${cfg.hostId}`));
   } catch (err) {
@@ -200,87 +273,51 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     throw err;
   }
   const ownsBus = deps.bus === undefined;
-  const metrics = new ControllerMetrics({
-    owners: CONTROLLER_OWNERS,
-    staleAfterMs: cfg.staleAfterMs,
-    snapshot: () => view.snapshot,
-  });
-  const stopNatsMetrics = natsMetrics(metrics.registry, bus);
-  const view = new NodeView({
-    host: cfg.hostId,
-    bus,
-    staleAfterMs: cfg.staleAfterMs,
-    owners: CONTROLLER_OWNERS,
-    logger: log,
-    onFold: metrics.folded,
-  });
-  view.start();
-  // Recipe commands read env values from this environment at apply time, never earlier.
-  const recipes = cfg.recipesDir
-    ? new RecipeLifecycle(cfg.recipesDir, new DockerEngineClient(cfg.containerSocket ?? DEFAULT_CONTAINER_SOCKET), env)
-    : undefined;
+  const fold = startNodeFold(cfg, bus, log);
+  let jobs: JobService;
   try {
-    jobs = new JobService(cfg.stateDir, routerTarget, log, {
-      ...(recipes ? { recipes } : {}),
-      ...(cfg.mediaDir ? { mediaDir: cfg.mediaDir } : {}),
-    });
+    jobs = openJobs(cfg, routerTarget, log, env);
   } catch (err) {
     unlock();
-    view.stop();
+    fold.stop();
     if (ownsBus) await bus.close();
     throw err;
   }
-  const stopJobs = startJobActors(cfg, jobs, bus, log);
-  const recipeActors = startRecipeActors(cfg, bus, log);
-  const responder = serveNodeWorkloads(
-    bus,
-    cfg.hostId,
-    (f) => view.query(f),
-    log,
-    (outcome) => metrics.read('nats', outcome),
-  );
-
-  const requests = busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS);
+  const work = startBusWork(cfg, bus, jobs, fold, log);
   const nats = watchNats(bus);
-  const app = await buildControllerApp({
-    logger: log,
-    policy,
-    view,
-    jobs,
-    requests,
-    metrics: { metrics, requireAuth: cfg.metricsRequireAuth === true },
-    failing: () => controllerFailing(jobs, nats.down),
-    tls,
-  });
+  const stopAll = async (): Promise<void> => {
+    nats.stop();
+    await work.stop();
+    unlock();
+    fold.stop();
+    if (ownsBus) await bus.close();
+  };
+  let app: FastifyInstance;
   let url: string;
   try {
+    app = await buildControllerApp({
+      logger: log,
+      policy,
+      view: fold.view,
+      jobs,
+      requests: busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS),
+      metrics: { metrics: fold.metrics, requireAuth: cfg.metricsRequireAuth === true },
+      failing: () => controllerFailing(jobs, nats.down),
+      tls,
+    });
     url = await listen(app, cfg.listen.host, cfg.listen.port);
   } catch (err) {
-    nats.stop();
-    responder.stop();
-    await recipeActors.stop();
-    view.stop();
-    await stopJobs();
-    unlock();
-    stopNatsMetrics();
-    if (ownsBus) await bus.close();
+    await stopAll();
     throw err;
   }
   return {
     url,
-    view,
+    view: fold.view,
     bus,
     jobs,
     async close() {
       await app.close();
-      nats.stop();
-      responder.stop();
-      await recipeActors.stop();
-      await stopJobs();
-      unlock();
-      view.stop();
-      stopNatsMetrics();
-      if (ownsBus) await bus.close();
+      await stopAll();
     },
   };
 }
