@@ -257,6 +257,34 @@ async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry:
   for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
 }
 
+/** What every relay shares: the keys and credentials, the routing table, the records and the bounds. */
+function relayContext(
+  cfg: RouterConfig,
+  registry: RouterRegistry,
+  keys: DataPlaneKeys,
+  knownCredential: (authorization: string | string[] | undefined) => boolean,
+  credentials: ReadonlySet<string>,
+  routing: RoutingState,
+  log: Logger,
+): RelayContext {
+  return {
+    cfg,
+    registry,
+    keys,
+    knownCredential,
+    isCredential: (v) => credentials.has(digest(v)),
+    upstreams: routing.table.upstreams,
+    logger: log,
+    packageVersion: PACKAGE_VERSION,
+    stopping: { value: false },
+    uploading: new Set(),
+    uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
+    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
+      log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
+    ),
+  };
+}
+
 /**
  * The router: an OpenAI-compatible gateway (routerApp), its records (router-records.ts), its
  * routing table (routing-table.ts, replaced by reload()), and its workload view: `/v1/workloads`
@@ -284,22 +312,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     const token = policy ? bearerToken(authorization) : undefined;
     return token !== undefined && policy!.authenticate(token) !== undefined;
   };
-  const ctx: RelayContext = {
-    cfg,
-    registry,
-    keys,
-    knownCredential,
-    isCredential: (v) => credentials.has(digest(v)),
-    upstreams: routing.table.upstreams,
-    logger: log,
-    packageVersion: PACKAGE_VERSION,
-    stopping: { value: false },
-    uploading: new Set(),
-    uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
-    failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
-      log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
-    ),
-  };
+  const ctx = relayContext(cfg, registry, keys, knownCredential, credentials, routing, log);
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
   const ownsBus = deps.bus === undefined;
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
