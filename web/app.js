@@ -66,6 +66,7 @@ function dispatch(frame) {
     case 'connected':
     case 'disconnected':
     case 'workloads':
+    case 'workloads-delta':
     case 'workloads-denied':
       try {
         workloads.onFrame(frame);

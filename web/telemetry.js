@@ -215,6 +215,36 @@ export function onHello(frame) {
   else if (required) clearCurrent('GPU telemetry: locked — enter the telemetry credential');
 }
 
+/** Each card's history as this page holds it (uuid -> series), kept up to date by the frames. */
+let history = new Map();
+
+/**
+ * A frame with the whole history (`series`, the first after subscribing) replaces what is
+ * held; later frames carry only new points per card (`series_delta`: points added, `trim`
+ * old ones aged out) and the cards still kept (`series_keep`). Returns the frame's figures
+ * with the whole history, as the cards draw it.
+ */
+function withHistory(gpu) {
+  if (Array.isArray(gpu.series)) {
+    history = new Map(gpu.series.map((s) => [s.uuid, s]));
+    return gpu;
+  }
+  if (!Array.isArray(gpu.series_delta) || !Array.isArray(gpu.series_keep)) throw new Error('not a telemetry frame');
+  for (const d of gpu.series_delta) {
+    const s = history.get(d.uuid) ?? { uuid: d.uuid, t: [], memory_used_mib: [], utilization_pct: [] };
+    s.name = d.name;
+    s.index = d.index;
+    for (const key of ['t', 'memory_used_mib', 'utilization_pct']) {
+      s[key].splice(0, d.trim);
+      s[key].push(...d[key]);
+    }
+    history.set(d.uuid, s);
+  }
+  const keep = new Set(gpu.series_keep);
+  for (const uuid of history.keys()) if (!keep.has(uuid)) history.delete(uuid);
+  return { ...gpu, series: gpu.series_keep.map((uuid) => history.get(uuid)) };
+}
+
 export function onFrame(frame) {
   if (frame.type === 'telemetry-denied') {
     credential = null;
@@ -223,6 +253,7 @@ export function onFrame(frame) {
     return;
   }
   if (required) $('telemetry-auth').hidden = true;
+  frame = { ...frame, gpu: withHistory(frame.gpu) };
   const [text, kind] = statusLine(frame.gpu);
   say($('gpu-status'), text);
   $('gpu-status').className = `status-line status-${kind}`;

@@ -7,6 +7,8 @@
 // re-connecting after the dashboard server restarts; Disconnect sets it to null.
 import { pollInterval, send, workloadsVisible } from './link.js';
 import { clearInventory, renderNode, showMessage, tickAges } from './render.js';
+// The server's own compiled module (decision 0075): the same code diffs and applies.
+import { applyNodeDelta, viewDigest } from '/shared/view-delta.js';
 
 const $ = (id) => document.getElementById(id);
 const OWNERS = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
@@ -32,6 +34,14 @@ let credential = null;
 const CREDENTIAL_RE = /^[\x21-\x7e]{1,4096}$/;
 let gen = 0;
 let connected = false;
+/**
+ * The view the page holds for the current generation: the last whole read, with every delta
+ * since applied (`seq`: the number of the frame it stands for). A delta for another base, or
+ * one whose result does not match the digest of the server's fresh read, is not drawn: the
+ * next read asks for the whole view (`needFull`).
+ */
+let view = null;
+let needFull = false;
 /** The pill's text while the controller accepts the credential. */
 let signedIn = null;
 
@@ -179,6 +189,8 @@ function forget() {
   refusedAt = null;
   connected = false;
   signedIn = null;
+  view = null;
+  markView();
   $('credential').value = '';
 }
 
@@ -241,13 +253,53 @@ function poll() {
   if (credential === null || !connected || !workloadsVisible() || typing !== null) return;
   if (refusedAt !== null && Date.now() - refusedAt < REFUSED_POLL_MS) return;
   const filters = readFilters();
-  if (filters !== null) sendRead({ type: 'read', gen, filters });
+  if (filters !== null) readNow(filters);
+}
+
+function readNow(filters) {
+  if (sendRead({ type: 'read', gen, filters, ...(needFull ? { full: true } : {}) })) needFull = false;
+}
+
+/** Marks the view as lost and asks for the whole one at once (no poll wait). */
+function resync() {
+  view = null;
+  needFull = true;
+  const filters = readFilters();
+  if (filters !== null && credential !== null && connected) readNow(filters);
+}
+
+/** The page's view as a test or a reader can check it against the server's fresh read. */
+function markView() {
+  const panel = $('panel-workloads');
+  if (view === null) {
+    delete panel.dataset.viewSeq;
+    delete panel.dataset.viewDigest;
+  } else {
+    panel.dataset.viewSeq = String(view.seq);
+    panel.dataset.viewDigest = viewDigest(view.result);
+  }
+}
+
+function applyDelta(frame) {
+  if (view === null || view.gen !== gen || view.seq !== frame.base) return resync();
+  let next;
+  try {
+    next = applyNodeDelta(view.result, frame.delta);
+  } catch {
+    return resync();
+  }
+  if (viewDigest(next) !== frame.digest) return resync();
+  view = { gen, seq: frame.seq, result: next };
+  markView();
+  renderNode({ result: next, read_at: frame.read_at }, readFilters() ?? {});
+  refusedAt = null;
+  if (signedIn !== null) setSession(signedIn, 'ok');
 }
 
 export function onFrame(frame) {
   // An answer to the read awaited (or a denial without a generation) ends the wait.
   if (
-    (frame.type === 'workloads' || frame.type === 'workloads-denied') &&
+    (frame.type === 'workloads' || frame.type === 'workloads-delta' || frame.type === 'workloads-denied') &&
     (typeof frame.gen !== 'number' || frame.gen === awaitingGen)
   ) {
     awaitingSince = null;
@@ -265,8 +317,14 @@ export function onFrame(frame) {
         'pending',
       );
       break;
+    case 'workloads-delta':
+      if (credential === null) break;
+      applyDelta(frame);
+      break;
     case 'workloads':
       if (credential === null) break;
+      view = frame.failure ? null : { gen, seq: frame.seq, result: frame.result };
+      markView();
       renderNode(frame, readFilters() ?? {});
       // The local policy took the credential, but the controller is the one that decides: a
       // refusal there is not "connected". A later read it accepts restores the pill.

@@ -6,6 +6,8 @@ import { withPlainIntegers } from '../schema/json-numbers.js';
 import { TOKEN_RE, type TelemetryGate, type WorkloadService } from './dashboard-config.js';
 import { unavailableNode, type ControllerReader } from './dashboard-reader.js';
 import type { LineBudget } from '../http/line-budget.js';
+import type { NodeResult } from '../schema/envelopes.js';
+import { diffNode, viewDigest } from './view-delta.js';
 
 /** The minimal WebSocket surface a session needs (the `ws` socket, or a fake in tests). */
 export interface FrameSink {
@@ -57,6 +59,13 @@ export class DashboardSession {
   private inflight: { gen: number; abort: AbortController } | undefined;
   private unsubscribe: (() => void) | undefined;
   private closed = false;
+  /**
+   * The last view sent to the page for the current generation (a fresh full read), and its
+   * number: the next read of the same generation is sent as a delta against it (decision
+   * 0075). Undefined: the next read is sent whole.
+   */
+  private view: { gen: number; seq: number; result: NodeResult } | undefined;
+  private seq = 0;
 
   constructor(private readonly d: SessionDeps) {}
 
@@ -78,7 +87,11 @@ export class DashboardSession {
     // last value (the filters then read as null, which parseFilterArgs refuses).
     const filters = hasDuplicateKey(raw, msg) ? null : msg['filters'];
     if (msg['type'] === 'connect') return this.connect(gen, msg['credential'], filters);
-    if (msg['type'] === 'read') return this.read(gen, filters);
+    if (msg['type'] === 'read') {
+      // The page lost track of its view (a delta it could not apply): the next one goes whole.
+      if (msg['full'] === true) this.view = undefined;
+      return this.read(gen, filters);
+    }
     if (msg['type'] === 'disconnect') return this.disconnect(gen);
   }
 
@@ -88,6 +101,7 @@ export class DashboardSession {
     this.inflight?.abort.abort();
     this.inflight = undefined;
     this.credential = undefined;
+    this.view = undefined;
     this.unsubscribe?.();
   }
 
@@ -157,7 +171,8 @@ export class DashboardSession {
       // Late results of an older generation, or after Disconnect, are dropped here.
       if (r.kind === 'aborted' || this.closed || gen !== this.gen || this.credential === undefined) return;
       const readAt = formatTimestamp(Date.now());
-      if (r.kind === 'result') return this.send({ type: 'workloads', gen, read_at: readAt, result: r.result });
+      if (r.kind === 'result') return this.sendView(gen, readAt, r.result);
+      this.view = undefined;
       this.send({
         type: 'workloads',
         gen,
@@ -168,11 +183,28 @@ export class DashboardSession {
     });
   }
 
+  /**
+   * A fresh full read, sent as what changed since the view the page holds (same generation),
+   * or whole. Every frame carries its number (`seq`), a delta the number it applies to
+   * (`base`), and both the digest of the full read, so the page can prove its view equals it.
+   */
+  private sendView(gen: number, readAt: string, result: NodeResult): void {
+    const prev = this.view?.gen === gen ? this.view : undefined;
+    const delta = prev ? diffNode(prev.result, result) : undefined;
+    const seq = ++this.seq;
+    this.view = { gen, seq, result };
+    const digest = viewDigest(result);
+    if (prev && delta)
+      return this.send({ type: 'workloads-delta', gen, seq, base: prev.seq, read_at: readAt, digest, delta });
+    this.send({ type: 'workloads', gen, seq, read_at: readAt, digest, result });
+  }
+
   private disconnect(gen: number): void {
     if (!this.advance(gen)) return;
     this.inflight?.abort.abort();
     this.inflight = undefined;
     this.credential = undefined;
+    this.view = undefined;
     this.send({ type: 'disconnected', gen });
   }
 

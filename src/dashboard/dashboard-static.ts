@@ -26,6 +26,12 @@ const VENDOR_FILES: readonly [route: string, module: string, type: string][] = [
 ];
 
 /**
+ * Modules of this package the page runs as they are compiled (pure, no imports at run time):
+ * one definition shared by the server and the page, never a copy (decision 0075).
+ */
+const SHARED_FILES: readonly [route: string, file: string][] = [['/shared/view-delta.js', 'view-delta.js']];
+
+/**
  * Scripts, styles and the WebSocket only from this origin; no inline script, no framing, no
  * referrer (the page URL never carries anything, but nothing leaks it either), no caching.
  */
@@ -61,6 +67,17 @@ export function registerPageRoutes(app: FastifyInstance): void {
         throw new ConfigError('the uplot package is missing from the installation');
       }
     }),
+    ...SHARED_FILES.map(([route, file]): [string, Buffer, string] => [
+      route,
+      // The source-map comment is dropped: the map is not served.
+      Buffer.from(
+        readFileSync(join(dirname(fileURLToPath(import.meta.url)), file), 'utf8').replace(
+          /\n\/\/# sourceMappingURL=\S+\s*$/,
+          '\n',
+        ),
+      ),
+      'text/javascript; charset=utf-8',
+    ]),
   ];
   for (const [route, body, type] of files) {
     const schema = {
