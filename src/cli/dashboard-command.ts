@@ -24,6 +24,8 @@ interface DashboardFlags {
   workloadControllerUrl?: string;
   workloadExpectedNode?: string;
   workloadAuthorizationPolicy?: string;
+  routerUrl?: string;
+  routerAuthEnv?: string;
 }
 
 /**
@@ -53,6 +55,12 @@ export function registerDashboardCommand(program: Command): void {
       'policy file checked before a credential is forwarded (needs workloads:read)',
       once(),
     )
+    .option('--router-url <url>', 'router origin the Requests view reads (http only to loopback/private IPs)', once())
+    .option(
+      '--router-auth-env <ENV_NAME>',
+      'environment variable holding the router credential (a data-plane key or a requests:read token)',
+      once(),
+    )
     .action(async (flags: DashboardFlags) => {
       await runServer('dashboard', async (logger) => {
         if (flags.host.length === 0 || flags.host.length > 255) throw new ConfigError('--host is not an address');
@@ -64,6 +72,8 @@ export function registerDashboardCommand(program: Command): void {
             workloadControllerUrl: flags.workloadControllerUrl,
             workloadExpectedNode: flags.workloadExpectedNode,
             workloadAuthorizationPolicy: flags.workloadAuthorizationPolicy,
+            routerUrl: flags.routerUrl,
+            routerAuthEnv: flags.routerAuthEnv,
           },
           { logger },
         );
