@@ -197,6 +197,8 @@ function historyTable(h) {
     table.tBodies[0].append(tr);
   }
   const scroll = el('div', undefined, 'scroll');
+  // A box that may scroll sideways is reachable from the keyboard.
+  scroll.tabIndex = 0;
   scroll.append(table);
   box.append(scroll);
   return box;

@@ -6,7 +6,7 @@
 // never be drawn. The credential is kept only in `credential` below, for polls and for
 // re-connecting after the dashboard server restarts; Disconnect sets it to null.
 import { pollInterval, send, workloadsVisible } from './link.js';
-import { clearInventory, renderNode, showMessage, tickAges } from './render.js';
+import { clearInventory, forgetLastKnown, renderNode, showLastKnown, showMessage, tickAges } from './render.js';
 // The server's own compiled module (decision 0075): the same code diffs and applies.
 import { applyNodeDelta, viewDigest } from '/shared/view-delta.js';
 
@@ -83,6 +83,7 @@ function checkOverdue() {
     `No answer from the dashboard server since ${new Date(awaitingSince).toLocaleTimeString()}: nothing shown is current. This is not an empty inventory.`,
     'unavailable',
   );
+  showLastKnown();
   setSession('waiting for the dashboard server…', 'pending');
 }
 
@@ -156,6 +157,7 @@ function connect(ev) {
   credential = value;
   gen += 1;
   clearInventory();
+  forgetLastKnown();
   startConnect();
 }
 
@@ -179,6 +181,8 @@ function disconnect() {
   clearInventory();
   showMessage('Disconnected. The credential was forgotten; connect again to read.', 'idle');
   setSession('not connected', 'idle');
+  // The focused Disconnect button is now disabled: focus goes where the next step is.
+  $('connect').focus();
 }
 
 /** Drops the credential from memory and from the input. */
@@ -191,6 +195,7 @@ function forget() {
   signedIn = null;
   view = null;
   markView();
+  forgetLastKnown();
   $('credential').value = '';
 }
 
@@ -204,6 +209,7 @@ function showInvalidFilter(why) {
   if (invalidWhy !== null) why = `${why} (${invalidWhy})`;
   $('filter-status').textContent = why;
   clearInventory();
+  forgetLastKnown();
   showMessage(`Nothing is shown: ${why}. Fix the filter to read again.`, 'unavailable');
 }
 
@@ -227,6 +233,7 @@ function filtersTyped() {
   if (credential === null) return;
   gen += 1;
   clearInventory();
+  forgetLastKnown();
   showMessage('Filters changed: reading when you stop typing…', 'pending');
 }
 
@@ -244,6 +251,7 @@ function filtersChanged() {
   if (credential === null) return;
   gen += 1;
   clearInventory();
+  forgetLastKnown();
   if (!connected) return startConnect();
   showMessage('Reading with the new filters…', 'pending');
   sendRead({ type: 'read', gen, filters });
@@ -386,6 +394,7 @@ export function onLinkLost() {
       'The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.',
       'unavailable',
     );
+    showLastKnown();
     setSession('waiting for the dashboard server…', 'pending');
   }
 }
