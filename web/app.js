@@ -4,6 +4,7 @@
 // travel only inside WebSocket messages: never in URLs, cookies or web storage.
 import * as link from './link.js';
 import * as telemetry from './telemetry.js';
+import * as requests from './requests.js';
 import * as workloads from './workloads.js';
 
 const $ = (id) => document.getElementById(id);
@@ -39,6 +40,7 @@ function openSocket() {
     setLink(`dashboard server unreachable — retrying in ${Math.round(retryMs / 1000)} s`, 'bad');
     telemetry.onLinkLost();
     workloads.onLinkLost();
+    requests.onLinkLost();
     setTimeout(openSocket, retryMs);
     retryMs = Math.min(retryMs * 2, 10000);
   });
@@ -66,11 +68,25 @@ function dispatch(frame) {
     case 'connected':
     case 'disconnected':
     case 'workloads':
+    case 'workloads-delta':
     case 'workloads-denied':
       try {
         workloads.onFrame(frame);
       } catch {
         workloads.onBadFrame();
+      }
+      if (frame.type === 'connected') requests.onSession(true);
+      if (frame.type === 'disconnected' || (frame.type === 'workloads-denied' && frame.code !== 'invalid-filter'))
+        requests.onSession(false);
+      break;
+    case 'requests':
+    case 'requests-denied':
+    case 'requests-diagnosis':
+    case 'requests-history':
+      try {
+        requests.onFrame(frame);
+      } catch {
+        requests.onBadFrame();
       }
       break;
     default:
@@ -80,7 +96,7 @@ function dispatch(frame) {
 
 function selectTab(name) {
   link.setActiveTab(name);
-  for (const tab of ['telemetry', 'workloads']) {
+  for (const tab of TABS) {
     const selected = tab === name;
     $(`tab-${tab}`).setAttribute('aria-selected', String(selected));
     // WAI-ARIA tabs: only the selected tab is in the Tab order; arrow keys move between tabs.
@@ -88,9 +104,10 @@ function selectTab(name) {
     $(`panel-${tab}`).hidden = !selected;
   }
   workloads.onVisibilityChange();
+  requests.onVisibilityChange();
 }
 
-const TABS = ['telemetry', 'workloads'];
+const TABS = ['telemetry', 'workloads', 'requests'];
 for (const tab of TABS) {
   $(`tab-${tab}`).addEventListener('click', () => selectTab(tab));
   $(`tab-${tab}`).addEventListener('keydown', (ev) => {
@@ -112,9 +129,14 @@ for (const tab of TABS) {
   });
 }
 // Page Visibility API: a hidden document stops polling; becoming visible reads at once.
-document.addEventListener('visibilitychange', () => workloads.onVisibilityChange());
+document.addEventListener('visibilitychange', () => {
+  workloads.onVisibilityChange();
+  requests.onVisibilityChange();
+});
 
 telemetry.init();
 workloads.init();
+requests.init();
 if (location.hash === '#workloads') selectTab('workloads');
+if (location.hash === '#requests') selectTab('requests');
 openSocket();

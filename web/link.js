@@ -16,6 +16,11 @@ export function workloadsVisible() {
   return activeTab === 'workloads' && document.visibilityState === 'visible';
 }
 
+/** True while the Requests tab is selected and the document is visible. */
+export function requestsVisible() {
+  return activeTab === 'requests' && document.visibilityState === 'visible';
+}
+
 export function pollInterval() {
   return pollMs;
 }

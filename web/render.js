@@ -94,6 +94,8 @@ function badge(text, className) {
 }
 
 export function clearInventory() {
+  $('counts').hidden = true;
+  $('last-known').hidden = true;
   $('sources').hidden = true;
   $('sources').tBodies[0].replaceChildren();
   $('records').hidden = true;
@@ -130,7 +132,7 @@ export function renderNode(frame, filters) {
   else if (n.condition) parts.push(el('div', `Condition: ${n.condition}.`, 'why'));
   const meta = el('div', '', 'meta');
   meta.append(
-    document.createTextNode(`${n.truncation.returned} records shown · left out: ${omitted(n.truncation)} · `),
+    document.createTextNode(`${n.truncation.returned} records shown · left out: ${nodeOmitted(n)} · `),
     ageSpan(frame.failure ? 'tried ' : 'collected ', n.collected_at),
   );
   parts.push(meta);
@@ -145,6 +147,60 @@ export function renderNode(frame, filters) {
   } else line.replaceChildren(...next.childNodes);
   renderSources(n.sources, filters);
   renderRecords(n, frame.failure);
+  if (frame.failure) {
+    $('counts').hidden = true;
+    renderLastKnown();
+  } else {
+    renderCounts(n);
+    lastGood = { result: n, at: Date.now() };
+    $('last-known').hidden = true;
+  }
+}
+
+/** Why a source answered as it did, with the exact count left out when it is known. */
+function sourceWhy(s) {
+  if (s.reason) return REASON_WORDS[s.reason] ?? s.reason;
+  if (s.status !== 'partial') return '';
+  const o = s.truncation.omitted;
+  if (o === null) return 'records may be missing (a bound or a lost message): how many is unknown';
+  if (o > 0) return `${o} record(s) left out by the bound (limit): the newest are shown`;
+  return 'partial without a known omission';
+}
+
+/** "left out" for the node: exact when every source knows its count, else a lower bound. */
+function nodeOmitted(n) {
+  if (n.truncation.omitted !== null) return String(n.truncation.omitted);
+  const known = n.sources.reduce((sum, s) => sum + (s.truncation.omitted ?? 0), 0);
+  return known > 0 ? `at least ${known}, plus an unknown number` : 'count unknown';
+}
+
+const ACTIVE_STATES = new Set(['checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running']);
+
+/** Counts by owner and state on top: what is running, at a glance. */
+function renderCounts(n) {
+  const box = $('counts');
+  const rows = [];
+  for (const s of n.sources) {
+    if (s.records.length === 0) continue;
+    const byState = new Map();
+    let stale = 0;
+    for (const r of s.records) {
+      byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
+      if (r.observation_quality === 'stale') stale += 1;
+    }
+    const active = [...byState].filter(([st]) => ACTIVE_STATES.has(st)).reduce((a, [, c]) => a + c, 0);
+    const tr = el('tr', undefined, active > 0 ? 'has-active' : '');
+    tr.dataset.owner = s.owner;
+    tr.append(
+      el('th', s.owner),
+      el('td', String(active), active > 0 ? 'count-active' : ''),
+      el('td', [...byState].map(([st, c]) => `${c} ${st}`).join(' · ')),
+      el('td', stale > 0 ? `${stale} stale` : '—', stale > 0 ? 'count-stale' : ''),
+    );
+    rows.push(tr);
+  }
+  box.tBodies[0].replaceChildren(...rows);
+  box.hidden = rows.length === 0;
 }
 
 function renderSources(sources, filters) {
@@ -158,17 +214,14 @@ function renderSources(sources, filters) {
     tr.dataset.owner = s.owner;
     const status = el('td');
     status.append(badge(s.status, `st-${s.status}`));
-    const why = s.reason
-      ? (REASON_WORDS[s.reason] ?? s.reason)
-      : s.status === 'partial'
-        ? 'a bound or a lost message'
-        : '';
+    const why = sourceWhy(s);
+    // The figures before the words: on a phone they stay on screen while the words wrap.
     tr.append(
       el('td', s.owner),
       status,
-      el('td', outside ? `${why}${why ? ' · ' : ''}outside the filter: does not affect this answer` : why),
       el('td', String(s.truncation.returned)),
       el('td', omitted(s.truncation), s.truncation.omitted === null ? 'unknown' : ''),
+      el('td', outside ? `${why}${why ? ' · ' : ''}outside the filter: does not affect this answer` : why, 'why'),
     );
     return tr;
   });
@@ -178,22 +231,47 @@ function renderSources(sources, filters) {
 
 function renderRecords(n, failure) {
   const records = n.sources.flatMap((s) => s.records);
-  records.sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : a.id < b.id ? -1 : 1));
+  // Active work first, then newest first.
+  const rank = (r) => (ACTIVE_STATES.has(r.state) ? 0 : 1);
+  records.sort((a, b) =>
+    rank(a) !== rank(b)
+      ? rank(a) - rank(b)
+      : a.updated_at < b.updated_at
+        ? 1
+        : a.updated_at > b.updated_at
+          ? -1
+          : a.id < b.id
+            ? -1
+            : 1,
+  );
   const empty = $('records-empty');
   if (records.length === 0) {
-    empty.textContent =
-      failure || n.status === 'unavailable'
-        ? 'No records: the node could not be read. This is not an empty inventory.'
-        : n.status === 'partial'
-          ? 'No records survived, but the answer is partial: this is not proof that nothing is running.'
-          : 'No records match these filters (complete answer).';
+    const silent = n.sources.filter((s) => s.status === 'unavailable');
+    empty.textContent = failure
+      ? 'No records: the node could not be read. This is not an empty inventory.'
+      : n.status === 'unavailable' && silent.length > 0
+        ? `No records: ${silent.map((s) => `${s.owner} (${s.reason ? (REASON_WORDS[s.reason] ?? s.reason) : 'unavailable'})`).join(', ')} did not answer; the node itself was read. This is not an empty inventory.`
+        : n.status === 'unavailable'
+          ? 'No records: the node could not be read. This is not an empty inventory.'
+          : n.status === 'partial'
+            ? 'No records survived, but the answer is partial: this is not proof that nothing is running.'
+            : 'No records match these filters (complete answer).';
     empty.className = `empty status-${failure ? 'unavailable' : n.status}`;
     empty.hidden = false;
   } else {
     empty.hidden = true;
   }
-  const rows = records.map((r) => {
-    const tr = el('tr', undefined, r.observation_quality === 'stale' ? 'stale' : '');
+  $('records').tBodies[0].replaceChildren(...records.map(recordRow));
+  $('records').hidden = records.length === 0;
+}
+
+function recordRow(r) {
+  {
+    const tr = el(
+      'tr',
+      undefined,
+      `${ACTIVE_STATES.has(r.state) ? 'active' : ''}${r.observation_quality === 'stale' ? ' stale' : ''}`,
+    );
     tr.dataset.id = r.id;
     tr.dataset.state = r.state;
     const quality = el('td');
@@ -204,7 +282,7 @@ function renderRecords(n, failure) {
     const progress = p ? `${p.completed} / ${p.total === null ? '?' : p.total} ${p.unit}` : '—';
     const updated = el('td');
     updated.append(ageSpan('', r.updated_at));
-    const id = el('td', r.id.slice(0, 11), 'mono');
+    const id = el('td', r.id, 'mono id');
     id.title = r.id;
     tr.append(
       el('td', r.owner),
@@ -218,7 +296,33 @@ function renderRecords(n, failure) {
       id,
     );
     return tr;
-  });
-  $('records').tBodies[0].replaceChildren(...rows);
-  $('records').hidden = rows.length === 0;
+  }
+}
+
+/** The last view read with the current filters, drawn greyed while the node cannot be read. */
+let lastGood = null;
+
+function renderLastKnown() {
+  const box = $('last-known');
+  if (lastGood === null) {
+    box.hidden = true;
+    return;
+  }
+  const records = lastGood.result.sources.flatMap((s) => s.records);
+  $('last-known-title').textContent =
+    `Last view read, as of ${new Date(lastGood.at).toLocaleTimeString([], { hour12: false })}: not current`;
+  $('last-known-table').tBodies[0].replaceChildren(...records.map(recordRow));
+  box.hidden = false;
+}
+
+/** Forgets the last-known view (Disconnect, other filters, another credential). */
+export function forgetLastKnown() {
+  lastGood = null;
+  $('last-known').hidden = true;
+  $('last-known-table').tBodies[0].replaceChildren();
+}
+
+/** The node cannot be read now: what was last read stays, greyed, with its time. */
+export function showLastKnown() {
+  renderLastKnown();
 }

@@ -73,30 +73,40 @@ function cardFor(series) {
   const plotBox = el('div', '', 'plot');
   root.append(title, uuid, figures, note, plotBox);
   $('gpu-cards').append(root);
-  // uPlot loads with `defer`; a missing library only loses the chart, not the figures.
-  const plot = window.uPlot
-    ? new window.uPlot(
-        {
-          width: 380,
-          height: 150,
-          scales: {
-            x: { time: true },
-            mem: { range: (_u, _min, max) => [0, Math.max(1, max)] },
-            pct: { range: [0, 100] },
+  // uPlot loads with `defer`; a missing library only loses the charts, not the figures.
+  // Memory on its own chart, from 0 to the card's capacity (50 of 80 GiB is drawn at 5/8,
+  // not as full); utilization on another, 0-100 %.
+  const chart = (label, stroke, scale) =>
+    window.uPlot
+      ? new window.uPlot(
+          {
+            width: 380,
+            height: 110,
+            scales: { x: { time: true }, y: scale },
+            series: [{}, { label, stroke, width: 2 }],
+            axes: [{}, { label: label.includes('GiB') ? 'GiB' : '%' }],
+            legend: { show: true, live: false },
           },
-          series: [
-            {},
-            { label: 'memory used (GiB)', scale: 'mem', stroke: '#1f5fa8', width: 2 },
-            { label: 'utilization (%)', scale: 'pct', stroke: '#b3541e', width: 2 },
-          ],
-          axes: [{}, { scale: 'mem', label: 'GiB' }, { scale: 'pct', side: 1, label: '%', grid: { show: false } }],
-          legend: { show: true, live: false },
+          [[], []],
+          plotBox,
+        )
+      : null;
+  const capacity = { gib: 1 };
+  const memPlot = chart('memory used (GiB)', '#1f5fa8', { range: () => [0, capacity.gib] });
+  const utilPlot = chart('utilization (%)', '#b3541e', { range: [0, 100] });
+  const plot = memPlot
+    ? {
+        setData([t, mem, util]) {
+          memPlot.setData([t, mem]);
+          utilPlot.setData([t, util]);
         },
-        [[], [], []],
-        plotBox,
-      )
+        destroy() {
+          memPlot.destroy();
+          utilPlot.destroy();
+        },
+      }
     : null;
-  c = { root, title, figures, note, plot };
+  c = { root, title, figures, note, plot, capacity };
   charts.set(series.uuid, c);
   return c;
 }
@@ -113,7 +123,12 @@ function renderCards(gpu) {
       ? `memory ${known(card.memory_used_mib, gib)} / ${known(card.memory_total_mib, gib)} GiB · utilization ${known(card.utilization_pct, (v) => `${v} %`)} · ${known(card.temperature_c, (v) => `${v} °C`)} · power ${known(card.power_w, (v) => `${v} W`)}`
       : '';
     c.note.textContent = card ? '' : 'not in the latest sample: figures below are history only';
-    if (c.plot) c.plot.setData([s.t, s.memory_used_mib.map((v) => (v === null ? null : v / 1024)), s.utilization_pct]);
+    // The axis runs to the card's capacity (the highest used value only when none is reported).
+    const used = s.memory_used_mib.map((v) => (v === null ? null : v / 1024));
+    const total = card?.memory_total_mib;
+    c.capacity.gib =
+      typeof total === 'number' && total > 0 ? total / 1024 : Math.max(1, ...used.filter((v) => v !== null));
+    if (c.plot) c.plot.setData([s.t, used, s.utilization_pct]);
   }
   for (const [uuid, c] of charts) {
     if (alive.has(uuid)) continue;
@@ -215,6 +230,36 @@ export function onHello(frame) {
   else if (required) clearCurrent('GPU telemetry: locked — enter the telemetry credential');
 }
 
+/** Each card's history as this page holds it (uuid -> series), kept up to date by the frames. */
+let history = new Map();
+
+/**
+ * A frame with the whole history (`series`, the first after subscribing) replaces what is
+ * held; later frames carry only new points per card (`series_delta`: points added, `trim`
+ * old ones aged out) and the cards still kept (`series_keep`). Returns the frame's figures
+ * with the whole history, as the cards draw it.
+ */
+function withHistory(gpu) {
+  if (Array.isArray(gpu.series)) {
+    history = new Map(gpu.series.map((s) => [s.uuid, s]));
+    return gpu;
+  }
+  if (!Array.isArray(gpu.series_delta) || !Array.isArray(gpu.series_keep)) throw new Error('not a telemetry frame');
+  for (const d of gpu.series_delta) {
+    const s = history.get(d.uuid) ?? { uuid: d.uuid, t: [], memory_used_mib: [], utilization_pct: [] };
+    s.name = d.name;
+    s.index = d.index;
+    for (const key of ['t', 'memory_used_mib', 'utilization_pct']) {
+      s[key].splice(0, d.trim);
+      s[key].push(...d[key]);
+    }
+    history.set(d.uuid, s);
+  }
+  const keep = new Set(gpu.series_keep);
+  for (const uuid of history.keys()) if (!keep.has(uuid)) history.delete(uuid);
+  return { ...gpu, series: gpu.series_keep.map((uuid) => history.get(uuid)) };
+}
+
 export function onFrame(frame) {
   if (frame.type === 'telemetry-denied') {
     credential = null;
@@ -223,6 +268,7 @@ export function onFrame(frame) {
     return;
   }
   if (required) $('telemetry-auth').hidden = true;
+  frame = { ...frame, gpu: withHistory(frame.gpu) };
   const [text, kind] = statusLine(frame.gpu);
   say($('gpu-status'), text);
   $('gpu-status').className = `status-line status-${kind}`;

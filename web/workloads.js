@@ -6,7 +6,9 @@
 // never be drawn. The credential is kept only in `credential` below, for polls and for
 // re-connecting after the dashboard server restarts; Disconnect sets it to null.
 import { pollInterval, send, workloadsVisible } from './link.js';
-import { clearInventory, renderNode, showMessage, tickAges } from './render.js';
+import { clearInventory, forgetLastKnown, renderNode, showLastKnown, showMessage, tickAges } from './render.js';
+// The server's own compiled module (decision 0075): the same code diffs and applies.
+import { applyNodeDelta, viewDigest } from '/shared/view-delta.js';
 
 const $ = (id) => document.getElementById(id);
 const OWNERS = ['router', 'controller', 'benchmark', 'media', 'recipe', 'manifest'];
@@ -32,6 +34,14 @@ let credential = null;
 const CREDENTIAL_RE = /^[\x21-\x7e]{1,4096}$/;
 let gen = 0;
 let connected = false;
+/**
+ * The view the page holds for the current generation: the last whole read, with every delta
+ * since applied (`seq`: the number of the frame it stands for). A delta for another base, or
+ * one whose result does not match the digest of the server's fresh read, is not drawn: the
+ * next read asks for the whole view (`needFull`).
+ */
+let view = null;
+let needFull = false;
 /** The pill's text while the controller accepts the credential. */
 let signedIn = null;
 
@@ -73,6 +83,7 @@ function checkOverdue() {
     `No answer from the dashboard server since ${new Date(awaitingSince).toLocaleTimeString()}: nothing shown is current. This is not an empty inventory.`,
     'unavailable',
   );
+  showLastKnown();
   setSession('waiting for the dashboard server…', 'pending');
 }
 
@@ -146,6 +157,7 @@ function connect(ev) {
   credential = value;
   gen += 1;
   clearInventory();
+  forgetLastKnown();
   startConnect();
 }
 
@@ -169,6 +181,8 @@ function disconnect() {
   clearInventory();
   showMessage('Disconnected. The credential was forgotten; connect again to read.', 'idle');
   setSession('not connected', 'idle');
+  // The focused Disconnect button is now disabled: focus goes where the next step is.
+  $('connect').focus();
 }
 
 /** Drops the credential from memory and from the input. */
@@ -179,6 +193,9 @@ function forget() {
   refusedAt = null;
   connected = false;
   signedIn = null;
+  view = null;
+  markView();
+  forgetLastKnown();
   $('credential').value = '';
 }
 
@@ -192,6 +209,7 @@ function showInvalidFilter(why) {
   if (invalidWhy !== null) why = `${why} (${invalidWhy})`;
   $('filter-status').textContent = why;
   clearInventory();
+  forgetLastKnown();
   showMessage(`Nothing is shown: ${why}. Fix the filter to read again.`, 'unavailable');
 }
 
@@ -215,6 +233,7 @@ function filtersTyped() {
   if (credential === null) return;
   gen += 1;
   clearInventory();
+  forgetLastKnown();
   showMessage('Filters changed: reading when you stop typing…', 'pending');
 }
 
@@ -232,6 +251,7 @@ function filtersChanged() {
   if (credential === null) return;
   gen += 1;
   clearInventory();
+  forgetLastKnown();
   if (!connected) return startConnect();
   showMessage('Reading with the new filters…', 'pending');
   sendRead({ type: 'read', gen, filters });
@@ -241,13 +261,53 @@ function poll() {
   if (credential === null || !connected || !workloadsVisible() || typing !== null) return;
   if (refusedAt !== null && Date.now() - refusedAt < REFUSED_POLL_MS) return;
   const filters = readFilters();
-  if (filters !== null) sendRead({ type: 'read', gen, filters });
+  if (filters !== null) readNow(filters);
+}
+
+function readNow(filters) {
+  if (sendRead({ type: 'read', gen, filters, ...(needFull ? { full: true } : {}) })) needFull = false;
+}
+
+/** Marks the view as lost and asks for the whole one at once (no poll wait). */
+function resync() {
+  view = null;
+  needFull = true;
+  const filters = readFilters();
+  if (filters !== null && credential !== null && connected) readNow(filters);
+}
+
+/** The page's view as a test or a reader can check it against the server's fresh read. */
+function markView() {
+  const panel = $('panel-workloads');
+  if (view === null) {
+    delete panel.dataset.viewSeq;
+    delete panel.dataset.viewDigest;
+  } else {
+    panel.dataset.viewSeq = String(view.seq);
+    panel.dataset.viewDigest = viewDigest(view.result);
+  }
+}
+
+function applyDelta(frame) {
+  if (view === null || view.gen !== gen || view.seq !== frame.base) return resync();
+  let next;
+  try {
+    next = applyNodeDelta(view.result, frame.delta);
+  } catch {
+    return resync();
+  }
+  if (viewDigest(next) !== frame.digest) return resync();
+  view = { gen, seq: frame.seq, result: next };
+  markView();
+  renderNode({ result: next, read_at: frame.read_at }, readFilters() ?? {});
+  refusedAt = null;
+  if (signedIn !== null) setSession(signedIn, 'ok');
 }
 
 export function onFrame(frame) {
   // An answer to the read awaited (or a denial without a generation) ends the wait.
   if (
-    (frame.type === 'workloads' || frame.type === 'workloads-denied') &&
+    (frame.type === 'workloads' || frame.type === 'workloads-delta' || frame.type === 'workloads-denied') &&
     (typeof frame.gen !== 'number' || frame.gen === awaitingGen)
   ) {
     awaitingSince = null;
@@ -265,8 +325,14 @@ export function onFrame(frame) {
         'pending',
       );
       break;
+    case 'workloads-delta':
+      if (credential === null) break;
+      applyDelta(frame);
+      break;
     case 'workloads':
       if (credential === null) break;
+      view = frame.failure ? null : { gen, seq: frame.seq, result: frame.result };
+      markView();
       renderNode(frame, readFilters() ?? {});
       // The local policy took the credential, but the controller is the one that decides: a
       // refusal there is not "connected". A later read it accepts restores the pill.
@@ -328,6 +394,7 @@ export function onLinkLost() {
       'The dashboard server is unreachable: nothing can be read now. This is not an empty inventory.',
       'unavailable',
     );
+    showLastKnown();
     setSession('waiting for the dashboard server…', 'pending');
   }
 }

@@ -26,6 +26,8 @@ interface DashboardFlags {
   workloadAuthorizationPolicy?: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
+  routerUrl?: string;
+  routerAuthEnv?: string;
 }
 
 /**
@@ -61,6 +63,12 @@ export function registerDashboardCommand(program: Command): void {
       once(),
     )
     .option('--tls-key-file <path>', 'PEM private key of --tls-cert-file', once())
+    .option('--router-url <url>', 'router origin the Requests view reads (http only to loopback/private IPs)', once())
+    .option(
+      '--router-auth-env <ENV_NAME>',
+      'environment variable holding the router credential (a data-plane key or a requests:read token)',
+      once(),
+    )
     .action(async (flags: DashboardFlags) => {
       await runServer('dashboard', async (logger) => {
         if (flags.host.length === 0 || flags.host.length > 255) throw new ConfigError('--host is not an address');
@@ -74,6 +82,8 @@ export function registerDashboardCommand(program: Command): void {
             workloadAuthorizationPolicy: flags.workloadAuthorizationPolicy,
             tlsCertFile: flags.tlsCertFile,
             tlsKeyFile: flags.tlsKeyFile,
+            routerUrl: flags.routerUrl,
+            routerAuthEnv: flags.routerAuthEnv,
           },
           { logger },
         );

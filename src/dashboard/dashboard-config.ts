@@ -19,6 +19,12 @@ export interface DashboardOptions {
   readonly workloadAuthorizationPolicy?: string | undefined;
   /** The router's `/metrics` URL, for router figures in the telemetry tab (set by `up`). */
   readonly routerMetricsUrl?: string | undefined;
+  /** The router the Requests view reads (`--router-url`, a bare origin). */
+  readonly routerUrl?: string | undefined;
+  /** The environment variable holding the router credential (`--router-auth-env`). */
+  readonly routerAuthEnv?: string | undefined;
+  /** The router credential itself, in-process only (`up` hands its own data-plane key over). */
+  readonly routerCredential?: string | undefined;
   /** GPU sampling period. */
   readonly sampleIntervalMs?: number | undefined;
   /** `--tls-cert-file` and `--tls-key-file` (PEM; both or neither): the dashboard speaks HTTPS. */
@@ -146,4 +152,40 @@ export function workloadService(o: DashboardOptions, env: NodeJS.ProcessEnv, gat
   }
   if (gate.collidesWith(policy)) return { enabled: false, reason: 'collision' };
   return { enabled: true, origin, expectedNode: o.workloadExpectedNode, policy };
+}
+
+/**
+ * The router the Requests view reads: `--router-url` with `--router-auth-env` (a data-plane
+ * key or a `requests:read` client's token), or neither (decision 0076). undefined: no
+ * Requests view. Thrown when: only one is given, the URL fails the origin rule, or the
+ * variable is unset, empty or not a credential (ConfigError naming the option or variable,
+ * never a value).
+ */
+export function routerSource(
+  o: DashboardOptions,
+  env: NodeJS.ProcessEnv,
+): { readonly origin: string; readonly credential: string } | undefined {
+  if (o.routerUrl === undefined && o.routerAuthEnv === undefined && o.routerCredential === undefined) return undefined;
+  if (o.routerUrl === undefined) throw new ConfigError('--router-auth-env needs --router-url');
+  let origin: string;
+  try {
+    origin = checkOrigin(o.routerUrl).origin;
+  } catch {
+    throw new ConfigError(
+      '--router-url must be a bare origin (http only to loopback or private IP literals, https otherwise)',
+    );
+  }
+  if (o.routerCredential !== undefined && TOKEN_RE.test(o.routerCredential))
+    return { origin, credential: o.routerCredential };
+  if (o.routerAuthEnv === undefined) throw new ConfigError('--router-url needs --router-auth-env');
+  if (!ENV_NAME_RE.test(o.routerAuthEnv))
+    throw new ConfigError('--router-auth-env must be an environment variable name');
+  const token = envVar(env, o.routerAuthEnv)?.trim() ?? '';
+  if (token === '')
+    throw new ConfigError(
+      `--router-auth-env: environment variable ${o.routerAuthEnv} ${envVar(env, o.routerAuthEnv) === undefined ? 'is not set' : 'is empty'}`,
+    );
+  if (!TOKEN_RE.test(token))
+    throw new ConfigError(`--router-auth-env: environment variable ${o.routerAuthEnv} is not a valid credential`);
+  return { origin, credential: token };
 }

@@ -6,6 +6,16 @@ import { withPlainIntegers } from '../schema/json-numbers.js';
 import { TOKEN_RE, type TelemetryGate, type WorkloadService } from './dashboard-config.js';
 import { unavailableNode, type ControllerReader } from './dashboard-reader.js';
 import type { LineBudget } from '../http/line-budget.js';
+import type { NodeResult } from '../schema/envelopes.js';
+import { diffNode, viewDigest } from './view-delta.js';
+import {
+  isRequestId,
+  isSessionId,
+  lookupRequest,
+  lookupSession,
+  type RequestsWatcher,
+  type RouterReader,
+} from './dashboard-requests.js';
 
 /** The minimal WebSocket surface a session needs (the `ws` socket, or a fake in tests). */
 export interface FrameSink {
@@ -40,6 +50,8 @@ export interface SessionDeps {
   readonly logger: Logger;
   /** Bounds the `workload session refused` lines of all sessions (no credential needed to cause one). */
   readonly refusedLines: LineBudget;
+  /** The router the Requests view reads (undefined: none configured). */
+  readonly requests?: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
 }
 
 /**
@@ -57,6 +69,16 @@ export class DashboardSession {
   private inflight: { gen: number; abort: AbortController } | undefined;
   private unsubscribe: (() => void) | undefined;
   private closed = false;
+  /**
+   * The last view sent to the page for the current generation (a fresh full read), and its
+   * number: the next read of the same generation is sent as a delta against it (decision
+   * 0075). Undefined: the next read is sent whole.
+   */
+  private view: { gen: number; seq: number; result: NodeResult } | undefined;
+  private seq = 0;
+  /** Whether the connected client may see router requests (`requests:read` or `workloads:read`). */
+  private requestsAllowed = false;
+  private unwatchRequests: (() => void) | undefined;
 
   constructor(private readonly d: SessionDeps) {}
 
@@ -72,13 +94,18 @@ export class DashboardSession {
       return;
     }
     if (msg['type'] === 'telemetry-auth') return this.telemetryAuth(msg['credential']);
+    if (typeof msg['type'] === 'string' && msg['type'].startsWith('requests-')) return this.requestsMessage(msg);
     const gen = msg['gen'];
     if (typeof gen !== 'number' || !Number.isSafeInteger(gen) || gen < 0) return;
     // A member named twice (`"limit":5,"limit":6`) is a repeated filter: refused, never the
     // last value (the filters then read as null, which parseFilterArgs refuses).
     const filters = hasDuplicateKey(raw, msg) ? null : msg['filters'];
     if (msg['type'] === 'connect') return this.connect(gen, msg['credential'], filters);
-    if (msg['type'] === 'read') return this.read(gen, filters);
+    if (msg['type'] === 'read') {
+      // The page lost track of its view (a delta it could not apply): the next one goes whole.
+      if (msg['full'] === true) this.view = undefined;
+      return this.read(gen, filters);
+    }
     if (msg['type'] === 'disconnect') return this.disconnect(gen);
   }
 
@@ -88,6 +115,8 @@ export class DashboardSession {
     this.inflight?.abort.abort();
     this.inflight = undefined;
     this.credential = undefined;
+    this.view = undefined;
+    this.stopRequests();
     this.unsubscribe?.();
   }
 
@@ -129,6 +158,7 @@ export class DashboardSession {
       return this.deny(gen, refused ?? 'unauthenticated');
     }
     this.credential = credential as string;
+    this.requestsAllowed = client.grants.has('requests:read') || client.grants.has('workloads:read');
     this.d.logger.info({ client: client.id }, 'workload session connected');
     this.send({ type: 'connected', gen, client: client.id, expected_node: this.d.service.expectedNode });
     this.read(gen, filters);
@@ -157,7 +187,8 @@ export class DashboardSession {
       // Late results of an older generation, or after Disconnect, are dropped here.
       if (r.kind === 'aborted' || this.closed || gen !== this.gen || this.credential === undefined) return;
       const readAt = formatTimestamp(Date.now());
-      if (r.kind === 'result') return this.send({ type: 'workloads', gen, read_at: readAt, result: r.result });
+      if (r.kind === 'result') return this.sendView(gen, readAt, r.result);
+      this.view = undefined;
       this.send({
         type: 'workloads',
         gen,
@@ -168,12 +199,87 @@ export class DashboardSession {
     });
   }
 
+  /**
+   * A fresh full read, sent as what changed since the view the page holds (same generation),
+   * or whole. Every frame carries its number (`seq`), a delta the number it applies to
+   * (`base`), and both the digest of the full read, so the page can prove its view equals it.
+   */
+  private sendView(gen: number, readAt: string, result: NodeResult): void {
+    const prev = this.view?.gen === gen ? this.view : undefined;
+    const delta = prev ? diffNode(prev.result, result) : undefined;
+    const seq = ++this.seq;
+    this.view = { gen, seq, result };
+    const digest = viewDigest(result);
+    if (prev && delta)
+      return this.send({ type: 'workloads-delta', gen, seq, base: prev.seq, read_at: readAt, digest, delta });
+    this.send({ type: 'workloads', gen, seq, read_at: readAt, digest, result });
+  }
+
   private disconnect(gen: number): void {
     if (!this.advance(gen)) return;
     this.inflight?.abort.abort();
     this.inflight = undefined;
     this.credential = undefined;
+    this.view = undefined;
+    this.stopRequests();
     this.send({ type: 'disconnected', gen });
+  }
+
+  private stopRequests(): void {
+    this.requestsAllowed = false;
+    this.unwatchRequests?.();
+    this.unwatchRequests = undefined;
+  }
+
+  /**
+   * The Requests view (decision 0076): `requests-watch`, `requests-unwatch`,
+   * `requests-lookup {n, id}` and `requests-session {n, session}`. Only for a connected
+   * client the local policy grants `requests:read` or `workloads:read`; the router is read
+   * with the dashboard's own router credential, which never reaches the page.
+   */
+  private requestsMessage(msg: Record<string, unknown>): void {
+    const type = msg['type'];
+    if (type === 'requests-unwatch') {
+      this.unwatchRequests?.();
+      this.unwatchRequests = undefined;
+      return;
+    }
+    const n = msg['n'];
+    const tag = typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : 0;
+    const r = this.d.requests;
+    const refused = !r
+      ? 'not-configured'
+      : this.credential === undefined
+        ? 'not-connected'
+        : !this.requestsAllowed
+          ? 'forbidden'
+          : undefined;
+    if (refused || !r) return this.send({ type: 'requests-denied', n: tag, code: refused });
+    if (type === 'requests-watch') {
+      let first = true;
+      this.unwatchRequests ??= r.watcher.watch((state, added) => {
+        this.send({ type: 'requests', reset: first, ...state, added });
+        first = false;
+      });
+      return;
+    }
+    if (type === 'requests-lookup') {
+      const id = msg['id'];
+      if (!isRequestId(id)) return this.send({ type: 'requests-denied', n: tag, code: 'invalid-id' });
+      void lookupRequest(r.reader, id).then(async (found) => {
+        const session = found.kind === 'found' ? found.request.session_id : undefined;
+        const history = session === undefined ? undefined : await lookupSession(r.reader, session);
+        if (this.requestsAllowed) this.send({ type: 'requests-diagnosis', n: tag, id, found, history });
+      });
+      return;
+    }
+    if (type === 'requests-session') {
+      const session = msg['session'];
+      if (!isSessionId(session)) return this.send({ type: 'requests-denied', n: tag, code: 'invalid-session' });
+      void lookupSession(r.reader, session).then((history) => {
+        if (this.requestsAllowed) this.send({ type: 'requests-history', n: tag, session, history });
+      });
+    }
   }
 
   private deny(gen: number, code: DeniedCode): void {

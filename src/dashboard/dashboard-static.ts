@@ -16,6 +16,7 @@ const PAGE_FILES: readonly [route: string, file: string, type: string][] = [
   ['/app.js', 'app.js', 'text/javascript; charset=utf-8'],
   ['/link.js', 'link.js', 'text/javascript; charset=utf-8'],
   ['/workloads.js', 'workloads.js', 'text/javascript; charset=utf-8'],
+  ['/requests.js', 'requests.js', 'text/javascript; charset=utf-8'],
   ['/telemetry.js', 'telemetry.js', 'text/javascript; charset=utf-8'],
   ['/render.js', 'render.js', 'text/javascript; charset=utf-8'],
   ['/style.css', 'style.css', 'text/css; charset=utf-8'],
@@ -24,6 +25,12 @@ const VENDOR_FILES: readonly [route: string, module: string, type: string][] = [
   ['/vendor/uPlot.iife.min.js', 'uplot/dist/uPlot.iife.min.js', 'text/javascript; charset=utf-8'],
   ['/vendor/uPlot.min.css', 'uplot/dist/uPlot.min.css', 'text/css; charset=utf-8'],
 ];
+
+/**
+ * Modules of this package the page runs as they are compiled (pure, no imports at run time):
+ * one definition shared by the server and the page, never a copy (decision 0075).
+ */
+const SHARED_FILES: readonly [route: string, file: string][] = [['/shared/view-delta.js', 'view-delta.js']];
 
 /**
  * Scripts, styles and the WebSocket only from this origin; no inline script, no framing, no
@@ -61,6 +68,17 @@ export function registerPageRoutes(app: FastifyInstance): void {
         throw new ConfigError('the uplot package is missing from the installation');
       }
     }),
+    ...SHARED_FILES.map(([route, file]): [string, Buffer, string] => [
+      route,
+      // The source-map comment is dropped: the map is not served.
+      Buffer.from(
+        readFileSync(join(dirname(fileURLToPath(import.meta.url)), file), 'utf8').replace(
+          /\n\/\/# sourceMappingURL=\S+\s*$/,
+          '\n',
+        ),
+      ),
+      'text/javascript; charset=utf-8',
+    ]),
   ];
   for (const [route, body, type] of files) {
     const schema = {

@@ -1,5 +1,5 @@
 import { formatTimestamp } from '../schema/primitives.js';
-import { GpuSampler, type GpuTelemetry } from '../telemetry/gpu-sampler.js';
+import { GpuSampler, type CardSeries, type GpuTelemetry } from '../telemetry/gpu-sampler.js';
 import { scrapeRouterMetrics, type RouterFigures } from '../telemetry/router-metrics.js';
 import type { FrameSink } from './dashboard-session.js';
 
@@ -24,6 +24,8 @@ export class TelemetryHub {
   /** Samples taken, and the number of the newest one sent: frames never go out older than one already sent. */
   private samples = 0;
   private sent = 0;
+  /** Per card, the history the last frame sent left every subscriber with: its length and newest time. */
+  private sentSeries = new Map<string, { len: number; lastT: number }>();
 
   constructor(private readonly opts: TelemetryHubOptions) {
     this.sampler = new GpuSampler({ binary: opts.nvidiaSmi, intervalMs: opts.intervalMs });
@@ -57,7 +59,39 @@ export class TelemetryHub {
     }
     this.sent = n;
     this.frame = this.render(gpu);
-    for (const s of this.sinks) s.send(this.frame);
+    const delta = this.renderDelta(gpu);
+    for (const s of this.sinks) s.send(delta);
+  }
+
+  /**
+   * The frame for subscribers that hold the last one sent: the sample's figures, and for each
+   * card's history only the points added since (`t`, `memory_used_mib`, `utilization_pct`)
+   * and how many old ones aged out (`trim`); cards not listed in `series_keep` are gone.
+   * A whole 120-point history per card every 3 s is what a tab would otherwise be sent.
+   */
+  private renderDelta(gpu: GpuTelemetry): string {
+    const seriesDelta = gpu.series.map((s: CardSeries) => {
+      const prev = this.sentSeries.get(s.uuid);
+      const from = prev === undefined ? 0 : s.t.findIndex((t) => t > prev.lastT);
+      const start = from === -1 ? s.t.length : from;
+      const added = s.t.length - start;
+      return {
+        uuid: s.uuid,
+        name: s.name,
+        index: s.index,
+        trim: prev === undefined ? 0 : Math.max(0, prev.len + added - s.t.length),
+        t: s.t.slice(start),
+        memory_used_mib: s.memory_used_mib.slice(start),
+        utilization_pct: s.utilization_pct.slice(start),
+      };
+    });
+    this.sentSeries = new Map(gpu.series.map((s) => [s.uuid, { len: s.t.length, lastT: s.t.at(-1) ?? -Infinity }]));
+    const { series: _whole, ...figures } = gpu;
+    return JSON.stringify({
+      type: 'telemetry',
+      gpu: { ...figures, series_delta: seriesDelta, series_keep: gpu.series.map((s) => s.uuid) },
+      router: this.router,
+    });
   }
 
   private render(gpu: GpuTelemetry): string {

@@ -10,11 +10,14 @@ import { reloadableTls } from '../http/tls.js';
 import { NO_CREDENTIAL, NoQuery, problemResponses } from '../http/route-schemas.js';
 import {
   dashboardTls,
+  routerSource,
   telemetryGate,
   workloadService,
   type DashboardOptions,
   type DisabledReason,
 } from './dashboard-config.js';
+import { RequestsWatcher, RouterReader } from './dashboard-requests.js';
+import { formatTimestamp } from '../schema/primitives.js';
 import { ControllerReader } from './dashboard-reader.js';
 import { DashboardSession, type FrameSink } from './dashboard-session.js';
 import { registerPageRoutes } from './dashboard-static.js';
@@ -79,6 +82,8 @@ export interface DashboardApp {
   readonly hub: TelemetryHub;
   readonly reader: ControllerReader | undefined;
   readonly workloads: 'enabled' | DisabledReason;
+  /** The router the Requests view reads, when one is configured (closed with the app). */
+  readonly requests: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
   /** Serves only these Host values from now on (DNS rebinding; set once listening on loopback). */
   allowHosts(hosts: ReadonlySet<string>): void;
   /** Cuts every WebSocket and connection still open and closes the app. */
@@ -92,6 +97,7 @@ interface SocketDeps {
   readonly service: ReturnType<typeof workloadService>;
   readonly reader: ControllerReader | undefined;
   readonly hub: TelemetryHub;
+  readonly requests: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
 }
 
 /** `/ws`: no query string; the page's own Origin; a WebSocket upgrade (documentation; the route checks them). */
@@ -178,6 +184,7 @@ function sessionOpener(deps: SocketDeps): (socket: WsSocket) => DashboardSession
       reader: deps.reader,
       logger: log,
       refusedLines,
+      requests: deps.requests,
       subscribeTelemetry: (sink) => deps.hub.subscribe(sink),
     });
     socket.send(
@@ -210,12 +217,21 @@ export async function buildDashboard(
   gate.forgetToken();
   if (service.enabled) log.info({ expected_node: service.expectedNode }, 'workload reads enabled');
   else log.warn({ reason: service.reason }, 'workload reads disabled: every workload read gets the fixed denial');
+  const router = routerSource(o, env);
   const reader = service.enabled ? new ControllerReader(service.origin, service.expectedNode) : undefined;
   const hub = new TelemetryHub({
     nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi',
     intervalMs: o.sampleIntervalMs ?? 3_000,
-    routerMetricsUrl: o.routerMetricsUrl,
+    routerMetricsUrl: o.routerMetricsUrl ?? (router ? `${router.origin}/metrics` : undefined),
   });
+  let requests: DashboardApp['requests'];
+  if (router) {
+    const routerReader = new RouterReader(router.origin, router.credential);
+    requests = {
+      reader: routerReader,
+      watcher: new RequestsWatcher(routerReader, POLL_MS, () => formatTimestamp(Date.now())),
+    };
+  }
   const app = createHttpApp({
     logger: log,
     bodyLimit: MAX_MESSAGE_BYTES,
@@ -249,7 +265,7 @@ export async function buildDashboard(
   app.addHook('onRequest', async (req) => {
     if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
-  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub });
+  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub, requests });
   registerPageRoutes(app);
   // Ready whenever it serves: its sources' failures are shown on the page, where they belong
   // (docs/decisions/0053). The loopback Host guard above applies to these routes too.
@@ -258,11 +274,13 @@ export async function buildDashboard(
     app,
     hub,
     reader,
+    requests,
     workloads: service.enabled ? 'enabled' : service.reason,
     allowHosts(hosts) {
       allowedHosts = hosts;
     },
     async close() {
+      requests?.watcher.stop();
       for (const s of sockets) s.terminate();
       const closing = app.close();
       const cut = setTimeout(() => {
@@ -302,6 +320,7 @@ export async function startDashboard(
       d.hub.stop();
       await d.close();
       await d.reader?.close();
+      await d.requests?.reader.close();
     },
   };
 }

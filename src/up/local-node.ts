@@ -122,6 +122,9 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
         workloadExpectedNode: o.hostId,
         workloadAuthorizationPolicy: o.creds.policyFile,
         routerMetricsUrl: `${router.url}/metrics`,
+        // The Requests view reads this node's router with its own data-plane key, in-process.
+        routerUrl: router.url,
+        routerCredential: o.creds.routerKey,
       },
       { logger: o.logger, env },
     );

@@ -3,7 +3,12 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError } from '../../src/errors.js';
-import { telemetryGate, workloadService, type DashboardOptions } from '../../src/dashboard/dashboard-config.js';
+import {
+  routerSource,
+  telemetryGate,
+  workloadService,
+  type DashboardOptions,
+} from '../../src/dashboard/dashboard-config.js';
 import { ControllerReader } from '../../src/dashboard/dashboard-reader.js';
 import { writeTestPolicy } from '../support/policy.js';
 
@@ -79,6 +84,44 @@ describe('dashboard options: the telemetry gate', () => {
     assert.deepEqual(
       [gate.allows('tele-secret'), gate.allows('tele-secreT'), gate.allows(undefined)],
       [true, false, false],
+    );
+  });
+});
+
+describe('dashboard options: the router the Requests view reads', () => {
+  it('needs --router-url and --router-auth-env together, a valid origin and a credential, never echoing one', () => {
+    assert.equal(routerSource(base, {}), undefined, 'neither: no Requests view');
+    assert.throws(
+      () => routerSource({ ...base, routerAuthEnv: 'K' }, { K: 'key' }),
+      /--router-auth-env needs --router-url/,
+    );
+    assert.throws(
+      () => routerSource({ ...base, routerUrl: 'http://127.0.0.1:8000' }, {}),
+      /--router-url needs --router-auth-env/,
+    );
+    assert.throws(
+      () => routerSource({ ...base, routerUrl: 'http://example.com', routerAuthEnv: 'K' }, { K: 'key' }),
+      /--router-url must be a bare origin/,
+    );
+    assert.throws(
+      () => routerSource({ ...base, routerUrl: 'http://127.0.0.1:8000/v1', routerAuthEnv: 'K' }, { K: 'key' }),
+      /--router-url must be a bare origin/,
+    );
+    assert.throws(
+      () => routerSource({ ...base, routerUrl: 'http://127.0.0.1:8000', routerAuthEnv: 'K' }, {}),
+      /K is not set/,
+    );
+    assert.throws(
+      () => routerSource({ ...base, routerUrl: 'http://127.0.0.1:8000', routerAuthEnv: 'K' }, { K: 'two words' }),
+      (e: Error) =>
+        e instanceof ConfigError && /K is not a valid credential/.test(e.message) && !e.message.includes('two'),
+    );
+    assert.deepEqual(
+      routerSource({ ...base, routerUrl: 'http://127.0.0.1:8000', routerAuthEnv: 'K' }, { K: ' rk-1 ' }),
+      {
+        origin: 'http://127.0.0.1:8000',
+        credential: 'rk-1',
+      },
     );
   });
 });

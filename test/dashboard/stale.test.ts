@@ -87,7 +87,7 @@ describe('dashboard labels stale records with their age', { timeout: 120_000 }, 
     assert.match(await row.innerText(), /stale\s+observed \d+ s ago/);
     assert.equal(await row.getAttribute('data-state'), 'streaming', 'a stale record keeps its original state');
     const source = b.page.locator('#sources tr[data-owner="router"]');
-    assert.match(await source.innerText(), /partial\s+its observations are too old/);
+    assert.match(await source.innerText(), /partial\s+\d+\s+count unknown\s+its observations are too old/);
     assert.match(
       await b.page.locator('#node-status').innerText(),
       /partial — trust the records shown, but this is not the whole inventory/,

@@ -277,6 +277,12 @@ describe('dashboard Workloads tab against a real node', { timeout: 120_000 }, ()
     assert.match(status, /left out: count unknown/);
     assert.match(await b.page.locator('#records-empty').innerText(), /This is not an empty inventory/);
     assert.equal(await b.page.locator('#records tbody tr').count(), 0);
+    // The last view read stays, greyed apart from the current records, with its time.
+    assert.match(
+      await b.page.locator('#last-known-title').innerText(),
+      /^Last view read, as of \d\d:\d\d:\d\d: not current$/,
+    );
+    assert.ok((await b.page.locator('#last-known-table tbody tr').count()) > 0, 'the records last read are kept');
     // The pill no longer says "connected": the local policy's yes is not the controller's.
     const pill = await b.page.locator('#session-status').innerText();
     assert.doesNotMatch(pill, /connected as/);

@@ -1,0 +1,115 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
+import { launchBrowser, type Browser } from './support.js';
+
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+interface Violation {
+  id: string;
+  impact: string | null;
+  nodes: { target: string[] }[];
+}
+
+// `svc-serving up` with a little traffic, read in chromium: axe-core on every view, focus,
+// and a phone-sized screen.
+describe('dashboard accessibility and phone layout', { timeout: 120_000 }, () => {
+  const home = mkdtempSync(join(tmpdir(), 'svc-dash-a11y-'));
+  let node: RunningProcess;
+  let b: Browser;
+  let dashboardUrl = '';
+
+  /** axe-core's serious and critical violations of the page as it is now. */
+  const serious = async (): Promise<string[]> => {
+    // Evaluated through the debugging protocol: the page's CSP (no inline script) still holds.
+    await b.page.evaluate(`${AXE};0`);
+    const violations = await b.page.evaluate<Violation[]>(
+      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => ({ target: n.target })) })))`,
+    );
+    return violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'heading-order')
+      .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  };
+
+  before(async () => {
+    node = await spawnNode(
+      CLI,
+      ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'],
+      { env: { SVC_SERVING_HOME: home, SVC_NVIDIA_SMI: '/nonexistent' } },
+    );
+    await eventually(() => /dashboard +http/.test(node.output()), 10_000);
+    dashboardUrl = /dashboard +(http:\/\/\S+)/.exec(node.output())![1]!;
+    b = await launchBrowser();
+  });
+  after(async () => {
+    try {
+      await b?.close();
+    } finally {
+      await node?.stop();
+    }
+  });
+
+  it('axe-core finds no serious or critical violation (nor a heading-order problem) on any view', async () => {
+    await b.page.goto(dashboardUrl);
+    await b.page.locator('#gpu-status', { hasText: 'no GPU telemetry' }).waitFor();
+    assert.deepEqual(await serious(), [], 'Telemetry');
+    await b.page.click('#tab-workloads');
+    await b.page.fill('#credential', readFileSync(join(home, 'reader.token'), 'utf8').trim());
+    await b.page.click('#connect');
+    await b.page.locator('#session-status', { hasText: 'connected as local-reader' }).waitFor();
+    await eventually(async () => (await b.page.locator('#records tbody tr').count()) >= 2, 20_000);
+    assert.deepEqual(await serious(), [], 'Workloads');
+    // A filter puts five sources "outside the filter" (the badges that were faded below contrast).
+    await b.page.selectOption('#f-owner', 'router');
+    await b.page.locator('#sources tr.outside').first().waitFor({ timeout: 5_000 });
+    assert.deepEqual(await serious(), [], 'Workloads filtered by owner');
+    await b.page.selectOption('#f-owner', '');
+    await b.page.click('#tab-requests');
+    await b.page.locator('#rq-finished tbody tr').first().waitFor({ timeout: 15_000 });
+    await b.page.locator('#rq-finished tbody tr button').first().click();
+    await b.page.locator('#rq-detail-title', { hasText: 'Diagnosis of' }).waitFor({ timeout: 5_000 });
+    assert.deepEqual(await serious(), [], 'Requests with a diagnosis open');
+  });
+
+  it('on a 390 px phone the status comes before the filters, and the truncation figures need no sideways scroll', async () => {
+    await b.page.click('#tab-workloads');
+    await b.page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const layout = await b.page.evaluate<{
+        statusTop: number;
+        filtersTop: number;
+        width: number;
+        view: number;
+        figures: { left: number; right: number }[];
+      }>(`({
+        statusTop: document.getElementById('node-status').getBoundingClientRect().top,
+        filtersTop: document.getElementById('filters').getBoundingClientRect().top,
+        width: document.documentElement.scrollWidth,
+        view: document.documentElement.clientWidth,
+        figures: [...document.querySelectorAll('#sources tbody td:nth-child(3), #sources tbody td:nth-child(4)')].map((td) => {
+          const r = td.getBoundingClientRect();
+          return { left: r.left, right: r.right };
+        }),
+      })`);
+      assert.ok(layout.statusTop < layout.filtersTop, 'the node status is above the filters');
+      assert.ok(layout.width <= layout.view, `the page is ${layout.width} px wide in a ${layout.view} px window`);
+      assert.ok(layout.figures.length >= 12, 'returned and left-out figures for every source');
+      for (const f of layout.figures)
+        assert.ok(f.left >= 0 && f.right <= layout.view, `a figure at ${f.left}-${f.right} px`);
+      assert.deepEqual(await serious(), [], 'Workloads on a phone');
+    } finally {
+      await b.page.setViewportSize({ width: 1280, height: 820 });
+    }
+  });
+
+  it('after Disconnect, keyboard focus goes to the Connect button, not to <body>', async () => {
+    await b.page.focus('#disconnect');
+    await b.page.keyboard.press('Enter');
+    await b.page.locator('#session-status', { hasText: 'not connected' }).waitFor();
+    assert.equal(await b.page.evaluate<string>('document.activeElement.id'), 'connect');
+  });
+});
