@@ -200,6 +200,32 @@ function sessionOpener(deps: SocketDeps): (socket: WsSocket) => DashboardSession
   };
 }
 
+/** The Requests view's source: this router, read with the dashboard's router credential (none: no Requests view). */
+function requestsSource(router: ReturnType<typeof routerSource>): DashboardApp['requests'] {
+  if (!router) return undefined;
+  const reader = new RouterReader(router.origin, router.credential);
+  return { reader, watcher: new RequestsWatcher(reader, POLL_MS, () => formatTimestamp(Date.now())) };
+}
+
+/**
+ * The WebSocket plugin. A socket the ws library closes for a protocol error (oversized,
+ * invalid UTF-8, bad opcode, unmasked) leaves one warn line with the error's name and code, at
+ * most 10 a second; never its message or stack (they carry install paths and would let any
+ * page flood the log).
+ */
+async function registerWebsocket(app: FastifyInstance, log: Logger): Promise<void> {
+  const protocolErrors = new LineBudget(10, (skipped) =>
+    log.warn({ skipped }, 'websocket protocol error lines left out (rate bound)'),
+  );
+  await app.register(fastifyWebsocket, {
+    options: { maxPayload: MAX_MESSAGE_BYTES },
+    errorHandler: (err, socket) => {
+      if (protocolErrors.take(Date.now())) log.warn({ err }, 'websocket closed on a protocol error');
+      socket.terminate();
+    },
+  });
+}
+
 /**
  * The dashboard's app, built but not listening: the page, `/ws`, the Host guard. Nothing is
  * started (no telemetry sampling, no socket) until startDashboard listens.
@@ -224,14 +250,7 @@ export async function buildDashboard(
     intervalMs: o.sampleIntervalMs ?? 3_000,
     routerMetricsUrl: o.routerMetricsUrl ?? (router ? `${router.origin}/metrics` : undefined),
   });
-  let requests: DashboardApp['requests'];
-  if (router) {
-    const routerReader = new RouterReader(router.origin, router.credential);
-    requests = {
-      reader: routerReader,
-      watcher: new RequestsWatcher(routerReader, POLL_MS, () => formatTimestamp(Date.now())),
-    };
-  }
+  const requests = requestsSource(router);
   const app = createHttpApp({
     logger: log,
     bodyLimit: MAX_MESSAGE_BYTES,
@@ -246,19 +265,7 @@ export async function buildDashboard(
     c.on('close', () => connections.delete(c));
   });
   let allowedHosts: ReadonlySet<string> | undefined;
-  // A socket the ws library closes for a protocol error (oversized, invalid UTF-8, bad opcode,
-  // unmasked) leaves one warn line with the error's name and code, at most 10 a second; never
-  // its message or stack (they carry install paths and would let any page flood the log).
-  const protocolErrors = new LineBudget(10, (skipped) =>
-    log.warn({ skipped }, 'websocket protocol error lines left out (rate bound)'),
-  );
-  await app.register(fastifyWebsocket, {
-    options: { maxPayload: MAX_MESSAGE_BYTES },
-    errorHandler: (err, socket) => {
-      if (protocolErrors.take(Date.now())) log.warn({ err }, 'websocket closed on a protocol error');
-      socket.terminate();
-    },
-  });
+  await registerWebsocket(app, log);
   // DNS rebinding: on loopback, only Host values that name this server are served. Added after
   // the WebSocket plugin's own hook, so a refused upgrade is known as one and its socket is
   // closed with the answer (else it stayed open and held the server's close for good).

@@ -5,7 +5,7 @@ import type { JobService } from '../jobs/job-service.js';
 import type { Command } from '../jobs/commands.js';
 import type { Logger } from 'pino';
 import type { LocalCredentials } from '../config/local-home.js';
-import { routerConfigFrom } from '../config/router-config.js';
+import { routerConfigFrom, type RouterConfig } from '../config/router-config.js';
 import type { Bus } from '../streams/bus.js';
 import { InProcessBus } from '../streams/in-process-bus.js';
 import { connectNatsBus } from '../streams/nats-bus.js';
@@ -38,6 +38,41 @@ export interface LocalNode {
 
 const ALIAS = 'sim-chat';
 
+/** The router of `up`: one alias on the local engine sim, its decision log under the home folder. */
+function localRouterConfig(o: LocalNodeOptions, engineUrl: string): RouterConfig {
+  return routerConfigFrom(
+    {
+      server: {
+        host_id: o.hostId,
+        listen: `${o.bindHost}:${o.routerPort}`,
+        api_keys_env: 'SVC_LOCAL_ROUTER_KEYS',
+        authorization_policy: o.creds.policyFile,
+        decision_log_path: join(o.creds.home, 'state', 'decisions.jsonl'),
+        decision_log_max_bytes: 16 * 1024 * 1024,
+        decision_log_max_files: 5,
+        buffer_size: 10_000,
+        readiness_ttl_ms: 2_000,
+        metrics_require_auth: false,
+        stale_after_seconds: 30,
+        max_body_bytes: 32 * 1024 * 1024,
+      },
+      models: [
+        {
+          alias: ALIAS,
+          upstream: `${engineUrl}/v1`,
+          upstream_model: 'sim-model',
+          max_output_tokens: 256,
+          max_concurrency: 8,
+          queue_timeout_ms: 30_000,
+          upstream_timeout_ms: 120_000,
+          readiness_path: '/health',
+        },
+      ],
+    },
+    o.creds.home,
+  );
+}
+
 /**
  * The whole node in one process: engine sim, router, controller and dashboard on one bus (in-process
  * by default, NATS with `natsUrl`), with the generated local credentials.
@@ -63,37 +98,7 @@ export async function startLocalNode(o: LocalNodeOptions): Promise<LocalNode> {
     });
     closers.push(() => engine.close());
     const env = { ...process.env, SVC_LOCAL_ROUTER_KEYS: o.creds.routerKey };
-    const routerCfg = routerConfigFrom(
-      {
-        server: {
-          host_id: o.hostId,
-          listen: `${o.bindHost}:${o.routerPort}`,
-          api_keys_env: 'SVC_LOCAL_ROUTER_KEYS',
-          authorization_policy: o.creds.policyFile,
-          decision_log_path: join(o.creds.home, 'state', 'decisions.jsonl'),
-          decision_log_max_bytes: 16 * 1024 * 1024,
-          decision_log_max_files: 5,
-          buffer_size: 10_000,
-          readiness_ttl_ms: 2_000,
-          metrics_require_auth: false,
-          stale_after_seconds: 30,
-          max_body_bytes: 32 * 1024 * 1024,
-        },
-        models: [
-          {
-            alias: ALIAS,
-            upstream: `${engine.url}/v1`,
-            upstream_model: 'sim-model',
-            max_output_tokens: 256,
-            max_concurrency: 8,
-            queue_timeout_ms: 30_000,
-            upstream_timeout_ms: 120_000,
-            readiness_path: '/health',
-          },
-        ],
-      },
-      o.creds.home,
-    );
+    const routerCfg = localRouterConfig(o, engine.url);
     const router = await startRouter(routerCfg, { logger: o.logger, env, bus });
     closers.push(() => router.close());
     const controller = await startController(
