@@ -7,7 +7,8 @@ import { formatTimestamp, parseTimestamp } from '../schema/primitives.js';
 import type { WorkloadRecord } from '../schema/record.js';
 import type { Bus } from '../streams/bus.js';
 import { OwnerActor } from './owner-actor.js';
-import { mapRecipeServe, type ContainerSighting } from './recipe-mapping.js';
+import { mapRecipeServe } from './recipe-mapping.js';
+import type { ContainerSighting } from '../recipes/serve-state.js';
 import type { OwnerReading } from './window.js';
 
 /** Default path of the container runtime's Docker Engine API socket. */

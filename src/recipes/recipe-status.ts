@@ -1,4 +1,4 @@
-import { KNOWN_CONTAINER_STATES, recipeQuality, serveState, type ServeState } from '../actors/recipe-mapping.js';
+import { KNOWN_CONTAINER_STATES, recipeQuality, serveState, type ServeState } from './serve-state.js';
 import type { Quality } from '../schema/enums.js';
 import type { ContainerInspector, ImageView, ManagedContainer } from './inspector.js';
 import { recipeRevision, type LoadedRecipe } from './recipe-config.js';

@@ -1,14 +1,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mapRecipeServe, type RecipeServeInput } from '../../src/actors/recipe-mapping.js';
 import {
   KNOWN_CONTAINER_STATES,
-  mapRecipeServe,
   recipeQuality,
   serveState,
   type ContainerSighting,
   type RecipeIntent,
-  type RecipeServeInput,
-} from '../../src/actors/recipe-mapping.js';
+} from '../../src/recipes/serve-state.js';
 import { RECIPE_QUALITIES } from '../../src/schema/enums.js';
 import { UpdateTimes } from '../../src/actors/recipe-actor.js';
 import { formatTimestamp } from '../../src/schema/primitives.js';
