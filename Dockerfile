@@ -27,12 +27,13 @@ RUN npm pack --pack-destination /tmp \
  && cp package-lock.json /opt/svc-serving/
 
 # Production install: the packed files plus the lockfile, `npm ci --omit=dev`. package.json's
-# allowScripts lets better-sqlite3's install script (and no other) run; build_from_source makes
-# it compile instead of downloading a binary.
+# allowScripts lets better-sqlite3's install script run (the other two it names are
+# devDependencies, not installed here); build_from_source makes it compile instead of
+# downloading a binary.
 FROM toolchain AS install
 WORKDIR /opt/svc-serving
 COPY --from=build /opt/svc-serving ./
-RUN npm_config_build_from_source=true npm ci --omit=dev --no-audit --no-fund \
+RUN npm_config_build_from_source=true npm ci --omit=dev --strict-allow-scripts --no-audit --no-fund \
  && rm -rf /root/.npm /root/.cache \
  && node -e "new (require('better-sqlite3'))(':memory:').close()"
 
