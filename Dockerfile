@@ -2,7 +2,7 @@
 # dashboard, engine sim, up); the command picks which one (ENTRYPOINT is `svc-serving`).
 #   docker build -t svc-serving .
 #   docker run --rm svc-serving --version
-# The runtime stage installs the packed npm package exactly as test/package/packed-install.test.ts
+# The runtime stage installs the packed npm package exactly as test/package/image-install.test.ts
 # does (decision 0066): the tarball that `npm pack` makes, its dependencies pinned by
 # package-lock.json, devDependencies left out, better-sqlite3 compiled here against this image's
 # Node (never a prebuilt binary from the internet).

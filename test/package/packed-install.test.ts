@@ -1,101 +1,47 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import {
-  copyFileSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { eventually, spawnNode, type RunningProcess } from '../support/processes.js';
+import {
+  INSTALL_TIMEOUT_MS,
+  PKG,
+  ROOT,
+  packCleanCopy,
+  registryUnreachable,
+  run,
+  type PackResult,
+} from '../support/packed-package.js';
 
 /**
- * The package as a user gets it: packed from a clean copy of the checkout (so `prepack` must
- * build the program), installed without devDependencies, and run. Two production installs run
- * side by side (better-sqlite3 compiles in each, one core apiece): the npm user's
- * (`npm install --omit=dev svc-serving-X.tgz` into an empty project) and the container image's
- * (the unpacked tarball with package-lock.json, `npm ci --omit=dev`, as the Dockerfile's
- * install stage runs it). Only an unreachable npm registry skips it.
+ * The package as an npm user gets it: packed from a clean copy of the checkout (so `prepack`
+ * must build the program), installed with `npm install --omit=dev svc-serving-X.tgz` into an
+ * empty project that approves better-sqlite3's install script (`--strict-allow-scripts`: no
+ * other dependency may need one), and run. Only an unreachable npm registry skips it.
+ * image-install.test.ts installs the same tarball the container image's way.
  */
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
-  version: string;
-  devDependencies: Record<string, string>;
-};
-// About 2 minutes on an idle 2-core machine; far more while other work shares the cores.
-const INSTALL_TIMEOUT_MS = 480_000;
-
-function registryUnreachable(): string | undefined {
-  const r = spawnSync('npm', ['ping'], { encoding: 'utf8', timeout: 20_000 });
-  return r.status === 0 ? undefined : `npm registry unreachable (npm ping: ${r.error?.message ?? `exit ${r.status}`})`;
-}
-
-/** Runs a command to completion without blocking the event loop; rejects with its output when it fails. */
-function run(cmd: string, args: string[], cwd: string, env: Record<string, string> = {}): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const timer = setTimeout(() => p.kill('SIGKILL'), INSTALL_TIMEOUT_MS);
-    p.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(out);
-      else reject(new Error(`${cmd} ${args.join(' ')} (in ${cwd}) ended ${code ?? signal}:\n${out.slice(-4000)}`));
-    });
-  });
-}
-
-interface PackResult {
-  filename: string;
-  size: number;
-  unpackedSize: number;
-  files: { path: string }[];
-}
-
 const skip = registryUnreachable();
 
-describe('the packed npm package, installed for production', { skip, timeout: 600_000 }, () => {
-  const work = mkdtempSync(join(tmpdir(), 'svc-pack-'));
-  let pack: PackResult;
-  let tarball = '';
-  const npmPrefix = join(work, 'npm-user');
-  const imagePrefix = join(work, 'image', 'opt', 'svc-serving');
+describe('the packed npm package, installed for production', { skip, timeout: INSTALL_TIMEOUT_MS + 120_000 }, () => {
+  const npmPrefix = join(mkdtempSync(join(tmpdir(), 'svc-npm-user-')), 'project');
   const bin = join(npmPrefix, 'node_modules', '.bin', 'svc-serving');
+  let pack: PackResult;
 
   before(
     async () => {
-      // A clean copy of the checkout: no dist/ or build/, so only prepack can put the program in.
-      const clone = join(work, 'clone');
-      cpSync(ROOT, clone, {
-        recursive: true,
-        filter: (src) => !/[/\\](node_modules|dist|build|\.git|test-artifacts)$/.test(src),
-      });
-      symlinkSync(join(ROOT, 'node_modules'), join(clone, 'node_modules'), 'dir');
-      const out = await run('npm', ['pack', '--json', '--pack-destination', work], clone);
-      pack = (JSON.parse(out.slice(out.indexOf('[\n'))) as PackResult[])[0]!;
-      tarball = join(work, pack.filename);
-
+      pack = await packCleanCopy();
       mkdirSync(npmPrefix);
       writeFileSync(
         join(npmPrefix, 'package.json'),
         JSON.stringify({ name: 'npm-user', private: true, allowScripts: { 'better-sqlite3': true } }),
       );
-      mkdirSync(imagePrefix, { recursive: true });
-      spawnSync('tar', ['-xzf', tarball, '-C', imagePrefix, '--strip-components=1']);
-      copyFileSync(join(ROOT, 'package-lock.json'), join(imagePrefix, 'package-lock.json'));
-      const quiet = ['--no-audit', '--no-fund', '--strict-allow-scripts'];
-      await Promise.all([
-        run('npm', ['install', '--omit=dev', ...quiet, tarball], npmPrefix),
-        run('npm', ['ci', '--omit=dev', ...quiet], imagePrefix, { npm_config_build_from_source: 'true' }),
-      ]);
+      await run(
+        'npm',
+        ['install', '--omit=dev', '--no-audit', '--no-fund', '--strict-allow-scripts', pack.tarball],
+        npmPrefix,
+      );
     },
     { timeout: INSTALL_TIMEOUT_MS + 60_000 },
   );
@@ -130,22 +76,6 @@ describe('the packed npm package, installed for production', { skip, timeout: 60
     for (const dev of Object.keys(PKG.devDependencies))
       assert.ok(!existsSync(join(npmPrefix, 'node_modules', dev)), `devDependency ${dev} is not installed`);
     assert.ok(existsSync(join(npmPrefix, 'node_modules/better-sqlite3/build/Release/better_sqlite3.node')));
-  });
-
-  it("the image's install (npm ci --omit=dev over the unpacked tarball) runs, with SQLite", () => {
-    const v = spawnSync(process.execPath, [join(imagePrefix, 'dist/cli/main.js'), '--version'], { encoding: 'utf8' });
-    assert.equal(v.status, 0, v.stderr);
-    assert.equal(v.stdout.trim(), PKG.version);
-    const db = spawnSync(
-      process.execPath,
-      [
-        '-e',
-        "const D = require('better-sqlite3'); console.log(new D(':memory:').prepare('select 40 + 2 as x').get().x)",
-      ],
-      { cwd: imagePrefix, encoding: 'utf8' },
-    );
-    assert.equal(db.stdout.trim(), '42', db.stderr);
-    assert.ok(!existsSync(join(imagePrefix, 'node_modules/typescript')), 'no devDependencies');
   });
 
   it('config check accepts the shipped examples (when the installed program has config check)', (t) => {
