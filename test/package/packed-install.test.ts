@@ -79,8 +79,9 @@ describe('the packed npm package, installed for production', { skip, timeout: IN
   });
 
   it('config check accepts the shipped examples (when the installed program has config check)', (t) => {
-    const help = spawnSync(bin, ['config', 'check', '--help'], { encoding: 'utf8' });
-    if (help.status !== 0) {
+    // An unknown command answers `--help` with the program's help, so look for the command itself.
+    const help = spawnSync(bin, ['--help'], { encoding: 'utf8' });
+    if (!/^  config\b/m.test(help.stdout)) {
       // TODO(lead): `config check` is being added in parallel; once merged this branch never runs.
       t.skip('this build has no `svc-serving config check`');
       return;
@@ -146,19 +147,18 @@ describe('the packed npm package, installed for production', { skip, timeout: IN
         return (await res.json()) as {
           schema: string;
           expected_host: string;
-          sources: { owner: string; status: string }[];
+          sources: { owner: string; status: string; records: { owner: string; kind: string }[] }[];
         };
       };
-      const result = await eventually(async () => {
-        const r = await read();
-        return r.sources[0]?.status === 'complete' ? r : undefined;
+      // The router's record of the chat completion reaches the controller's view.
+      const router = await eventually(async () => {
+        const source = (await read()).sources.find((s) => s.owner === 'router');
+        return source?.status === 'complete' && source.records.length > 0 ? source : undefined;
       }, 10_000);
+      assert.ok(router.records.every((r) => r.owner === 'router'));
+      const result = await read();
       assert.equal(result.schema, 'svc-workloads/v1');
       assert.equal(result.expected_host, 'local');
-      assert.deepEqual(
-        result.sources.map((s) => s.owner),
-        ['router'],
-      );
     });
 
     it("the Dockerfile's HEALTHCHECK command passes on a live /healthz and fails on a dead port", async (t) => {
