@@ -19,6 +19,8 @@ const SECRETS = {
   FLEET_NATS_PASSWORD: 'f',
   SVC_READER_TOKEN: 'r',
   SVC_ROUTER_KEYS: 'k',
+  SVC_DASHBOARD_TOKEN: 'd',
+  GRAFANA_ADMIN_PASSWORD: 'g',
 };
 
 describe('deployment files stay valid', () => {
