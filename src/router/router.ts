@@ -35,6 +35,10 @@ import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
 import { envVar } from '../config/env-var.js';
+import { startTracing, type Tracing } from '../telemetry/tracing.js';
+import { emitRequestSpan, serverAddress } from '../telemetry/request-span.js';
+import type { TerminalRecord } from '../schema/terminal-record.js';
+import type { RequestTrace } from '../telemetry/trace-context.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -249,6 +253,28 @@ async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry:
 }
 
 /**
+ * A request's span from its terminal record: `server.address` is the replica that answered
+ * (its host and port only), read from the routing table the request's alias has now.
+ */
+function requestSpans(
+  tracing: Tracing,
+  routing: RoutingState,
+  log: Logger,
+): (record: TerminalRecord, trace: RequestTrace) => void {
+  return (record, trace) => {
+    try {
+      const replica = record.upstream_replica;
+      const up = record.model === null || replica == null ? undefined : routing.table.upstreams.get(record.model);
+      const target = up?.route.replicas[replica!];
+      emitRequestSpan(tracing, record, trace, target ? serverAddress(target.origin) : undefined);
+    } catch (err) {
+      // A span is never worth a request's bookkeeping.
+      log.warn({ errName: (err as Error)?.name }, 'request span not made');
+    }
+  };
+}
+
+/**
  * The router: an OpenAI-compatible gateway (routerApp), its records (router-records.ts), its
  * routing table (routing-table.ts, replaced by reload()), and its workload view: `/v1/workloads`
  * answers from the same fold a controller uses.
@@ -264,11 +290,20 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const routing: RoutingState = {
     table: buildRoutingTable(cfg.models, cfg.routingConfigHash, env, cfg.readinessTtlMs, credentials),
   };
-  const records: RouterRecords = openRouterRecords(
-    cfg,
-    log,
-    (alias) => routing.table.upstreams.get(alias)?.admission.queued ?? 0,
-  );
+  // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
+  const tracing = await startTracing(log);
+  let records: RouterRecords;
+  try {
+    records = openRouterRecords(
+      cfg,
+      log,
+      (alias) => routing.table.upstreams.get(alias)?.admission.queued ?? 0,
+      tracing ? requestSpans(tracing, routing, log) : undefined,
+    );
+  } catch (err) {
+    await tracing?.release();
+    throw err;
+  }
   const { registry, metrics } = records;
   const knownCredential = (authorization: string | string[] | undefined): boolean => {
     const token = policy ? bearerToken(authorization) : undefined;
@@ -289,6 +324,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
       log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
     ),
+    spanIds: tracing?.ids,
   };
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
   const ownsBus = deps.bus === undefined;
@@ -317,6 +353,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     stopNatsMetrics();
     if (ownsBus) await bus.close();
     records.close();
+    // The spans of the last requests are exported before the process goes.
+    await tracing?.release();
   };
   let url: string;
   try {
