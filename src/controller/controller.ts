@@ -19,6 +19,8 @@ import { isCredentialText } from '../router/api-keys.js';
 import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
+import { startTracing } from '../telemetry/tracing.js';
+import { ReadSpans } from '../telemetry/read-spans.js';
 import { DEFAULT_CONTAINER_SOCKET, startRecipeActors } from '../actors/recipe-actor.js';
 import { takeProcessLock } from '../stores/process-lock.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
@@ -69,6 +71,8 @@ export type ControllerDeps = ServerDeps;
 export async function buildControllerApp(deps: {
   logger: Logger;
   policy: AuthorizationPolicy;
+  /** Spans of the reads, while traces are exported. */
+  spans?: ReadSpans | undefined;
   view: NodeView;
   allowedHosts?: () => readonly string[] | undefined;
   jobs?: JobService;
@@ -100,10 +104,12 @@ export async function buildControllerApp(deps: {
     policy: deps.policy,
     tools: { node_workloads: read },
     ...(deps.requests ? { requestTools: requestToolsCall(deps.requests) } : {}),
+    spans: deps.spans,
   });
   await app.register(mcpRoutes, {
     policy: deps.policy,
     allowedHosts: deps.allowedHosts ?? (() => loopbackHosts(app)),
+    spans: deps.spans,
     tools: {
       node_workloads: {
         description:
@@ -224,12 +230,27 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
   }
   const stopJobs = startJobActors(cfg, jobs, bus, log);
   const recipeActors = startRecipeActors(cfg, bus, log);
+  // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
+  const tracing = await startTracing(log);
+  const spans = tracing ? new ReadSpans(tracing) : undefined;
   const responder = serveNodeWorkloads(
     bus,
     cfg.hostId,
     (f) => view.query(f),
     log,
-    (outcome) => metrics.read('nats', outcome),
+    (outcome, startedMs) => {
+      metrics.read('nats', outcome);
+      // A NATS request carries no trace context: the read is a trace of its own.
+      spans
+        ?.start(
+          'node_workloads',
+          'server',
+          undefined,
+          { 'svc.tool': 'node_workloads', 'svc.node': cfg.hostId },
+          startedMs,
+        )
+        .end({ 'svc.outcome': outcome }, outcome === 'ok' ? undefined : outcome);
+    },
   );
 
   const requests = busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS);
@@ -242,6 +263,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     requests,
     metrics: { metrics, requireAuth: cfg.metricsRequireAuth === true },
     failing: () => controllerFailing(jobs, nats.down),
+    spans,
   });
   let url: string;
   try {
@@ -255,6 +277,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     unlock();
     stopNatsMetrics();
     if (ownsBus) await bus.close();
+    await tracing?.release();
     throw err;
   }
   return {
@@ -272,6 +295,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
       view.stop();
       stopNatsMetrics();
       if (ownsBus) await bus.close();
+      await tracing?.release();
     },
   };
 }
