@@ -61,6 +61,9 @@ class StagedIds {
 
 let shared: { tracing: Promise<Tracing>; users: number } | undefined;
 
+/** Longest wait at a stop for the last spans' export. */
+const SHUTDOWN_WAIT_MS = 2_000;
+
 /**
  * The process's tracing when the environment asks for it (tracingRequested), else undefined.
  * Each caller gets the one shared SDK and releases it when it stops.
@@ -138,7 +141,14 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
     async release() {
       if (shared === undefined || --shared.users > 0) return;
       shared = undefined;
-      await sdk.shutdown();
+      // The last spans go out, but a collector that does not answer cannot hold the stop.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_WAIT_MS);
+        timer.unref();
+      });
+      await Promise.race([sdk.shutdown().catch(() => undefined), late]);
+      clearTimeout(timer);
     },
   };
 }
