@@ -81,7 +81,13 @@ export function requestSpanPlan(r: TerminalRecord, t: RequestTrace, server?: Ser
   if (t.dispatchedAt !== undefined) events.push({ name: 'dispatched', atMs: t.dispatchedAt });
   if (r.time_to_first_content_ms !== null)
     events.push({ name: 'first_content', atMs: startMs + r.time_to_first_content_ms });
-  return { name: r.model === null ? op : `${op} ${r.model}`, startMs, endMs, attributes: a, events, failed: failed(r) };
+  return { name: spanName(r), startMs, endMs, attributes: a, events, failed: failed(r) };
+}
+
+/** `<gen_ai.operation.name> <alias>`, or the operation alone when no configured alias was named. */
+function spanName(r: TerminalRecord): string {
+  const op = OPERATION_NAME[r.route];
+  return r.model === null ? op : `${op} ${r.model}`;
 }
 
 /** `server.address` and `server.port` of an engine URL (its host only: never a path or credentials). */
@@ -99,7 +105,6 @@ export function serverAddress(base: string): ServerAddress | undefined {
 export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestTrace, server?: ServerAddress): void {
   if (t.spanId === undefined) return;
   const { api } = tracing;
-  const p = requestSpanPlan(r, t, server);
   const parent =
     t.parentId === undefined
       ? api.ROOT_CONTEXT
@@ -110,12 +115,17 @@ export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestT
           isRemote: true,
           ...(t.traceState !== undefined ? { traceState: traceStateOf(api, t.traceState) } : {}),
         });
-  const span = tracing.startSpanWithIds(
-    p.name,
-    { kind: api.SpanKind.SERVER, startTime: p.startMs, attributes: p.attributes },
-    parent,
-    { traceId: t.traceId, spanId: t.spanId },
-  );
+  // Attributes after the start, not in its options: the SDK copies options' attributes twice
+  // more (for the sampler, which reads none of these), measured at a few percent of a request.
+  const startMs = parseTimestamp(r.started_at);
+  const span = tracing.startSpanWithIds(spanName(r), { kind: api.SpanKind.SERVER, startTime: startMs }, parent, {
+    traceId: t.traceId,
+    spanId: t.spanId,
+  });
+  // Not sampled: nothing more to work out.
+  if (!span.isRecording()) return;
+  const p = requestSpanPlan(r, t, server);
+  span.setAttributes(p.attributes);
   for (const e of p.events) span.addEvent(e.name, e.atMs);
   if (p.failed) span.setStatus({ code: api.SpanStatusCode.ERROR });
   span.end(p.endMs);

@@ -2,6 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
 import { connectNatsBus, type NatsBus } from '../../src/streams/nats-bus.js';
@@ -138,5 +140,30 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
     const f = await otlp.waitFor((x) => x.traceId === other);
     assert.equal(f.status.code, STATUS_ERROR);
     assert.equal(f.attributes['error.type'], 'SVC_ERR_NOT_FOUND');
+  });
+
+  it("an MCP tools/call on the fleet (the official MCP client) is a span of the caller's trace, with its per-node children", async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const parent = randomBytes(8).toString('hex');
+    const c = new Client({ name: 't', version: '1' });
+    await c.connect(
+      new StreamableHTTPClientTransport(new URL(`${fleet.url}/mcp`), {
+        requestInit: {
+          headers: { authorization: `Bearer ${p.tokens.reader}`, traceparent: `00-${traceId}-${parent}-01` },
+        },
+      }),
+    );
+    try {
+      const res = await c.callTool({ name: 'fleet_workloads', arguments: {} });
+      assert.notEqual(res.isError, true);
+    } finally {
+      await c.close();
+    }
+    const read = await otlp.waitFor((s) => s.traceId === traceId && s.name === 'tools/call fleet_workloads');
+    assert.equal(read.parentSpanId, parent);
+    assert.equal(read.attributes['http.route'], '/mcp');
+    assert.equal(read.status.code, STATUS_UNSET);
+    const child = await otlp.waitFor((s) => s.traceId === traceId && s.name === 'workloads node-a');
+    assert.equal(child.parentSpanId, read.spanId);
   });
 });
