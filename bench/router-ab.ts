@@ -10,11 +10,14 @@
  * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
  * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
  * main); append `:nolog` to run a router without its decision log, `:buf=N` for
- * `[server] buffer_size = N` (warm-up then runs past N). Default: `. bare`. Every router is configured as bench/router.ts
+ * `[server] buffer_size = N` (warm-up then runs past N), `:otlp` to export its traces over
+ * OTLP/HTTP (protobuf) to a receiver in this process that reads and drops them, every span
+ * sampled, as a collector on the host would take them. Default: `. bare`. Every router is configured as bench/router.ts
  * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
  * Reports only; exits 0 whatever it measures.
  */
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,30 +35,42 @@ interface Spec {
   readonly bufferSize: number | undefined;
   /** Extra node flags for the router process (`:semi=N` gives `--max-semi-space-size=N`). */
   readonly nodeArgs: string[];
+  /** Export traces to the bench's OTLP receiver. */
+  readonly otlp: boolean;
 }
 
 function parseSpec(arg: string): Spec {
   // Options are the known suffixes after the last colons; the rest is the target (a path may hold `:`).
   const parts = arg.split(':');
   const opts: string[] = [];
-  while (parts.length > 1 && /^(nolog|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
+  while (parts.length > 1 && /^(nolog|otlp|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
   const where = parts.join(':');
   if (where === 'bare') {
     if (opts.length > 0) throw new Error(`${arg}: the bare relay takes no options`);
-    return { label: 'bare', kind: 'bare', cli: '', decisionLog: false, bufferSize: undefined, nodeArgs: [] };
+    return {
+      label: 'bare',
+      kind: 'bare',
+      cli: '',
+      decisionLog: false,
+      bufferSize: undefined,
+      nodeArgs: [],
+      otlp: false,
+    };
   }
   const cli = where === '.' ? CLI : join(resolve(where), 'dist', 'cli', 'main.js');
   if (!existsSync(cli)) throw new Error(`${arg}: no built CLI at ${cli} (run npm run build there)`);
   let decisionLog = true;
+  let otlp = false;
   let bufferSize: number | undefined;
   const nodeArgs: string[] = [];
   for (const o of opts) {
     if (o === 'nolog') decisionLog = false;
+    else if (o === 'otlp') otlp = true;
     else if (o.startsWith('semi=')) nodeArgs.push(`--max-semi-space-size=${o.slice(5)}`);
     else bufferSize = Number(o.slice(4));
   }
   if (bufferSize === 0) throw new Error(`${arg}: buf needs a positive number`);
-  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs };
+  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp };
 }
 
 function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
@@ -78,6 +93,25 @@ function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; re
   return out;
 }
 
+/** An OTLP/HTTP receiver that reads every export whole and drops it; counts the bytes. */
+async function startOtlpSink(): Promise<{ url: string; bytes: () => number; close: () => void }> {
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on('data', (c: Buffer) => (bytes += c.byteLength));
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const a = server.address();
+  return {
+    url: `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`,
+    bytes: () => bytes,
+    close: () => {
+      server.close();
+      server.closeAllConnections();
+    },
+  };
+}
+
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -88,6 +122,7 @@ await runBench('router-ab', async (tmp) => {
   const o = parseArgs(process.argv.slice(2));
   const key = randomBytes(16).toString('hex');
   const sim = await startSim();
+  const sink = o.specs.some((s) => s.otlp) ? await startOtlpSink() : undefined;
   const body = JSON.stringify({
     model: MODEL,
     messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }],
@@ -105,7 +140,12 @@ await runBench('router-ab', async (tmp) => {
         sim.url,
         dir,
         key,
-        { decisionLog: s.decisionLog, bufferSize: s.bufferSize, cli: s.cli },
+        {
+          decisionLog: s.decisionLog,
+          bufferSize: s.bufferSize,
+          cli: s.cli,
+          ...(s.otlp && sink ? { env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'svc-bench' } } : {}),
+        },
         s.nodeArgs,
       );
     }
@@ -148,5 +188,9 @@ await runBench('router-ab', async (tmp) => {
     process.stdout.write(
       `  ${s.label.padEnd(40)} ${median(per[k]!).toFixed(4)} ms   ${ratio.toFixed(3)}x the first (median of per-round ratios)\n`,
     );
+  }
+  if (sink) {
+    process.stdout.write(`OTLP receiver: ${sink.bytes()} bytes of exported spans read\n`);
+    sink.close();
   }
 });

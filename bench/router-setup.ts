@@ -47,6 +47,8 @@ export interface RouterSetup {
   readonly cli?: string;
   /** More engine origins: the alias gets `upstreams = [sim, ...these]` instead of `upstream`. */
   readonly moreReplicas?: readonly string[];
+  /** More environment for the router process (e.g. `OTEL_*` to export traces). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -89,7 +91,7 @@ export function startRouter(
   return spawnNode({
     name: 'router',
     args: [...nodeArgs, o.cli ?? CLI, 'router', 'serve', '--config', toml],
-    env: { ...process.env, [KEYS_ENV]: key },
+    env: { ...process.env, ...o.env, [KEYS_ENV]: key },
     listenLine: true,
   });
 }

@@ -20,6 +20,8 @@ import { isCredentialText } from '../auth/api-keys.js';
 import { ConfigError } from '../errors.js';
 import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
+import { startTracing } from '../telemetry/tracing.js';
+import { ReadSpans } from '../telemetry/read-spans.js';
 import { DEFAULT_CONTAINER_SOCKET, startRecipeActors } from '../actors/recipe-actor.js';
 import { takeProcessLock } from '../stores/process-lock.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
@@ -70,6 +72,8 @@ export type ControllerDeps = ServerDeps;
 export async function buildControllerApp(deps: {
   logger: Logger;
   policy: AuthorizationPolicy;
+  /** Spans of the reads, while traces are exported. */
+  spans?: ReadSpans | undefined;
   view: NodeView;
   allowedHosts?: () => readonly string[] | undefined;
   jobs?: JobService;
@@ -107,10 +111,12 @@ export async function buildControllerApp(deps: {
     policy: deps.policy,
     tools: { node_workloads: read },
     ...(deps.requests ? { requestTools: requestToolsCall(deps.requests) } : {}),
+    spans: deps.spans,
   });
   await app.register(mcpRoutes, {
     policy: deps.policy,
     allowedHosts: deps.allowedHosts ?? (() => loopbackHosts(app)),
+    spans: deps.spans,
     tools: {
       node_workloads: {
         description:
@@ -227,6 +233,7 @@ function startBusWork(
   bus: Bus,
   jobs: JobService,
   fold: { view: NodeView; metrics: ControllerMetrics },
+  spans: ReadSpans | undefined,
   log: Logger,
 ): { stop(): Promise<void> } {
   const stopJobs = startJobActors(cfg, jobs, bus, log);
@@ -236,7 +243,19 @@ function startBusWork(
     cfg.hostId,
     (f) => fold.view.query(f),
     log,
-    (outcome) => fold.metrics.read('nats', outcome),
+    (outcome, startedMs) => {
+      fold.metrics.read('nats', outcome);
+      // A NATS request carries no trace context: the read is a trace of its own.
+      spans
+        ?.start(
+          'node_workloads',
+          'server',
+          undefined,
+          { 'svc.tool': 'node_workloads', 'svc.node': cfg.hostId },
+          startedMs,
+        )
+        .end({ 'svc.outcome': outcome }, outcome === 'ok' ? undefined : outcome);
+    },
   );
   return {
     async stop() {
@@ -283,7 +302,10 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     if (ownsBus) await bus.close();
     throw err;
   }
-  const work = startBusWork(cfg, bus, jobs, fold, log);
+  // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
+  const tracing = await startTracing(log);
+  const spans = tracing ? new ReadSpans(tracing) : undefined;
+  const work = startBusWork(cfg, bus, jobs, fold, spans, log);
   const nats = watchNats(bus);
   const stopAll = async (): Promise<void> => {
     nats.stop();
@@ -291,6 +313,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     unlock();
     fold.stop();
     if (ownsBus) await bus.close();
+    await tracing?.release();
   };
   let app: FastifyInstance;
   let url: string;
@@ -303,6 +326,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
       requests: busRequestAsker(bus, [{ hostId: cfg.hostId }], ROUTER_LOOKUP_TIMEOUT_MS),
       metrics: { metrics: fold.metrics, requireAuth: cfg.metricsRequireAuth === true },
       failing: () => controllerFailing(jobs, nats.down),
+      spans,
       tls,
     });
     url = await listen(app, cfg.listen.host, cfg.listen.port);

@@ -25,10 +25,11 @@ export function serveNodeWorkloads(
   host: string,
   query: (f: Filters) => NodeResult,
   logger?: Logger,
-  /** Called once per request with how it ended (the controller's read metrics). */
-  onRead?: (outcome: 'ok' | 'invalid' | 'error') => void,
+  /** Called once per request with how it ended (the controller's read metrics) and when it began (epoch ms). */
+  onRead?: (outcome: 'ok' | 'invalid' | 'error', startedMs: number) => void,
 ): BusService {
   return bus.serve(workloadsSubject(host), (data) => {
+    const startedMs = Date.now();
     try {
       if (data.byteLength > MAX_REQUEST_BYTES) throw new SvcError(ErrorCode.INVALID_INPUT);
       let args: unknown;
@@ -53,11 +54,11 @@ export function serveNodeWorkloads(
       }
       // Not even the sources without records fit: the fixed problem (a few dozen bytes).
       if (reply.byteLength > bus.maxPayload) throw new SvcError(ErrorCode.UNAVAILABLE);
-      onRead?.('ok');
+      onRead?.('ok', startedMs);
       return reply;
     } catch (err) {
       const code = err instanceof SvcError ? err.code : ErrorCode.INTERNAL;
-      onRead?.(code === ErrorCode.INVALID_INPUT ? 'invalid' : 'error');
+      onRead?.(code === ErrorCode.INVALID_INPUT ? 'invalid' : 'error', startedMs);
       if (code === ErrorCode.INTERNAL) logger?.error({ err }, 'node_workloads failed');
       return encoder.encode(JSON.stringify(problemFor(code)));
     }

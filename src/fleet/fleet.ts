@@ -21,6 +21,9 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { metricsAuth, metricsRoute, natsMetrics } from '../http/metrics-endpoint.js';
 import { FleetMetrics } from './fleet-metrics.js';
+import type { Context } from '@opentelemetry/api';
+import { startTracing } from '../telemetry/tracing.js';
+import { ReadSpans } from '../telemetry/read-spans.js';
 
 const encoder = new TextEncoder();
 
@@ -29,7 +32,8 @@ const encoder = new TextEncoder();
  * fleet result, each answer checked and cut as it arrives (FleetComposer): the fleet keeps
  * only records that were among the newest `limit` when they came, never every node's raw
  * bytes at once, and its work overlaps the wait for the slowest node. Pure composition lives
- * in FleetComposer; this only does the I/O.
+ * in FleetComposer; this only does the I/O. With `trace`, each node's read is a span of its
+ * own under the read's span (`workloads <node>`, its answer in `svc.node.answer`).
  */
 export async function fleetWorkloads(
   bus: Bus,
@@ -37,12 +41,14 @@ export async function fleetWorkloads(
   args: FilterArgs,
   timeoutMs: number,
   now: () => number = Date.now,
+  trace?: { readonly spans: ReadSpans; readonly parent: Context | undefined },
 ): Promise<FleetResult> {
   const payload = encoder.encode(JSON.stringify(args));
   const composer = new FleetComposer(nodes, resolveFilters(args));
   await Promise.all(
     nodes.map(async (n, i): Promise<void> => {
       if (n.sleeping) return composer.add(i, { kind: 'sleeping' });
+      const span = trace?.spans.start(`workloads ${n.hostId}`, 'client', trace.parent, { 'svc.node': n.hostId });
       let answer: NodeAnswer;
       try {
         answer = { kind: 'reply', data: await bus.request(workloadsSubject(n.hostId), payload, { timeoutMs }) };
@@ -50,6 +56,7 @@ export async function fleetWorkloads(
         // No responder, a timeout, a closed or refused connection: the node did not answer.
         answer = { kind: 'unreachable' };
       }
+      span?.end({ 'svc.node.answer': answer.kind }, answer.kind === 'reply' ? undefined : 'unreachable');
       composer.add(i, answer);
     }),
   );
@@ -60,8 +67,10 @@ export async function fleetWorkloads(
 export async function buildFleetApp(deps: {
   logger: Logger;
   policy: AuthorizationPolicy;
-  run: (args: FilterArgs) => Promise<FleetResult>;
+  run: (args: FilterArgs, trace?: Context) => Promise<FleetResult>;
   requests: RequestAsker;
+  /** Spans of the reads, while traces are exported. */
+  spans?: ReadSpans | undefined;
   /** `/metrics` over this registry; with `requireAuth`, only for a reader of the policy. */
   metrics?: { readonly registry: Registry; readonly requireAuth: boolean };
   /** `/readyz`'s failing checks; absent: ready while it serves. */
@@ -89,10 +98,12 @@ export async function buildFleetApp(deps: {
     policy,
     tools: { fleet_workloads: run },
     requestTools: requestToolsCall(requests),
+    spans: deps.spans,
   });
   await app.register(mcpRoutes, {
     policy,
     allowedHosts: () => loopbackHosts(app),
+    spans: deps.spans,
     tools: {
       fleet_workloads: {
         description:
@@ -126,8 +137,11 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     readConditions: () => fleetWorkloads(bus, cfg.nodes, { limit: 1 }, cfg.nodeTimeoutMs),
   });
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
-  const run = (args: FilterArgs): Promise<FleetResult> =>
-    metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs));
+  // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
+  const tracing = await startTracing(log);
+  const spans = tracing ? new ReadSpans(tracing) : undefined;
+  const run = (args: FilterArgs, parent?: Context): Promise<FleetResult> =>
+    metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs, Date.now, spans && { spans, parent }));
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);
   // Ready while its NATS connection is up (docs/decisions/0053).
   const nats = watchNats(bus);
@@ -139,6 +153,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     metrics: { registry: metrics.registry, requireAuth: cfg.metricsRequireAuth === true },
     failing: () => (nats.down() ? ['nats'] : []),
     tls,
+    spans,
   });
   let url: string;
   try {
@@ -147,6 +162,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
     nats.stop();
     stopNatsMetrics();
     if (ownsBus) await bus.close();
+    await tracing?.release();
     throw err;
   }
   return {
@@ -157,6 +173,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
       nats.stop();
       stopNatsMetrics();
       if (ownsBus) await bus.close();
+      await tracing?.release();
     },
   };
 }

@@ -15,12 +15,20 @@ import { FilterArgs, parseFilterArgs, type FilterArgs as FilterArgsT } from '../
 import { isNonIntegerNumber } from '../schema/json-numbers.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { NoQuery, jsonResponse, parsedByHandler, problemResponses } from '../http/route-schemas.js';
+import type { Context } from '@opentelemetry/api';
+import type { ReadSpans } from '../telemetry/read-spans.js';
 
 /**
  * One tool. A workload tool declares neither `inputSchema` nor `parse` (its arguments are the
  * workload filters); any other tool declares both: its own schema and its own strict parser,
  * whose InvalidArgumentError names the failing argument in a fixed sentence.
  */
+/** Where a call's spans go: the process's read spans and the caller's `traceparent` (undefined: no spans). */
+interface CallTrace {
+  readonly spans: ReadSpans;
+  readonly traceparent: string | string[] | undefined;
+}
+
 export interface McpTool<A = FilterArgsT> {
   readonly description: string;
   readonly grant: Grant;
@@ -30,7 +38,7 @@ export interface McpTool<A = FilterArgsT> {
   readonly inputSchema?: object;
   /** Reads the raw `arguments` (default: the workload filters' parser). */
   readonly parse?: (raw: unknown) => A;
-  readonly run: (args: A) => Promise<object> | object;
+  readonly run: (args: A, trace?: Context) => Promise<object> | object;
 }
 
 export interface McpRoutesOptions {
@@ -41,6 +49,8 @@ export interface McpRoutesOptions {
   /** `host:port` values a request's Host header may carry (DNS-rebinding guard). */
   /** Host values served (undefined: any, when not on loopback). */
   readonly allowedHosts: () => readonly string[] | undefined;
+  /** One span per tool call, while traces are exported. */
+  readonly spans?: ReadSpans | undefined;
 }
 
 // The filters' JSON Schema straight from the TypeBox schema: absent options are omitted, never null.
@@ -186,8 +196,9 @@ async function answerWithSdk(
   client: Client,
   req: FastifyRequest,
   reply: FastifyReply,
+  spans: ReadSpans | undefined,
 ): Promise<FastifyReply> {
-  const server = buildServer(tools, client);
+  const server = buildServer(tools, client, spans && { spans, traceparent: req.headers.traceparent });
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,
@@ -300,13 +311,13 @@ export const mcpRoutes: FastifyPluginAsync<McpRoutesOptions> = async (base: Fast
     const client = o.policy.identify(req.headers.authorization);
     const refused = refusedBeforeSdk(req.body);
     if (refused) return reply.code(refused.status).type('application/json').send(refused.answer);
-    return answerWithSdk(o.tools, client, req, reply);
+    return answerWithSdk(o.tools, client, req, reply, o.spans);
   });
   // Stateless: no server-initiated stream (GET) and no sessions to delete (DELETE); those and
   // every other method are 405 with `Allow: POST` from the app's not-found handler.
 };
 
-function buildServer(tools: McpRoutesOptions['tools'], client: Client): Server {
+function buildServer(tools: McpRoutesOptions['tools'], client: Client, trace: CallTrace | undefined): Server {
   const server = new Server({ name: 'svc-serving', version: PACKAGE_VERSION }, { capabilities: { tools: {} } });
   const visible = Object.entries(tools).filter(([, t]) => client.grants.has(t.grant));
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
@@ -320,14 +331,20 @@ function buildServer(tools: McpRoutesOptions['tools'], client: Client): Server {
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = visible.find(([name]) => name === request.params.name)?.[1];
     if (!tool) return { isError: true, content: [{ type: 'text' as const, text: 'Unknown tool or not permitted' }] };
+    const span = trace?.spans.start(`tools/call ${request.params.name}`, 'server', trace.traceparent, {
+      'svc.tool': request.params.name,
+      'http.route': '/mcp',
+    });
     try {
       const raw = request.params.arguments ?? {};
-      const result = await tool.run(tool.parse ? tool.parse(raw) : parseFilterArgs(raw));
+      const result = await tool.run(tool.parse ? tool.parse(raw) : parseFilterArgs(raw), span?.context);
+      span?.end();
       return {
         content: [{ type: 'text' as const, text: JSON.stringify(result) }],
         structuredContent: result as Record<string, unknown>,
       };
     } catch (err) {
+      span?.end(undefined, err instanceof SvcError ? err.code : 'internal');
       const title = err instanceof SvcError ? err.message : 'Internal error';
       return { isError: true, content: [{ type: 'text' as const, text: title }] };
     }

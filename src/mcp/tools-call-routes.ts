@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { AuthorizationPolicy, Grant } from '../auth/policy.js';
-import { ForbiddenError, InvalidInputError, NotFoundError } from '../errors.js';
+import { ForbiddenError, InvalidInputError, NotFoundError, SvcError } from '../errors.js';
 import { FleetResult, NodeResult } from '../schema/envelopes.js';
 import { FilterArgs, parseFilterArgs, resolveFilters } from '../schema/filters.js';
 import { FleetDiagnosis } from '../schema/diagnosis-search.js';
@@ -17,15 +17,22 @@ import {
 import { RequestDiagnosisArgs, SessionDiagnosisArgs } from './request-tools.js';
 import { nodeResultJson } from '../schema/result-json.js';
 import { NoQuery, jsonResponse, parsedByHandler, problemResponses } from '../http/route-schemas.js';
+import type { Context } from '@opentelemetry/api';
+import type { ReadSpan, ReadSpans } from '../telemetry/read-spans.js';
 
 export interface ToolsCallOptions {
   readonly policy: AuthorizationPolicy;
   /** The workload tools this process serves; another known tool is a 404 (not served here). */
   readonly tools: Partial<
-    Record<WorkloadToolName, (args: FilterArgs) => NodeResult | FleetResult | Promise<NodeResult | FleetResult>>
+    Record<
+      WorkloadToolName,
+      (args: FilterArgs, trace?: Context) => NodeResult | FleetResult | Promise<NodeResult | FleetResult>
+    >
   >;
   /** The request diagnosis tools (`requests:read`), each reading its own raw arguments. */
   readonly requestTools?: Partial<Record<RequestToolName, (args: unknown) => Promise<object>>>;
+  /** One span per call, while traces are exported (the tool gets its context for spans under it). */
+  readonly spans?: ReadSpans | undefined;
 }
 
 /** `/tools/call`'s body as parseToolCall and each tool's own parser read it. */
@@ -86,22 +93,44 @@ export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (base
     if (req.url.includes('?')) throw new InvalidInputError();
     const client = opts.policy.identify(req.headers.authorization);
     const { name, args } = parseToolCall(req.body);
-    if (!isWorkloadTool(name)) {
-      // No grant implies another: workloads:read never reads request metadata (CONTRACT.md).
-      if (!client.grants.has('requests:read')) throw new ForbiddenError();
-      const run = opts.requestTools?.[name];
-      if (!run) throw new NotFoundError();
-      return reply.type('application/json').send(await run(args));
+    const span = opts.spans?.start(`tools/call ${name}`, 'server', req.headers.traceparent, {
+      'svc.tool': name,
+      'http.route': '/tools/call',
+    });
+    try {
+      const answer = await callTool(opts, client, name, args, span);
+      span?.end({ 'http.response.status_code': 200 });
+      return reply.type('application/json').send(answer);
+    } catch (err) {
+      span?.end(undefined, err instanceof SvcError ? err.code : 'internal');
+      throw err;
     }
-    if (!client.grants.has('workloads:read')) throw new ForbiddenError();
-    const filters = parseFilterArgs(args);
-    const tool = opts.tools[name];
-    if (!tool) throw new NotFoundError();
-    const result = await tool(filters);
-    // A node's answer is sent with its records' texts reused (nodeResultJson); a fleet's as it is.
-    return reply.type('application/json').send('expected_host' in result ? nodeResultJson(result) : result);
   });
 };
+
+/** Runs the named tool for this client (its grant checked); the answer as it is sent. Thrown when: not granted, not served, bad arguments. */
+async function callTool(
+  opts: ToolsCallOptions,
+  client: ReturnType<AuthorizationPolicy['identify']>,
+  name: ReturnType<typeof parseToolCall>['name'],
+  args: unknown,
+  span: ReadSpan | undefined,
+): Promise<unknown> {
+  if (!isWorkloadTool(name)) {
+    // No grant implies another: workloads:read never reads request metadata (CONTRACT.md).
+    if (!client.grants.has('requests:read')) throw new ForbiddenError();
+    const run = opts.requestTools?.[name];
+    if (!run) throw new NotFoundError();
+    return run(args);
+  }
+  if (!client.grants.has('workloads:read')) throw new ForbiddenError();
+  const filters = parseFilterArgs(args);
+  const tool = opts.tools[name];
+  if (!tool) throw new NotFoundError();
+  const result = await tool(filters, span?.context);
+  // A node's answer is sent with its records' texts reused (nodeResultJson); a fleet's as it is.
+  return 'expected_host' in result ? nodeResultJson(result) : result;
+}
 
 /** Resolves filter defaults for a node read. */
 export function nodeRead(

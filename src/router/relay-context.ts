@@ -10,6 +10,7 @@ import type { UploadBudget } from './upload-budget.js';
 import type { LineBudget } from '../http/line-budget.js';
 import type { StreamObserver } from './stream-observer.js';
 import type { ErrorCode } from '../errors.js';
+import type { RequestTrace, SpanIds } from '../telemetry/trace-context.js';
 
 /*
  * The types the relay's modules share (relay.ts and relay-upstream, -stream, -record,
@@ -46,6 +47,8 @@ export interface RelayContext {
   readonly uploading: Set<ServerResponse>;
   /** Bounds the request bytes held while bodies arrive, across all requests. */
   readonly uploadBudget: UploadBudget;
+  /** Ids for the router's own request spans: set only when traces are exported (docs/operations.md). */
+  readonly spanIds: SpanIds | undefined;
 }
 
 /** What one exchange measured; turned into exactly one terminal record. */
@@ -93,6 +96,8 @@ export interface Caller {
   readonly sessionId: string | undefined;
   readonly workbenchRunId: string | undefined;
   readonly taskId: string | undefined;
+  /** The W3C trace it belongs to (the caller's, continued), or undefined: trace-context.ts. */
+  readonly trace: RequestTrace | undefined;
 }
 
 /**

@@ -16,6 +16,7 @@ import { multipartField, replaceMultipartField } from './multipart.js';
 import { appendMember, limitApiOf, prepareBody } from './relay-body.js';
 import { BodyAborted, BodyTooLarge, UploadsFull, newGatewayId, readBody, refuseUpload } from './relay-support.js';
 import type { Caller, RelayContext, Turned, Upstream } from './relay-context.js';
+import { requestTrace } from '../telemetry/trace-context.js';
 
 /** A request that may be routed: its alias's upstream and the exact bytes that go to it. */
 export interface Routable {
@@ -96,6 +97,8 @@ export function identify(
     sessionId: uncredential(ctx, sessionOf(req.headers)),
     workbenchRunId: uncredential(ctx, opaque(req.headers['x-svc-workbench-run-id'])),
     taskId: uncredential(ctx, opaque(req.headers['x-svc-task-id'])),
+    // Continued whether or not spans are exported: the engine's spans join the caller's trace.
+    trace: requestTrace(req.headers, ctx.spanIds, ctx.isCredential),
   };
 }
 

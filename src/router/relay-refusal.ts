@@ -38,7 +38,7 @@ export function turnAway(
   else sendRawError(res, t.code, t.param === undefined ? undefined : { param: t.param });
   const finishedMs = Date.now();
   const record = refusalRecord(c, t, res.statusCode, ctx, finishedMs);
-  ctx.registry.refused(c.gid, record, finishedMs);
+  ctx.registry.refused(c.gid, record, finishedMs, c.trace);
   if (ctx.failureLines.take(finishedMs))
     ctx.logger.info(
       { gateway_request_id: c.gid, status: record.status_code, refusal: record.refusal ?? null },

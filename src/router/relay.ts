@@ -12,6 +12,7 @@ import { terminalRecord } from './relay-record.js';
 import { headerFault, identify, readRequest, routeRequest, type Routable } from './relay-intake.js';
 import { noteUpload, turnAway } from './relay-refusal.js';
 import type { Caller, Exchange, RelayContext } from './relay-context.js';
+import { upstreamTraceparent } from '../telemetry/trace-context.js';
 
 export { cutUploads } from './relay-refusal.js';
 
@@ -99,6 +100,7 @@ function beginExchange(c: Caller, r: Routable, ctx: RelayContext): Exchange {
     taskId: c.taskId,
     queuedAt: null,
     stop: undefined,
+    trace: c.trace,
   };
   ctx.registry.begin(a);
   return {
@@ -230,6 +232,12 @@ async function dispatch(
   const { up } = r;
   const headers: Record<string, string> = { 'content-type': r.ct, 'x-request-id': x.a.gid };
   if (up.apiKey) headers['authorization'] = `Bearer ${up.apiKey}`;
+  // The one caller header that goes upstream (besides the content type): its trace, continued.
+  const trace = x.a.trace;
+  if (trace !== undefined) {
+    headers['traceparent'] = upstreamTraceparent(trace);
+    if (trace.traceState !== undefined) headers['tracestate'] = trace.traceState;
+  }
   const path = UPSTREAM_PATH[x.route];
   await pipeUpstream(up, path, headers, r.outBody, x, res, abort, ctx, clientGone);
 }

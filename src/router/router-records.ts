@@ -2,12 +2,14 @@ import { existsSync, lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { RouterConfig } from '../config/router-config.js';
+import type { TerminalRecord } from '../schema/terminal-record.js';
 import { pathFailure } from '../errors.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { RouterMetrics } from './metrics.js';
 import { DecisionLog } from './records/decision-log.js';
 import { InflightJournal, lockDecisionLog } from './records/inflight.js';
 import { RouterRegistry, logWriteError } from './records/router-registry.js';
+import type { RequestTrace } from '../telemetry/trace-context.js';
 
 /*
  * The router's records at start: its decision log (locked to this process), the registry
@@ -60,6 +62,8 @@ export function openRouterRecords(
   cfg: RouterConfig,
   log: Logger,
   queueDepth?: (alias: string) => number,
+  /** Makes a request's span from its terminal record (only when traces are exported). */
+  span?: (record: TerminalRecord, trace: RequestTrace) => void,
 ): RouterRecords {
   const opened = cfg.decisionLog ? openDecisionLog(cfg.decisionLog, log) : undefined;
   const decisionLog = opened?.decisionLog;
@@ -69,7 +73,12 @@ export function openRouterRecords(
     bufferSize: cfg.bufferSize,
     log: decisionLog,
     logger: log,
-    onFinish: (record, streamed) => metrics?.finished(record, streamed),
+    onFinish: span
+      ? (record, streamed, trace) => {
+          metrics?.finished(record, streamed);
+          if (trace !== undefined) span(record, trace);
+        }
+      : (record, streamed) => metrics?.finished(record, streamed),
   });
   metrics = new RouterMetrics(
     registry,

@@ -36,6 +36,10 @@ import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
 import { envVar } from '../config/env-var.js';
+import { startTracing, type Tracing } from '../telemetry/tracing.js';
+import { emitRequestSpan, serverAddress } from '../telemetry/request-span.js';
+import type { TerminalRecord } from '../schema/terminal-record.js';
+import type { RequestTrace } from '../telemetry/trace-context.js';
 
 const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
   ['/v1/chat/completions', 'chat.completions'],
@@ -257,6 +261,28 @@ async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry:
   for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
 }
 
+/**
+ * A request's span from its terminal record: `server.address` is the replica that answered
+ * (its host and port only), read from the routing table the request's alias has now.
+ */
+function requestSpans(
+  tracing: Tracing,
+  routing: RoutingState,
+  log: Logger,
+): (record: TerminalRecord, trace: RequestTrace) => void {
+  return (record, trace) => {
+    try {
+      const replica = record.upstream_replica;
+      const up = record.model === null || replica == null ? undefined : routing.table.upstreams.get(record.model);
+      const target = up?.route.replicas[replica!];
+      emitRequestSpan(tracing, record, trace, target ? serverAddress(target.origin) : undefined);
+    } catch (err) {
+      // A span is never worth a request's bookkeeping.
+      log.warn({ errName: (err as Error)?.name }, 'request span not made');
+    }
+  };
+}
+
 /** What every relay shares: the keys and credentials, the routing table, the records and the bounds. */
 function relayContext(
   cfg: RouterConfig,
@@ -266,6 +292,7 @@ function relayContext(
   credentials: ReadonlySet<string>,
   routing: RoutingState,
   log: Logger,
+  tracing: Tracing | undefined,
 ): RelayContext {
   return {
     cfg,
@@ -282,6 +309,7 @@ function relayContext(
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
       log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
     ),
+    spanIds: tracing?.ids,
   };
 }
 
@@ -302,17 +330,26 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const routing: RoutingState = {
     table: buildRoutingTable(cfg.models, cfg.routingConfigHash, env, cfg.readinessTtlMs, credentials),
   };
-  const records: RouterRecords = openRouterRecords(
-    cfg,
-    log,
-    (alias) => routing.table.upstreams.get(alias)?.admission.queued ?? 0,
-  );
+  // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
+  const tracing = await startTracing(log);
+  let records: RouterRecords;
+  try {
+    records = openRouterRecords(
+      cfg,
+      log,
+      (alias) => routing.table.upstreams.get(alias)?.admission.queued ?? 0,
+      tracing ? requestSpans(tracing, routing, log) : undefined,
+    );
+  } catch (err) {
+    await tracing?.release();
+    throw err;
+  }
   const { registry, metrics } = records;
   const knownCredential = (authorization: string | string[] | undefined): boolean => {
     const token = policy ? bearerToken(authorization) : undefined;
     return token !== undefined && policy!.authenticate(token) !== undefined;
   };
-  const ctx = relayContext(cfg, registry, keys, knownCredential, credentials, routing, log);
+  const ctx = relayContext(cfg, registry, keys, knownCredential, credentials, routing, log, tracing);
   const bus = deps.bus ?? (await openBus(cfg.nats, env, log, `svc-serving router ${cfg.hostId}`));
   const ownsBus = deps.bus === undefined;
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
@@ -340,6 +377,8 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     stopNatsMetrics();
     if (ownsBus) await bus.close();
     records.close();
+    // The spans of the last requests are exported before the process goes.
+    await tracing?.release();
   };
   let url: string;
   try {

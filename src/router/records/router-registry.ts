@@ -17,6 +17,7 @@ import type { InflightEntry } from './inflight-entry.js';
 import { mapActiveRequest, mapTerminalRequest, type RequestPhase } from '../../actors/router-mapping.js';
 import { TerminalRing } from './terminal-ring.js';
 import type { OwnerReading } from '../../actors/window.js';
+import type { RequestTrace } from '../../telemetry/trace-context.js';
 
 /** Terminal work stays in the window this long (the largest `recent_seconds`). */
 const WINDOW_MS = 86_400_000;
@@ -49,6 +50,8 @@ export interface ActiveRequest {
   queuedAt: number | null;
   /** Cuts the request short (the router is stopping); set by the relay. */
   stop: { abort(): void } | undefined;
+  /** The W3C trace it continues (sent upstream; its span made at the terminal record when traces are exported). */
+  readonly trace?: RequestTrace | undefined;
 }
 
 /** The `?active=1` view of one request (docs/api.md). */
@@ -107,7 +110,7 @@ export class RouterRegistry {
        * Called once per terminal record made in this process (metrics), with whether its answer
        * was relayed as a stream; not for records restored from the log (their process counted them).
        */
-      onFinish?: (record: TerminalRecord, streamed: boolean) => void;
+      onFinish?: (record: TerminalRecord, streamed: boolean, trace?: RequestTrace) => void;
     },
   ) {
     this.ring = new TerminalRing(opts.bufferSize);
@@ -143,6 +146,12 @@ export class RouterRegistry {
     if (!this.active.has(a.gid) || a.phase === phase) return;
     a.phase = phase;
     a.phaseAt = at;
+    // Noted for the request's span only when the router makes one (tracing on).
+    const t = a.trace;
+    if (t?.spanId !== undefined) {
+      if (phase === 'admitted') t.admittedAt = at;
+      else if (phase === 'dispatched') t.dispatchedAt = at;
+    }
     this.changed();
   }
 
@@ -160,7 +169,7 @@ export class RouterRegistry {
     this.opts.log?.appendJson(a.gid, json);
     this.hold(a.gid, record, finishedMs, json);
     this.finishedTotal++;
-    this.opts.onFinish?.(record, a.phase === 'streaming');
+    this.opts.onFinish?.(record, a.phase === 'streaming', a.trace);
     this.changed();
   }
 
@@ -168,12 +177,17 @@ export class RouterRegistry {
    * The terminal record of a request refused before routing (never in flight: no phase, no
    * journal entry): logged and buffered as finish() does, under its generated id.
    */
-  refused(gid: string, record: TerminalRecord, finishedMs = parseTimestamp(record.finished_at)): void {
+  refused(
+    gid: string,
+    record: TerminalRecord,
+    finishedMs = parseTimestamp(record.finished_at),
+    trace?: RequestTrace,
+  ): void {
     const json = terminalRecordJson(record);
     this.opts.log?.appendJson(gid, json);
     this.hold(gid, record, finishedMs, json);
     this.finishedTotal++;
-    this.opts.onFinish?.(record, false);
+    this.opts.onFinish?.(record, false, trace);
     this.changed();
   }
 

@@ -1,0 +1,169 @@
+import type { Logger } from 'pino';
+import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+import { parseTraceparent, type SpanIds } from './trace-context.js';
+
+/*
+ * OpenTelemetry traces, exported over OTLP only when the standard variables ask for it
+ * (CONTRACT.md, Telemetry: a deliberate difference from the SDK's default of exporting to
+ * localhost). The SDK is imported only then: a process that does not export pays nothing for
+ * it, not even the import. One SDK per process, shared by the servers `up` runs together.
+ */
+
+/** The OpenTelemetry API and SDK pieces a span maker needs (loaded lazily). */
+type Api = typeof import('@opentelemetry/api');
+
+/** True when the environment asks for traces over OTLP (docs/operations.md, Tracing). */
+export function tracingRequested(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (/^\s*true\s*$/i.test(env['OTEL_SDK_DISABLED'] ?? '')) return false;
+  const exporters = (env['OTEL_TRACES_EXPORTER'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (exporters.includes('otlp')) return true;
+  // `none` (or only exporters other than OTLP) with an endpoint set: still no export.
+  if (exporters.length > 0) return false;
+  return Boolean(env['OTEL_EXPORTER_OTLP_ENDPOINT']?.trim() || env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']?.trim());
+}
+
+/** A process's tracing, while traces are exported. */
+export interface Tracing {
+  readonly api: Api;
+  readonly tracer: Tracer;
+  /** Ids for spans whose id must be known before the span is made (the router's request span). */
+  readonly ids: SpanIds;
+  /**
+   * Starts a span whose trace and span ids were chosen beforehand (sent upstream while the
+   * request ran): the SDK's id generator hands them out for this one call.
+   */
+  startSpanWithIds(name: string, options: SpanOptions, parent: Context, ids: { traceId: string; spanId: string }): Span;
+  /** Exports every span ended so far. */
+  flush(): Promise<void>;
+  /** This server no longer makes spans; the last one to release it shuts the SDK down (exporting what is left). */
+  release(): Promise<void>;
+}
+
+/** The SDK's id generator, with ids staged for the next span (synchronous: nothing runs between stage and use). */
+class StagedIds {
+  traceId: string | undefined;
+  spanId: string | undefined;
+  constructor(private readonly random: { generateTraceId(): string; generateSpanId(): string }) {}
+  generateTraceId = (): string => {
+    const t = this.traceId;
+    this.traceId = undefined;
+    return t ?? this.random.generateTraceId();
+  };
+  generateSpanId = (): string => {
+    const s = this.spanId;
+    this.spanId = undefined;
+    return s ?? this.random.generateSpanId();
+  };
+}
+
+let shared: { tracing: Promise<Tracing>; users: number } | undefined;
+
+/** Longest wait at a stop for the last spans' export. */
+const SHUTDOWN_WAIT_MS = 2_000;
+
+/**
+ * The process's tracing when the environment asks for it (tracingRequested), else undefined.
+ * Each caller gets the one shared SDK and releases it when it stops.
+ */
+export async function startTracing(log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
+  if (!tracingRequested(env)) return undefined;
+  if (shared === undefined) {
+    const s = { tracing: loadTracing(log, env), users: 0 };
+    shared = s;
+    // A failed start leaves nothing behind: the next caller tries again.
+    s.tracing.catch(() => {
+      if (shared === s) shared = undefined;
+    });
+  }
+  shared.users++;
+  return shared.tracing;
+}
+
+/** Whether a resource attribute list (`OTEL_RESOURCE_ATTRIBUTES`) names the service. */
+const NAMES_SERVICE = /(?:^|,)\s*service\.name\s*=/;
+
+async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing> {
+  const [api, sdkNode, sdkTrace] = await Promise.all([
+    import('@opentelemetry/api'),
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/sdk-trace'),
+  ]);
+  const staged = new StagedIds(new sdkTrace.RandomIdGenerator());
+  const named = Boolean(env['OTEL_SERVICE_NAME']?.trim()) || NAMES_SERVICE.test(env['OTEL_RESOURCE_ATTRIBUTES'] ?? '');
+  const sdk = new sdkNode.NodeSDK({
+    // No metrics or logs over OTLP (Prometheus serves the metrics): traces only.
+    metricReaders: [],
+    logRecordProcessors: [],
+    instrumentations: [],
+    // Contexts are passed explicitly: no async context tracking, no global propagator.
+    // null: register none (the SDK's reading; its type says only undefined).
+    contextManager: null as unknown as undefined,
+    textMapPropagator: null,
+    idGenerator: staged,
+    // The process detector would export the command line; the environment and host are enough
+    // unless the operator names detectors (OTEL_NODE_RESOURCE_DETECTORS).
+    ...(env['OTEL_NODE_RESOURCE_DETECTORS']
+      ? {}
+      : { resourceDetectors: [sdkNode.resources.envDetector, sdkNode.resources.hostDetector] }),
+    ...(named ? {} : { serviceName: 'svc-serving' }),
+  });
+  sdk.start();
+  const protocol = (
+    env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ??
+    env['OTEL_EXPORTER_OTLP_PROTOCOL'] ??
+    'http/protobuf'
+  ).trim();
+  log.info({ protocol }, 'traces exported over OTLP');
+  const tracer = api.trace.getTracer('svc-serving');
+  const random = new sdkTrace.RandomIdGenerator();
+  return {
+    api,
+    tracer,
+    ids: { newTraceId: () => random.generateTraceId(), newSpanId: () => random.generateSpanId() },
+    startSpanWithIds(name, options, parent, ids) {
+      staged.traceId = ids.traceId;
+      staged.spanId = ids.spanId;
+      try {
+        return tracer.startSpan(name, options, parent);
+      } finally {
+        staged.traceId = staged.spanId = undefined;
+      }
+    },
+    async flush() {
+      // The global provider is a proxy; its delegate is the SDK's provider.
+      const proxy = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
+      const provider = (proxy.getDelegate?.() ?? proxy) as { forceFlush?: () => Promise<void> };
+      await provider.forceFlush?.();
+    },
+    async release() {
+      if (shared === undefined || --shared.users > 0) return;
+      shared = undefined;
+      // The last spans go out, but a collector that does not answer cannot hold the stop.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_WAIT_MS);
+        timer.unref();
+      });
+      await Promise.race([sdk.shutdown().catch(() => undefined), late]);
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * The context of a caller's W3C `traceparent` (HTTP headers), or the root context: the parent
+ * of a span a server makes for a caller's read.
+ */
+export function parentContext(api: Api, traceparent: string | string[] | undefined): Context {
+  const p = parseTraceparent(traceparent);
+  if (p === undefined) return api.ROOT_CONTEXT;
+  return api.trace.setSpanContext(api.ROOT_CONTEXT, {
+    traceId: p.traceId,
+    spanId: p.parentId,
+    traceFlags: p.flags,
+    isRemote: true,
+  });
+}
