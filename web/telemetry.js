@@ -2,6 +2,7 @@
 // keyed by their observed uuid (the driver's index can change), and the aggregate is labelled
 // as what it is: a display sum, not one unified memory capacity.
 import { send } from './link.js';
+import * as routerPanel from './router-panel.js';
 
 const $ = (id) => document.getElementById(id);
 /** Writes a live region's words only when they change (the same words again are not news). */
@@ -200,6 +201,7 @@ function clearCurrent(why) {
     c.note.textContent = 'not current: figures below are history only';
   }
   $('router-figures').hidden = true;
+  routerPanel.hide();
   // Only a router this dashboard reads can have figures that are "not current".
   if (routerWired === true) {
     say($('router-status'), 'router figures are not current');
@@ -275,6 +277,7 @@ export function onFrame(frame) {
   renderAggregate(frame.gpu);
   renderCards(frame.gpu);
   renderRouter(frame.router);
+  if (frame.router !== null && frame.router !== undefined) routerPanel.onFrame(frame);
   // Current only once the whole frame was drawn (a frame that cannot be read throws first).
   lastFrameAt = Date.now();
   lastIntervalMs = Number.isInteger(frame.gpu.interval_ms) && frame.gpu.interval_ms > 0 ? frame.gpu.interval_ms : 3000;
