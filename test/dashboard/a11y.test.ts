@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
-import { launchBrowser, serveDashboard, type Browser } from './support.js';
+import { fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
 import { startSmallFleet, type SmallFleet } from './fleet-support.js';
 
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -146,7 +146,8 @@ describe('dashboard Fleet view accessibility', { timeout: 120_000 }, () => {
         '--workload-fleet-url',
         fleet.fleetUrl,
       ],
-      fleet.policy.env,
+      // Ten cards: the Telemetry tab's compact table is checked here too.
+      { ...fleet.policy.env, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x10.csv') },
     );
     b = await launchBrowser();
   });
@@ -160,7 +161,10 @@ describe('dashboard Fleet view accessibility', { timeout: 120_000 }, () => {
   });
 
   it('axe-core finds no serious or critical violation on the Fleet view, with a node open, and on a phone', async () => {
-    await b.page.goto(`${dash.url}#workloads`);
+    await b.page.goto(dash.url);
+    await b.page.locator('#gpu-table tbody tr').nth(9).waitFor({ timeout: 10_000 });
+    assert.deepEqual(await serious(), [], 'Telemetry with ten cards (one table)');
+    await b.page.click('#tab-workloads');
     await b.page.fill('#credential', fleet.policy.tokens.reader);
     await b.page.click('#connect');
     await b.page.locator('#session-status', { hasText: 'ops-reader' }).waitFor();
