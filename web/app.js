@@ -4,6 +4,7 @@
 // travel only inside WebSocket messages: never in URLs, cookies or web storage.
 import * as link from './link.js';
 import * as telemetry from './telemetry.js';
+import * as fleet from './fleet.js';
 import * as requests from './requests.js';
 import * as workloads from './workloads.js';
 
@@ -41,6 +42,7 @@ function openSocket() {
     telemetry.onLinkLost();
     workloads.onLinkLost();
     requests.onLinkLost();
+    fleet.onLinkLost();
     setTimeout(openSocket, retryMs);
     retryMs = Math.min(retryMs * 2, 10000);
   });
@@ -75,9 +77,23 @@ function dispatch(frame) {
       } catch {
         workloads.onBadFrame();
       }
-      if (frame.type === 'connected') requests.onSession(true);
-      if (frame.type === 'disconnected' || (frame.type === 'workloads-denied' && frame.code !== 'invalid-filter'))
+      if (frame.type === 'connected') {
+        requests.onSession(true);
+        fleet.onSession(true);
+      }
+      if (frame.type === 'disconnected' || (frame.type === 'workloads-denied' && frame.code !== 'invalid-filter')) {
         requests.onSession(false);
+        fleet.onSession(false);
+      }
+      break;
+    case 'fleet':
+    case 'fleet-delta':
+    case 'fleet-denied':
+      try {
+        fleet.onFrame(frame);
+      } catch {
+        fleet.onBadFrame();
+      }
       break;
     case 'requests':
     case 'requests-denied':
@@ -105,9 +121,10 @@ function selectTab(name) {
   }
   workloads.onVisibilityChange();
   requests.onVisibilityChange();
+  fleet.onVisibilityChange();
 }
 
-const TABS = ['telemetry', 'workloads', 'requests'];
+const TABS = ['telemetry', 'workloads', 'requests', 'fleet'];
 for (const tab of TABS) {
   $(`tab-${tab}`).addEventListener('click', () => selectTab(tab));
   $(`tab-${tab}`).addEventListener('keydown', (ev) => {
@@ -132,11 +149,14 @@ for (const tab of TABS) {
 document.addEventListener('visibilitychange', () => {
   workloads.onVisibilityChange();
   requests.onVisibilityChange();
+  fleet.onVisibilityChange();
 });
 
 telemetry.init();
 workloads.init();
 requests.init();
+fleet.init();
 if (location.hash === '#workloads') selectTab('workloads');
 if (location.hash === '#requests') selectTab('requests');
+if (location.hash === '#fleet') selectTab('fleet');
 openSocket();

@@ -21,6 +21,11 @@ export function requestsVisible() {
   return activeTab === 'requests' && document.visibilityState === 'visible';
 }
 
+/** True while the Fleet tab is selected and the document is visible. */
+export function fleetVisible() {
+  return activeTab === 'fleet' && document.visibilityState === 'visible';
+}
+
 export function pollInterval() {
   return pollMs;
 }

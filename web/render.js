@@ -4,12 +4,12 @@
 // partial or unavailable.
 const $ = (id) => document.getElementById(id);
 
-const STATUS_WORDS = {
+export const STATUS_WORDS = {
   complete: '— the bounded query finished with no known omissions',
   partial: '— trust the records shown, but this is not the whole inventory',
   unavailable: '— the owner could not be read; this is not an empty or idle inventory',
 };
-const REASON_WORDS = {
+export const REASON_WORDS = {
   'no-observation': 'never heard from its owner',
   timeout: 'its observations are too old',
   'inspection-error': 'its owner could not inspect its store',
@@ -39,7 +39,7 @@ const FAILURE_WORDS = {
   refused: 'the controller refused the read',
 };
 
-function el(tag, text, className) {
+export function el(tag, text, className) {
   const e = document.createElement(tag);
   if (text !== undefined) e.textContent = text;
   if (className) e.className = className;
@@ -60,7 +60,7 @@ function age(ts) {
 }
 
 /** An element whose text is re-computed every second from its timestamp. */
-function ageSpan(prefix, ts) {
+export function ageSpan(prefix, ts) {
   const span = el('span', `${prefix}${age(ts)}`, 'age');
   span.dataset.ts = ts;
   span.dataset.prefix = prefix;
@@ -72,7 +72,7 @@ function ageSpan(prefix, ts) {
 }
 
 /** An element's words without its ticking ages (what a reader would be told is new). */
-function withoutAges(root) {
+export function withoutAges(root) {
   const copy = root.cloneNode(true);
   for (const a of copy.querySelectorAll('span.age')) a.remove();
   return copy.textContent;
@@ -89,7 +89,7 @@ function omitted(t) {
   return t.omitted === null ? 'count unknown' : String(t.omitted);
 }
 
-function badge(text, className) {
+export function badge(text, className) {
   return el('span', text, `badge ${className}`);
 }
 
@@ -158,7 +158,7 @@ export function renderNode(frame, filters) {
 }
 
 /** Why a source answered as it did, with the exact count left out when it is known. */
-function sourceWhy(s) {
+export function sourceWhy(s) {
   if (s.reason) return REASON_WORDS[s.reason] ?? s.reason;
   if (s.status !== 'partial') return '';
   const o = s.truncation.omitted;
@@ -168,13 +168,13 @@ function sourceWhy(s) {
 }
 
 /** "left out" for the node: exact when every source knows its count, else a lower bound. */
-function nodeOmitted(n) {
+export function nodeOmitted(n) {
   if (n.truncation.omitted !== null) return String(n.truncation.omitted);
   const known = n.sources.reduce((sum, s) => sum + (s.truncation.omitted ?? 0), 0);
   return known > 0 ? `at least ${known}, plus an unknown number` : 'count unknown';
 }
 
-const ACTIVE_STATES = new Set(['checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running']);
+export const ACTIVE_STATES = new Set(['checking', 'admitted', 'dispatched', 'streaming', 'queued', 'running']);
 
 /** Counts by owner and state on top: what is running, at a glance. */
 function renderCounts(n) {
@@ -265,7 +265,7 @@ function renderRecords(n, failure) {
   $('records').hidden = records.length === 0;
 }
 
-function recordRow(r) {
+export function recordRow(r) {
   {
     const tr = el(
       'tr',

@@ -2,6 +2,7 @@
 // keyed by their observed uuid (the driver's index can change), and the aggregate is labelled
 // as what it is: a display sum, not one unified memory capacity.
 import { send } from './link.js';
+import * as routerPanel from './router-panel.js';
 
 const $ = (id) => document.getElementById(id);
 /** Writes a live region's words only when they change (the same words again are not news). */
@@ -111,7 +112,78 @@ function cardFor(series) {
   return c;
 }
 
+/** From this many cards on, one compact table instead of a pair of charts per card. */
+const COMPACT_AT = 8;
+
+function pct(used, total) {
+  return typeof used === 'number' && typeof total === 'number' && total > 0 ? Math.round((used / total) * 100) : null;
+}
+
+/** A bar with its words beside it: the words carry the figure, the bar only helps the eye. */
+function bar(percent, text) {
+  const td = el('td', undefined, 'bar-cell');
+  const track = el('span', undefined, 'bar');
+  track.setAttribute('aria-hidden', 'true');
+  const fill = el('span', undefined, 'bar-fill');
+  fill.style.width = `${percent ?? 0}%`;
+  track.append(fill);
+  td.append(track, el('span', text));
+  return td;
+}
+
+/**
+ * Eight cards or more: one row a card (index, name, memory used / total with its share,
+ * utilization, temperature, power), the latest sample only. A card missing from it keeps its
+ * row, marked, until it ages out of the history, as a chart would keep its history.
+ */
+function renderTable(gpu) {
+  for (const c of charts.values()) {
+    c.plot?.destroy();
+    c.root.remove();
+  }
+  charts.clear();
+  const current = new Map(gpu.cards.map((card) => [card.uuid, card]));
+  const rows = gpu.series.map((s) => {
+    const card = current.get(s.uuid);
+    const tr = el('tr', undefined, card ? '' : 'stale');
+    tr.dataset.uuid = s.uuid;
+    const head = el('th', `GPU ${s.index}`);
+    head.scope = 'row';
+    head.title = s.uuid;
+    if (!card) {
+      tr.append(head, el('td', s.name), el('td', 'not in the latest sample', 'warn'), el('td'), el('td'), el('td'));
+      return tr;
+    }
+    const memPct = pct(card.memory_used_mib, card.memory_total_mib);
+    tr.append(
+      head,
+      el('td', s.name),
+      bar(
+        memPct,
+        `${known(card.memory_used_mib, gib)} / ${known(card.memory_total_mib, gib)} GiB${memPct === null ? '' : ` (${memPct} %)`}`,
+      ),
+      bar(
+        card.utilization_pct,
+        known(card.utilization_pct, (v) => `${v} %`),
+      ),
+      el(
+        'td',
+        known(card.temperature_c, (v) => `${v} °C`),
+      ),
+      el(
+        'td',
+        known(card.power_w, (v) => `${v} W`),
+      ),
+    );
+    return tr;
+  });
+  $('gpu-table').tBodies[0].replaceChildren(...rows);
+  $('gpu-table-box').hidden = false;
+}
+
 function renderCards(gpu) {
+  if (gpu.series.length >= COMPACT_AT) return renderTable(gpu);
+  $('gpu-table-box').hidden = true;
   const current = new Map(gpu.cards.map((card) => [card.uuid, card]));
   const alive = new Set();
   for (const s of gpu.series) {
@@ -199,7 +271,10 @@ function clearCurrent(why) {
     c.figures.textContent = '';
     c.note.textContent = 'not current: figures below are history only';
   }
+  // The compact table holds only the latest figures: none of them is current now.
+  $('gpu-table-box').hidden = true;
   $('router-figures').hidden = true;
+  routerPanel.hide();
   // Only a router this dashboard reads can have figures that are "not current".
   if (routerWired === true) {
     say($('router-status'), 'router figures are not current');
@@ -275,6 +350,7 @@ export function onFrame(frame) {
   renderAggregate(frame.gpu);
   renderCards(frame.gpu);
   renderRouter(frame.router);
+  if (frame.router !== null && frame.router !== undefined) routerPanel.onFrame(frame);
   // Current only once the whole frame was drawn (a frame that cannot be read throws first).
   lastFrameAt = Date.now();
   lastIntervalMs = Number.isInteger(frame.gpu.interval_ms) && frame.gpu.interval_ms > 0 ? frame.gpu.interval_ms : 3000;

@@ -24,6 +24,7 @@ interface DashboardFlags {
   workloadControllerUrl?: string;
   workloadExpectedNode?: string;
   workloadAuthorizationPolicy?: string;
+  workloadFleetUrl?: string;
   tlsCertFile?: string;
   tlsKeyFile?: string;
   routerUrl?: string;
@@ -58,6 +59,11 @@ export function registerDashboardCommand(program: Command): void {
       once(),
     )
     .option(
+      '--workload-fleet-url <url>',
+      'fleet controller origin for the Fleet view (with the three --workload-* options; --workload-expected-node must be one of its nodes)',
+      once(),
+    )
+    .option(
       '--tls-cert-file <path>',
       'PEM certificate chain: serve HTTPS (with --tls-key-file; re-read on SIGHUP)',
       once(),
@@ -80,6 +86,7 @@ export function registerDashboardCommand(program: Command): void {
             workloadControllerUrl: flags.workloadControllerUrl,
             workloadExpectedNode: flags.workloadExpectedNode,
             workloadAuthorizationPolicy: flags.workloadAuthorizationPolicy,
+            workloadFleetUrl: flags.workloadFleetUrl,
             tlsCertFile: flags.tlsCertFile,
             tlsKeyFile: flags.tlsKeyFile,
             routerUrl: flags.routerUrl,

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { holdFleetAnswer, holdRouterAnswer } from '../schema/answer-checks.js';
-import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
+import { holdFleetFor, holdRouterAnswer } from '../schema/answer-checks.js';
+import { checkNodeResult, type FleetResult, type NodeResult } from '../schema/envelopes.js';
 import { FILTER_NAMES, parseFilterArgs, resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { isHostId } from '../schema/primitives.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
@@ -149,13 +149,14 @@ async function fleetWorkloads(o: RawWorkloadOptions, t: OptionTracker): Promise<
     // A fleet waits up to its node_timeout_ms for a hanging node: say so on a read timeout.
     if (res.kind === 'timeout') throw snapshotFailure('fleetTimeout');
     if (res.kind !== 'json') throw failureFor(res, 'fleetNotServed');
-    if (res.status !== 200 || !checkFleetResult.Check(res.body)) throw snapshotFailure('malformed');
-    const fleet: FleetResult = res.body;
-    if (!fleet.nodes.some((n) => n.expected_host === expected)) throw snapshotFailure('fleetIdentity');
-    // The fleet's own checks, applied to what its controller says: every node entry, and a
-    // status or count no more hopeful than the nodes support.
-    const held = holdFleetAnswer(fleet, resolveFilters(filters));
-    if (held !== undefined) throw snapshotFailure(held === 'wrong-identity' ? 'fleetRecordIdentity' : 'malformed');
+    if (res.status !== 200) throw snapshotFailure('malformed');
+    // The expected node among the declared ones, then the fleet's own checks applied to what
+    // its controller says (the dashboard's Fleet view holds it to the same, holdFleetFor).
+    const held = holdFleetFor(res.body, expected, resolveFilters(filters));
+    if (held === 'not-declared') throw snapshotFailure('fleetIdentity');
+    if (held === 'wrong-identity') throw snapshotFailure('fleetRecordIdentity');
+    if (held === 'malformed') throw snapshotFailure('malformed');
+    const fleet: FleetResult = held;
     print(o.json === true, fleet, () => formatFleetResult(fleet, detectStyle(process.stdout, process.env)));
   } finally {
     await reader.close();

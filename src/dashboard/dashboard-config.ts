@@ -17,6 +17,8 @@ export interface DashboardOptions {
   readonly workloadControllerUrl?: string | undefined;
   readonly workloadExpectedNode?: string | undefined;
   readonly workloadAuthorizationPolicy?: string | undefined;
+  /** The fleet controller the Fleet view reads (`--workload-fleet-url`, a bare origin; decision 0078). */
+  readonly workloadFleetUrl?: string | undefined;
   /** The router's `/metrics` URL, for router figures in the telemetry tab (set by `up`). */
   readonly routerMetricsUrl?: string | undefined;
   /** The router the Requests view reads (`--router-url`, a bare origin). */
@@ -152,6 +154,30 @@ export function workloadService(o: DashboardOptions, env: NodeJS.ProcessEnv, gat
   }
   if (gate.collidesWith(policy)) return { enabled: false, reason: 'collision' };
   return { enabled: true, origin, expectedNode: o.workloadExpectedNode, policy };
+}
+
+/** Why the Fleet view is off. Logged as this code only: never a URL or a value. */
+export type FleetDisabledReason = 'not-configured' | 'needs-workload-reads' | 'invalid-fleet-url';
+
+/**
+ * The fleet controller the Fleet view reads (decision 0078): `--workload-fleet-url`, on top
+ * of valid workload reads (the same policy checks the credential before it is forwarded, and
+ * the same expected node must be among the fleet's declared nodes). Never throws: like
+ * workload reads, a bad value disables the view with a fixed code and the dashboard starts.
+ */
+export function fleetService(
+  o: DashboardOptions,
+  service: WorkloadService,
+):
+  | { readonly enabled: true; readonly origin: string }
+  | { readonly enabled: false; readonly reason: FleetDisabledReason } {
+  if (o.workloadFleetUrl === undefined) return { enabled: false, reason: 'not-configured' };
+  if (!service.enabled) return { enabled: false, reason: 'needs-workload-reads' };
+  try {
+    return { enabled: true, origin: checkOrigin(o.workloadFleetUrl).origin };
+  } catch {
+    return { enabled: false, reason: 'invalid-fleet-url' };
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Pool, type Dispatcher } from 'undici';
-import { classifyAnswer } from '../schema/answer-checks.js';
-import type { NodeResult } from '../schema/envelopes.js';
+import { classifyAnswer, holdFleetFor } from '../schema/answer-checks.js';
+import type { FleetResult, NodeResult } from '../schema/envelopes.js';
+import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { resolveFilters, type FilterArgs } from '../schema/filters.js';
 import { PACKAGE_VERSION } from '../version.js';
 
@@ -32,19 +33,25 @@ const TIMEOUT_MS = 5_000;
 /** Longest one whole read may take: a controller that drips its answer byte by byte is a timeout. */
 export const READ_DEADLINE_MS = 10_000;
 
+/** A fleet answer holds up to 1000 records per node; the CLI's own cap for it. */
+const MAX_FLEET_BODY_BYTES = 16 * 1024 * 1024;
+
+type ToolCall =
+  | { readonly kind: 'body'; readonly data: Buffer }
+  | { readonly kind: 'failure'; readonly failure: ReadFailure }
+  | { readonly kind: 'aborted' };
+
 /**
- * The dashboard's one client of the declared controller. Like the CLI's reader: a Pool bound
+ * One `POST /tools/call` client of one declared origin. Like the CLI's reader: a Pool bound
  * to that single origin (the credential can go nowhere else), no proxy environment, no
- * redirects, per-wait timeouts, a deadline for the whole read and a bounded body. Each read carries the caller's credential
- * in its own Authorization header and can be aborted (Disconnect, a newer generation).
+ * redirects, per-wait timeouts, a deadline for the whole read and a bounded body. Each call
+ * carries the caller's credential in its own Authorization header and can be aborted
+ * (Disconnect, a newer generation).
  */
-export class ControllerReader {
+class ToolCaller {
   private readonly pool: Pool;
 
-  constructor(
-    origin: string,
-    private readonly expectedNode: string,
-  ) {
+  constructor(origin: string) {
     this.pool = new Pool(origin, {
       connections: 8,
       connect: { timeout: TIMEOUT_MS },
@@ -53,11 +60,17 @@ export class ControllerReader {
     });
   }
 
-  async read(credential: string, args: FilterArgs, signal: AbortSignal): Promise<ControllerRead> {
+  protected async call(
+    credential: string,
+    name: string,
+    args: FilterArgs,
+    maxBytes: number,
+    signal: AbortSignal,
+  ): Promise<ToolCall> {
     const deadline = AbortSignal.timeout(READ_DEADLINE_MS);
     const either = AbortSignal.any([signal, deadline]);
     // Cut by the caller (Disconnect, a newer generation): aborted; by the deadline: a timeout.
-    const cut = (err: unknown): ControllerRead =>
+    const cut = (err: unknown): ToolCall =>
       signal.aborted ? { kind: 'aborted' } : deadline.aborted ? { kind: 'failure', failure: 'timeout' } : failure(err);
     let res: Dispatcher.ResponseData;
     try {
@@ -71,7 +84,7 @@ export class ControllerReader {
           accept: 'application/json',
           'user-agent': `svc-serving-dashboard/${PACKAGE_VERSION}`,
         },
-        body: JSON.stringify({ name: 'node_workloads', arguments: args }),
+        body: JSON.stringify({ name, arguments: args }),
       });
     } catch (err) {
       return cut(err);
@@ -87,7 +100,7 @@ export class ControllerReader {
     try {
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
         size += chunk.length;
-        if (size > MAX_BODY_BYTES) {
+        if (size > maxBytes) {
           discard(res.body);
           return { kind: 'failure', failure: 'oversized' };
         }
@@ -96,16 +109,68 @@ export class ControllerReader {
     } catch (err) {
       return cut(err);
     }
-    // The fleet's checks of a node's answer: schema, identity (a different node is never
-    // shown as ours), all six sources in order, records of that host and owner, counts that
-    // add up, and a status no more hopeful than its sources support.
-    const c = classifyAnswer(this.expectedNode, { kind: 'reply', data: Buffer.concat(chunks) }, resolveFilters(args));
-    if (typeof c !== 'string') return { kind: 'result', result: c };
-    return { kind: 'failure', failure: c === 'wrong-identity' ? 'wrong-identity' : 'malformed' };
+    return { kind: 'body', data: Buffer.concat(chunks) };
   }
 
   async close(): Promise<void> {
     await this.pool.destroy().catch(() => undefined);
+  }
+}
+
+/** The dashboard's one client of the declared controller (`node_workloads`). */
+export class ControllerReader extends ToolCaller {
+  constructor(
+    origin: string,
+    private readonly expectedNode: string,
+  ) {
+    super(origin);
+  }
+
+  async read(credential: string, args: FilterArgs, signal: AbortSignal): Promise<ControllerRead> {
+    const r = await this.call(credential, 'node_workloads', args, MAX_BODY_BYTES, signal);
+    if (r.kind !== 'body') return r;
+    // The fleet's checks of a node's answer: schema, identity (a different node is never
+    // shown as ours), all six sources in order, records of that host and owner, counts that
+    // add up, and a status no more hopeful than its sources support.
+    const c = classifyAnswer(this.expectedNode, { kind: 'reply', data: r.data }, resolveFilters(args));
+    if (typeof c !== 'string') return { kind: 'result', result: c };
+    return { kind: 'failure', failure: c === 'wrong-identity' ? 'wrong-identity' : 'malformed' };
+  }
+}
+
+export type FleetRead =
+  | { readonly kind: 'result'; readonly result: FleetResult }
+  | { readonly kind: 'failure'; readonly failure: ReadFailure | 'not-declared' }
+  | { readonly kind: 'aborted' };
+
+/**
+ * The dashboard's one client of the declared fleet controller (`fleet_workloads`, decision
+ * 0078). The answer is held to the checks `fleet workloads --expected-node` makes
+ * (holdFleetFor): the expected node among the declared ones, then the fleet's own checks.
+ */
+export class FleetReader extends ToolCaller {
+  constructor(
+    origin: string,
+    private readonly expectedNode: string,
+  ) {
+    super(origin);
+  }
+
+  async read(credential: string, args: FilterArgs, signal: AbortSignal): Promise<FleetRead> {
+    const r = await this.call(credential, 'fleet_workloads', args, MAX_FLEET_BODY_BYTES, signal);
+    if (r.kind !== 'body') return r;
+    let body: unknown;
+    try {
+      const text = new TextDecoder('utf-8', { fatal: true }).decode(r.data);
+      body = JSON.parse(text);
+      // A member named twice: JSON.parse kept the last copy, another reader may keep the first.
+      if (hasDuplicateKey(text, body)) return { kind: 'failure', failure: 'malformed' };
+    } catch {
+      return { kind: 'failure', failure: 'malformed' };
+    }
+    const held = holdFleetFor(body, this.expectedNode, resolveFilters(args));
+    if (typeof held !== 'string') return { kind: 'result', result: held };
+    return { kind: 'failure', failure: held === 'not-declared' ? 'not-declared' : held };
   }
 }
 
@@ -130,7 +195,7 @@ const TIMEOUT_CODES: ReadonlySet<string> = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
 
-function failure(err: unknown): ControllerRead {
+function failure(err: unknown): { readonly kind: 'failure'; readonly failure: ReadFailure } {
   const code = (err as { code?: unknown } | null)?.code;
   return { kind: 'failure', failure: typeof code === 'string' && TIMEOUT_CODES.has(code) ? 'timeout' : 'unreachable' };
 }

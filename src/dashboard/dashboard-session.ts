@@ -4,7 +4,8 @@ import { parseFilterArgs, type FilterArgs } from '../schema/filters.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { TOKEN_RE, type TelemetryGate, type WorkloadService } from './dashboard-config.js';
-import { unavailableNode, type ControllerReader } from './dashboard-reader.js';
+import { unavailableNode, type ControllerReader, type FleetReader } from './dashboard-reader.js';
+import { FleetWatch } from './dashboard-fleet.js';
 import type { LineBudget } from '../http/line-budget.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { diffNode, viewDigest } from './view-delta.js';
@@ -52,6 +53,8 @@ export interface SessionDeps {
   readonly refusedLines: LineBudget;
   /** The router the Requests view reads (undefined: none configured). */
   readonly requests?: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
+  /** The fleet controller the Fleet view reads (undefined: none configured). */
+  readonly fleet?: FleetReader | undefined;
 }
 
 /**
@@ -79,8 +82,11 @@ export class DashboardSession {
   /** Whether the connected client may see router requests (`requests:read` or `workloads:read`). */
   private requestsAllowed = false;
   private unwatchRequests: (() => void) | undefined;
+  private readonly fleet: FleetWatch | undefined;
 
-  constructor(private readonly d: SessionDeps) {}
+  constructor(private readonly d: SessionDeps) {
+    this.fleet = d.fleet ? new FleetWatch(d.fleet, (frame) => this.send(frame)) : undefined;
+  }
 
   /** Handles one client message; anything malformed is ignored without echoing it. */
   handle(raw: string): void {
@@ -95,6 +101,7 @@ export class DashboardSession {
     }
     if (msg['type'] === 'telemetry-auth') return this.telemetryAuth(msg['credential']);
     if (typeof msg['type'] === 'string' && msg['type'].startsWith('requests-')) return this.requestsMessage(msg);
+    if (msg['type'] === 'fleet-read') return this.fleetRead(msg['full'] === true);
     const gen = msg['gen'];
     if (typeof gen !== 'number' || !Number.isSafeInteger(gen) || gen < 0) return;
     // A member named twice (`"limit":5,"limit":6`) is a repeated filter: refused, never the
@@ -117,6 +124,7 @@ export class DashboardSession {
     this.credential = undefined;
     this.view = undefined;
     this.stopRequests();
+    this.fleet?.reset();
     this.unsubscribe?.();
   }
 
@@ -143,6 +151,7 @@ export class DashboardSession {
   private connect(gen: number, credential: unknown, filters: unknown): void {
     if (!this.advance(gen)) return;
     this.credential = undefined;
+    this.fleet?.reset();
     if (!this.d.service.enabled) return this.d.sink.send(DISABLED_FRAME);
     const client =
       typeof credential === 'string' && TOKEN_RE.test(credential)
@@ -222,6 +231,7 @@ export class DashboardSession {
     this.credential = undefined;
     this.view = undefined;
     this.stopRequests();
+    this.fleet?.reset();
     this.send({ type: 'disconnected', gen });
   }
 
@@ -280,6 +290,16 @@ export class DashboardSession {
         if (this.requestsAllowed) this.send({ type: 'requests-history', n: tag, session, history });
       });
     }
+  }
+
+  /**
+   * `fleet-read {full?}` (decision 0078): the declared fleet read with the connected
+   * client's credential, which the local policy granted `workloads:read` at Connect.
+   */
+  private fleetRead(full: boolean): void {
+    const code = !this.fleet ? 'not-configured' : this.credential === undefined ? 'not-connected' : undefined;
+    if (code || !this.fleet || this.credential === undefined) return this.send({ type: 'fleet-denied', code });
+    this.fleet.read(this.credential, full);
   }
 
   private deny(gen: number, code: DeniedCode): void {

@@ -17,7 +17,9 @@ const PAGE_FILES: readonly [route: string, file: string, type: string][] = [
   ['/link.js', 'link.js', 'text/javascript; charset=utf-8'],
   ['/workloads.js', 'workloads.js', 'text/javascript; charset=utf-8'],
   ['/requests.js', 'requests.js', 'text/javascript; charset=utf-8'],
+  ['/fleet.js', 'fleet.js', 'text/javascript; charset=utf-8'],
   ['/telemetry.js', 'telemetry.js', 'text/javascript; charset=utf-8'],
+  ['/router-panel.js', 'router-panel.js', 'text/javascript; charset=utf-8'],
   ['/render.js', 'render.js', 'text/javascript; charset=utf-8'],
   ['/style.css', 'style.css', 'text/css; charset=utf-8'],
 ];

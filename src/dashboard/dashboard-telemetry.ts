@@ -1,6 +1,7 @@
 import { formatTimestamp } from '../schema/primitives.js';
 import { GpuSampler, type CardSeries, type GpuTelemetry } from '../telemetry/gpu-sampler.js';
 import { scrapeRouterMetrics, type RouterFigures } from '../telemetry/router-metrics.js';
+import { RouterRates, parseRouterScrape, type RatePoint } from '../telemetry/router-rates.js';
 import type { FrameSink } from './dashboard-session.js';
 
 export interface TelemetryHubOptions {
@@ -19,6 +20,9 @@ export interface TelemetryHubOptions {
 export class TelemetryHub {
   private readonly sampler: GpuSampler;
   private router: RouterFigures | null = null;
+  /** The router panel's charts (rates and quantiles of the last 15 minutes) and the newest point not yet sent. */
+  private readonly rates = new RouterRates();
+  private newPoints: RatePoint[] = [];
   private readonly sinks = new Set<FrameSink>();
   private frame: string;
   /** Samples taken, and the number of the newest one sent: frames never go out older than one already sent. */
@@ -52,10 +56,17 @@ export class TelemetryHub {
   private async onSample(gpu: GpuTelemetry): Promise<void> {
     const n = ++this.samples;
     if (this.opts.routerMetricsUrl) {
-      const router = await scrapeRouterMetrics(this.opts.routerMetricsUrl, () => formatTimestamp(Date.now()));
+      let text: string | undefined;
+      const router = await scrapeRouterMetrics(
+        this.opts.routerMetricsUrl,
+        () => formatTimestamp(Date.now()),
+        (t) => (text = t),
+      );
       // A newer sample went out while this scrape ran: this one is older, and is not sent after it.
       if (n < this.sent) return;
       this.router = router;
+      const point = text === undefined ? this.rates.gap() : this.rates.add(parseRouterScrape(text, Date.now()));
+      this.newPoints = point ? [point] : [];
     }
     this.sent = n;
     this.frame = this.render(gpu);
@@ -91,10 +102,17 @@ export class TelemetryHub {
       type: 'telemetry',
       gpu: { ...figures, series_delta: seriesDelta, series_keep: gpu.series.map((s) => s.uuid) },
       router: this.router,
+      // The router panel's points: only the new one (the page keeps 15 minutes of them).
+      ...(this.opts.routerMetricsUrl ? { router_rates_delta: this.newPoints } : {}),
     });
   }
 
   private render(gpu: GpuTelemetry): string {
-    return JSON.stringify({ type: 'telemetry', gpu, router: this.router });
+    return JSON.stringify({
+      type: 'telemetry',
+      gpu,
+      router: this.router,
+      ...(this.opts.routerMetricsUrl ? { router_rates: this.rates.series() } : {}),
+    });
   }
 }

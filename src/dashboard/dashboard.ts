@@ -10,6 +10,7 @@ import { reloadableTls } from '../http/tls.js';
 import { NO_CREDENTIAL, NoQuery, problemResponses } from '../http/route-schemas.js';
 import {
   dashboardTls,
+  fleetService,
   routerSource,
   telemetryGate,
   workloadService,
@@ -18,7 +19,7 @@ import {
 } from './dashboard-config.js';
 import { RequestsWatcher, RouterReader } from './dashboard-requests.js';
 import { formatTimestamp } from '../schema/primitives.js';
-import { ControllerReader } from './dashboard-reader.js';
+import { ControllerReader, FleetReader } from './dashboard-reader.js';
 import { DashboardSession, type FrameSink } from './dashboard-session.js';
 import { registerPageRoutes } from './dashboard-static.js';
 import { TelemetryHub } from './dashboard-telemetry.js';
@@ -81,6 +82,8 @@ export interface DashboardApp {
   readonly app: FastifyInstance;
   readonly hub: TelemetryHub;
   readonly reader: ControllerReader | undefined;
+  /** The fleet controller the Fleet view reads, when configured (decision 0078). */
+  readonly fleet: FleetReader | undefined;
   readonly workloads: 'enabled' | DisabledReason;
   /** The router the Requests view reads, when one is configured (closed with the app). */
   readonly requests: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
@@ -98,6 +101,7 @@ interface SocketDeps {
   readonly reader: ControllerReader | undefined;
   readonly hub: TelemetryHub;
   readonly requests: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
+  readonly fleet: FleetReader | undefined;
 }
 
 /** `/ws`: no query string; the page's own Origin; a WebSocket upgrade (documentation; the route checks them). */
@@ -185,6 +189,7 @@ function sessionOpener(deps: SocketDeps): (socket: WsSocket) => DashboardSession
       logger: log,
       refusedLines,
       requests: deps.requests,
+      fleet: deps.fleet,
       subscribeTelemetry: (sink) => deps.hub.subscribe(sink),
     });
     socket.send(
@@ -245,6 +250,11 @@ export async function buildDashboard(
   else log.warn({ reason: service.reason }, 'workload reads disabled: every workload read gets the fixed denial');
   const router = routerSource(o, env);
   const reader = service.enabled ? new ControllerReader(service.origin, service.expectedNode) : undefined;
+  const fleetCfg = fleetService(o, service);
+  if (fleetCfg.enabled) log.info('fleet view enabled');
+  else if (fleetCfg.reason !== 'not-configured') log.warn({ reason: fleetCfg.reason }, 'fleet view disabled');
+  const fleet =
+    fleetCfg.enabled && service.enabled ? new FleetReader(fleetCfg.origin, service.expectedNode) : undefined;
   const hub = new TelemetryHub({
     nvidiaSmi: env['SVC_NVIDIA_SMI'] || 'nvidia-smi',
     intervalMs: o.sampleIntervalMs ?? 3_000,
@@ -272,7 +282,7 @@ export async function buildDashboard(
   app.addHook('onRequest', async (req) => {
     if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
-  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub, requests });
+  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub, requests, fleet });
   registerPageRoutes(app);
   // Ready whenever it serves: its sources' failures are shown on the page, where they belong
   // (docs/decisions/0053). The loopback Host guard above applies to these routes too.
@@ -281,6 +291,7 @@ export async function buildDashboard(
     app,
     hub,
     reader,
+    fleet,
     requests,
     workloads: service.enabled ? 'enabled' : service.reason,
     allowHosts(hosts) {
@@ -316,6 +327,7 @@ export async function startDashboard(
     url = await listen(d.app, o.host, o.port);
   } catch (err) {
     await d.reader?.close();
+    await d.fleet?.close();
     throw err;
   }
   if (isLoopbackHost(o.host)) d.allowHosts(new Set(loopbackHosts(d.app)));
@@ -327,6 +339,7 @@ export async function startDashboard(
       d.hub.stop();
       await d.close();
       await d.reader?.close();
+      await d.fleet?.close();
       await d.requests?.reader.close();
     },
   };

@@ -2,7 +2,7 @@
 // dashboard server diffs two successive reads with it, and the page applies what it sends
 // with the very same compiled module (served as /shared/view-delta.js), so that there is one
 // definition of "what changed" and "what the view is now", never a copy in each language.
-import type { NodeResult, SourceResult } from '../schema/envelopes.js';
+import type { FleetResult, NodeResult, SourceResult } from '../schema/envelopes.js';
 import type { WorkloadRecord } from '../schema/record.js';
 
 /** One record's changed top-level members (`set`) and members it no longer has (`unset`). */
@@ -52,11 +52,24 @@ export function canonicalJson(v: unknown): string {
  * security measure.
  */
 export function viewDigest(n: NodeResult): string {
+  return digestText(canonicalJson(sortedNode(n)));
+}
+
+/** A node with each source's records in id order (the order a delta leaves them in is not part of the view). */
+function sortedNode(n: NodeResult): NodeResult {
   const sources = n.sources.map((s) => ({
     ...s,
     records: [...s.records].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)),
   }));
-  const text = canonicalJson({ ...n, sources });
+  return { ...n, sources };
+}
+
+/** The Fleet view's digest: every member of the fleet and its nodes, as viewDigest says them. */
+export function fleetDigest(f: FleetResult): string {
+  return digestText(canonicalJson({ ...f, nodes: f.nodes.map(sortedNode) }));
+}
+
+function digestText(text: string): string {
   let a = 0x811c9dc5;
   let b = 0x01000193 ^ 0x5bd1e995;
   for (let i = 0; i < text.length; i++) {
@@ -172,4 +185,60 @@ export function applyNodeDelta(prev: NodeResult, d: NodeDelta): NodeResult {
     truncation: d.truncation,
   };
   return d.condition === null || d.condition === undefined ? out : { ...out, condition: d.condition };
+}
+
+/** One node of a fleet delta: what changed (`delta`), or the whole node (new, or a shape a delta cannot say). */
+export type FleetNodeDelta =
+  | { readonly host: string; readonly delta: NodeDelta }
+  | { readonly host: string; readonly node: NodeResult };
+
+/**
+ * What changed in the Fleet view (decision 0078): the fleet's own members, the declared
+ * hosts in order (a host no longer listed is gone), and only the nodes that differ.
+ */
+export interface FleetDelta {
+  readonly status: FleetResult['status'];
+  readonly collected_at: string;
+  readonly truncation: FleetResult['truncation'];
+  readonly hosts: readonly string[];
+  readonly nodes: readonly FleetNodeDelta[];
+}
+
+/** What turns fleet `prev` into `next`: nodes equal in both are left out. */
+export function diffFleet(prev: FleetResult, next: FleetResult): FleetDelta {
+  const before = new Map(prev.nodes.map((n) => [n.expected_host, n]));
+  const nodes: FleetNodeDelta[] = [];
+  for (const n of next.nodes) {
+    const old = before.get(n.expected_host);
+    if (old !== undefined && canonicalJson(old) === canonicalJson(n)) continue;
+    const delta =
+      old === undefined || old.condition !== undefined || n.condition !== undefined ? undefined : diffNode(old, n);
+    nodes.push(delta ? { host: n.expected_host, delta } : { host: n.expected_host, node: n });
+  }
+  return {
+    status: next.status,
+    collected_at: next.collected_at,
+    truncation: next.truncation,
+    hosts: next.nodes.map((n) => n.expected_host),
+    nodes,
+  };
+}
+
+/** Applies a fleet delta (a new object). Thrown when: a node it patches is not in `prev`. */
+export function applyFleetDelta(prev: FleetResult, d: FleetDelta): FleetResult {
+  const byHost = new Map(prev.nodes.map((n) => [n.expected_host, n]));
+  for (const nd of d.nodes) {
+    if ('node' in nd) byHost.set(nd.host, nd.node);
+    else {
+      const old = byHost.get(nd.host);
+      if (old === undefined) throw new Error('delta patches a node the view does not have');
+      byHost.set(nd.host, applyNodeDelta(old, nd.delta));
+    }
+  }
+  const nodes = d.hosts.map((h) => {
+    const n = byHost.get(h);
+    if (n === undefined) throw new Error('delta lists a node the view does not have');
+    return n;
+  });
+  return { schema: prev.schema, status: d.status, collected_at: d.collected_at, nodes, truncation: d.truncation };
 }

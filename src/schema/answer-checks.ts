@@ -1,5 +1,5 @@
 import { OWNERS, type NodeCondition, type ResultStatus } from './enums.js';
-import { checkNodeResult, type FleetResult, type NodeResult } from './envelopes.js';
+import { checkFleetResult, checkNodeResult, type FleetResult, type NodeResult } from './envelopes.js';
 import type { Filters } from './filters.js';
 import { hasDuplicateKey } from './json-duplicates.js';
 import { parseTimestamp } from './primitives.js';
@@ -160,6 +160,24 @@ export function holdFleetAnswer(fleet: FleetResult, f: Filters): NodeCondition |
   if (STATUS_RANK[status] > STATUS_RANK[fleet.status]) fleet.status = status;
   if (fleet.status === 'complete' && fleet.truncation.omitted !== 0) fleet.status = 'partial';
   return undefined;
+}
+
+/** Why a fleet answer read for one expected node is not believed. */
+export type FleetRefusal = 'malformed' | 'not-declared' | 'wrong-identity';
+
+/**
+ * A fleet answer as a reader who names the node it expects takes it (`fleet workloads
+ * --expected-node`, the dashboard's Fleet view): a fleet result has no identity of its own,
+ * so the expected node must be among its declared nodes, or it is not the fleet the operator
+ * meant (`not-declared`); then the fleet's own checks (holdFleetAnswer), lowering in place.
+ * Returns the fleet, or why it is refused (`wrong-identity`: a record of another host).
+ */
+export function holdFleetFor(body: unknown, expectedNode: string, f: Filters): FleetResult | FleetRefusal {
+  if (!checkFleetResult.Check(body)) return 'malformed';
+  if (!body.nodes.some((n) => n.expected_host === expectedNode)) return 'not-declared';
+  const held = holdFleetAnswer(body, f);
+  if (held === undefined) return body;
+  return held === 'wrong-identity' ? 'wrong-identity' : 'malformed';
 }
 
 /**

@@ -77,8 +77,15 @@ export function parseRouterMetrics(text: string): RouterModelFigures[] {
   }));
 }
 
-/** One bounded scrape; any failure is `unavailable` with no error text kept. */
-export async function scrapeRouterMetrics(metricsUrl: string, now: () => string): Promise<RouterFigures> {
+/**
+ * One bounded scrape; any failure is `unavailable` with no error text kept. `onText` is given
+ * the whole exposition of a scrape that succeeded (the router panel's rates read it).
+ */
+export async function scrapeRouterMetrics(
+  metricsUrl: string,
+  now: () => string,
+  onText?: (text: string) => void,
+): Promise<RouterFigures> {
   try {
     // A whole-scrape deadline: a router that drips its body must not hold the telemetry frames.
     const res = await request(metricsUrl, {
@@ -101,7 +108,9 @@ export async function scrapeRouterMetrics(metricsUrl: string, now: () => string)
       }
       chunks.push(chunk);
     }
-    return { status: 'ok', read_at: now(), models: parseRouterMetrics(Buffer.concat(chunks).toString('utf8')) };
+    const text = Buffer.concat(chunks).toString('utf8');
+    onText?.(text);
+    return { status: 'ok', read_at: now(), models: parseRouterMetrics(text) };
   } catch {
     return { status: 'unavailable', read_at: now() };
   }

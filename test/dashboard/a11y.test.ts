@@ -5,7 +5,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
-import { launchBrowser, type Browser } from './support.js';
+import { fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
+import { startSmallFleet, type SmallFleet } from './fleet-support.js';
 
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
@@ -56,6 +57,9 @@ describe('dashboard accessibility and phone layout', { timeout: 120_000 }, () =>
   it('axe-core finds no serious or critical violation (nor a heading-order problem) on any view', async () => {
     await b.page.goto(dashboardUrl);
     await b.page.locator('#gpu-status', { hasText: 'no GPU telemetry' }).waitFor();
+    // The router panel: three charts with their figures in words once two scrapes are in.
+    await b.page.locator('#router-charts .chart-card .figures', { hasText: 'requests ' }).waitFor({ timeout: 15_000 });
+    assert.equal(await b.page.locator('#router-charts .chart-card').count(), 3);
     assert.deepEqual(await serious(), [], 'Telemetry');
     await b.page.click('#tab-workloads');
     await b.page.fill('#credential', readFileSync(join(home, 'reader.token'), 'utf8').trim());
@@ -111,5 +115,70 @@ describe('dashboard accessibility and phone layout', { timeout: 120_000 }, () =>
     await b.page.keyboard.press('Enter');
     await b.page.locator('#session-status', { hasText: 'not connected' }).waitFor();
     assert.equal(await b.page.evaluate<string>('document.activeElement.id'), 'connect');
+  });
+});
+
+// The Fleet view, against a real fleet with a node down, a node opened, and on a phone.
+describe('dashboard Fleet view accessibility', { timeout: 120_000 }, () => {
+  let fleet: SmallFleet;
+  let dash: RunningProcess;
+  let b: Browser;
+  const serious = async (): Promise<string[]> => {
+    await b.page.evaluate(`${AXE};0`);
+    const violations = await b.page.evaluate<Violation[]>(
+      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => ({ target: n.target })) })))`,
+    );
+    return violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'heading-order')
+      .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  };
+
+  before(async () => {
+    fleet = await startSmallFleet(['node-a'], ['node-b']);
+    dash = await serveDashboard(
+      [
+        '--workload-controller-url',
+        fleet.controllers.get('node-a')!,
+        '--workload-expected-node',
+        'node-a',
+        '--workload-authorization-policy',
+        fleet.policy.path,
+        '--workload-fleet-url',
+        fleet.fleetUrl,
+      ],
+      // Ten cards: the Telemetry tab's compact table is checked here too.
+      { ...fleet.policy.env, SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x10.csv') },
+    );
+    b = await launchBrowser();
+  });
+  after(async () => {
+    try {
+      await b?.close();
+    } finally {
+      await dash?.stop();
+      await fleet?.stop();
+    }
+  });
+
+  it('axe-core finds no serious or critical violation on the Fleet view, with a node open, and on a phone', async () => {
+    await b.page.goto(dash.url);
+    await b.page.locator('#gpu-table tbody tr').nth(9).waitFor({ timeout: 10_000 });
+    assert.deepEqual(await serious(), [], 'Telemetry with ten cards (one table)');
+    await b.page.click('#tab-workloads');
+    await b.page.fill('#credential', fleet.policy.tokens.reader);
+    await b.page.click('#connect');
+    await b.page.locator('#session-status', { hasText: 'ops-reader' }).waitFor();
+    await b.page.click('#tab-fleet');
+    await eventually(async () => (await b.page.locator('#fleet-nodes tbody tr').count()) === 2, 15_000);
+    assert.deepEqual(await serious(), [], 'Fleet');
+    await b.page.click('#fleet-nodes tr[data-host="node-a"] button');
+    await b.page.locator('#fleet-node-title', { hasText: 'Node node-a' }).waitFor();
+    assert.deepEqual(await serious(), [], 'Fleet with a node open');
+    await b.page.setViewportSize({ width: 390, height: 844 });
+    const w = await b.page.evaluate<{ page: number; view: number }>(
+      '({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth })',
+    );
+    assert.ok(w.page <= w.view, `the page is ${w.page} px wide in a ${w.view} px window`);
+    assert.deepEqual(await serious(), [], 'Fleet on a phone');
   });
 });

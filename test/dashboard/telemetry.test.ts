@@ -176,6 +176,33 @@ describe('dashboard telemetry, and the fixed denial of a disabled workload servi
     assert.ok(!d.output().includes(policy.tokens.reader), 'the credential is never logged');
   });
 
+  it('ten cards are one compact table, a row a card, instead of twenty charts', async () => {
+    const d = await serve([], { SVC_NVIDIA_SMI: fakeNvidiaSmi('h100x10.csv') });
+    await b.page.goto(d.url);
+    await b.page.locator('#gpu-table tbody tr').nth(9).waitFor({ timeout: 10_000 });
+    assert.equal(await b.page.locator('#gpu-cards article').count(), 0, 'no per-card charts');
+    assert.equal(await b.page.locator('#gpu-table tbody tr').count(), 10);
+    const row = (i: number) => b.page.locator('#gpu-table tbody tr').nth(i).innerText();
+    // Card 0: 40960 of 81559 MiB, 87 %.
+    assert.match(
+      await row(0),
+      /^GPU 0\s+NVIDIA H100 80GB HBM3\s+40\.0 \/ 79\.6 GiB \(50 %\)\s+87 %\s+40 °C\s+100\.5 W$/,
+    );
+    assert.match(await row(2), /79\.1 \/ 79\.6 GiB \(99 %\)\s+100 %/);
+    assert.match(await row(9), /not reported \/ not reported GiB\s+not reported/, '[N/A] is not reported, never 0');
+    const width = await b.page.evaluate<string>("document.querySelector('#gpu-table tbody tr .bar-fill').style.width");
+    assert.equal(width, '50%', "the bar is the card's memory share");
+    await b.page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const w = await b.page.evaluate<{ page: number; view: number }>(
+        '({ page: document.documentElement.scrollWidth, view: document.documentElement.clientWidth })',
+      );
+      assert.ok(w.page <= w.view, 'the table scrolls inside its box on a phone');
+    } finally {
+      await b.page.setViewportSize({ width: 1280, height: 820 });
+    }
+  });
+
   it('refuses foreign Host headers (DNS rebinding) and cross-origin WebSocket upgrades', async () => {
     const d = await serve([]);
     const host = new URL(d.url).host;
