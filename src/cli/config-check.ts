@@ -287,7 +287,12 @@ function policyProblems(p: Static<typeof PolicyFile>, dir: string, found: Findin
       found.add(at, 'needs exactly one of credential_env or credential_file');
     if (c.credential_file !== undefined) {
       const why = fileProblem(resolve(dir, c.credential_file), 64 * 1024);
-      if (why) found.add([...at, 'credential_file'], why);
+      // A credential file that is not there yet is handed over at run time (systemd's
+      // LoadCredential, a mounted secret), as an unset *_env variable is: a warning, not an
+      // error, unless --strict. One that is there must be readable and not empty.
+      if (why === 'names a file that does not exist')
+        found.add([...at, 'credential_file'], 'names a file that does not exist here', 'warning');
+      else if (why) found.add([...at, 'credential_file'], why);
     }
   });
 }

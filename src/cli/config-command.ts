@@ -55,7 +55,7 @@ export function registerConfigCommand(program: Command): Command {
     )
     .argument('<file...>', 'configuration files (TOML); each is recognized by its tables')
     .option('--json', 'print a machine-readable report (svc-config-check/v1)')
-    .option('--strict', 'count warnings (environment variables not set here) as problems')
+    .option('--strict', 'count warnings (variables not set, credential files not present here) as problems')
     .addHelpText(
       'after',
       `
@@ -73,8 +73,9 @@ keys, the first the server would refuse. Problems read
 
 with LINE the key's line (or its table's; 0 when neither is written) and never a value from
 the file: an unknown key holding a secret is named (when it looks like a key), not echoed.
-A variable named by a *_env key that is not set here is a warning ("warning:"), since a build
-machine lacks the runtime environment; --strict makes it a problem. A valid file prints
+A variable named by a *_env key that is not set here, or a policy's credential_file that does
+not exist here (systemd's LoadCredential hands it over at run time), is a warning
+("warning:"), since a build machine lacks the runtime secrets; --strict makes it a problem. A valid file prints
 FILE: ok (KIND).`,
     )
     .action((files: string[], opts: { json?: boolean; strict?: boolean }) => {

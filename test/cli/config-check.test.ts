@@ -190,8 +190,23 @@ describe('config check: router, node, fleet, policy, recipe and manifest files (
     assert.equal(q.code, 2);
     assert.equal(
       q.stdout,
-      `${p2}:4: clients[0].credential_file: names a file that does not exist\n${p2}:6: clients[1].id: client is declared twice\n`,
+      `${p2}:4: clients[0].credential_file: warning: names a file that does not exist here\n${p2}:6: clients[1].id: client is declared twice\n`,
     );
+    // A credential file not there yet (systemd hands it over at run time) alone is a warning:
+    // exit 0, or 2 with --strict; one that is there but empty is an error.
+    const p3 = join(dir, 'p3.toml');
+    writeFileSync(p3, '[[clients]]\nid = "a"\ngrants = []\ncredential_file = "later.token"\n');
+    const later = await runCli(['config', 'check', p3]);
+    assert.equal(later.code, 0, later.stdout);
+    assert.match(
+      later.stdout,
+      /p3\.toml:4: clients\[0\]\.credential_file: warning: names a file that does not exist here\n.*p3\.toml: ok \(policy\)/s,
+    );
+    assert.equal((await runCli(['config', 'check', '--strict', p3])).code, 2);
+    writeFileSync(join(dir, 'later.token'), '');
+    const empty = await runCli(['config', 'check', p3]);
+    assert.equal(empty.code, 2);
+    assert.match(empty.stdout, /credential_file: names a file that is empty/);
   });
 
   it('warnings (a variable not set here) leave exit 0, or make it 2 with --strict; a set variable is no warning', async () => {
