@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually, spawnNode, type RunningProcess } from '../support/processes.js';
@@ -19,10 +19,16 @@ import {
  * The package as an npm user gets it: packed from a clean copy of the checkout (so `prepack`
  * must build the program), installed with `npm install --omit=dev svc-serving-X.tgz` into an
  * empty project that approves better-sqlite3's install script (`--strict-allow-scripts`: no
- * other dependency may need one), and run. Only an unreachable npm registry skips it.
- * image-install.test.ts installs the same tarball the container image's way.
+ * other dependency may need one), and run. Then the same tarball installed the container
+ * image's way (below). Only an unreachable npm registry skips them.
  */
 const skip = registryUnreachable();
+
+// One pack for both installs (prepack builds the program: once is enough).
+let packing: Promise<PackResult> | undefined;
+const packed = (): Promise<PackResult> => (packing ??= packCleanCopy());
+// Where the npm user's install compiled better-sqlite3, once it has.
+let userInstall: string | undefined;
 
 describe('the packed npm package, installed for production', { skip, timeout: INSTALL_TIMEOUT_MS + 120_000 }, () => {
   const npmPrefix = join(mkdtempSync(join(tmpdir(), 'svc-npm-user-')), 'project');
@@ -31,7 +37,7 @@ describe('the packed npm package, installed for production', { skip, timeout: IN
 
   before(
     async () => {
-      pack = await packCleanCopy();
+      pack = await packed();
       mkdirSync(npmPrefix);
       writeFileSync(
         join(npmPrefix, 'package.json'),
@@ -46,6 +52,7 @@ describe('the packed npm package, installed for production', { skip, timeout: IN
         ['install', '--omit=dev', '--no-audit', '--no-fund', '--strict-allow-scripts', pack.tarball],
         npmPrefix,
       );
+      userInstall = npmPrefix;
     },
     { timeout: INSTALL_TIMEOUT_MS + 60_000 },
   );
@@ -182,5 +189,64 @@ describe('the packed npm package, installed for production', { skip, timeout: IN
       assert.equal(check(`${routerUrl}/healthz`).status, 0);
       assert.equal(check('http://127.0.0.1:9/healthz').status, 1);
     });
+  });
+});
+
+/**
+ * The container image's production install, run here because no image can be built here: the
+ * packed tarball unpacked with package-lock.json, then `npm ci --omit=dev`, as the Dockerfile's
+ * install stage does (decision 0066). The dependency tree is resolved exactly as the image
+ * resolves it. The native build of better-sqlite3 is the npm user's above when both installs
+ * resolve the same better-sqlite3 version (it is the same compile: one is enough for CI's
+ * time), else this install compiles it from source as the image does.
+ */
+describe("the container image's install of the packed package", { skip, timeout: INSTALL_TIMEOUT_MS + 120_000 }, () => {
+  const imagePrefix = join(mkdtempSync(join(tmpdir(), 'svc-image-')), 'opt', 'svc-serving');
+
+  before(
+    async () => {
+      const pack = await packed();
+      mkdirSync(imagePrefix, { recursive: true });
+      const untar = spawnSync('tar', ['-xzf', pack.tarball, '-C', imagePrefix, '--strip-components=1']);
+      assert.equal(untar.status, 0);
+      copyFileSync(join(ROOT, 'package-lock.json'), join(imagePrefix, 'package-lock.json'));
+      const sqliteVersion = (prefix: string): string | undefined => {
+        const f = join(prefix, 'node_modules/better-sqlite3/package.json');
+        return existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as { version: string }).version : undefined;
+      };
+      const ci = ['ci', '--omit=dev', '--strict-allow-scripts', '--no-audit', '--no-fund'];
+      await run('npm', [...ci, '--ignore-scripts'], imagePrefix);
+      const built = userInstall && join(userInstall, 'node_modules/better-sqlite3/build');
+      if (built && existsSync(built) && sqliteVersion(userInstall!) === sqliteVersion(imagePrefix))
+        cpSync(built, join(imagePrefix, 'node_modules/better-sqlite3/build'), { recursive: true });
+      else
+        await run('npm', ['rebuild', 'better-sqlite3'], imagePrefix, {
+          npm_config_build_from_source: 'true',
+        });
+    },
+    { timeout: INSTALL_TIMEOUT_MS + 60_000 },
+  );
+
+  it('is the install the Dockerfile runs', () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    assert.match(dockerfile, /tar -xzf \/tmp\/svc-serving-\*\.tgz -C \/opt\/svc-serving --strip-components=1/);
+    assert.match(dockerfile, /cp package-lock\.json \/opt\/svc-serving\//);
+    assert.match(dockerfile, /npm_config_build_from_source=true npm ci --omit=dev --strict-allow-scripts/);
+  });
+
+  it("the image's install (npm ci --omit=dev over the unpacked tarball) runs, with SQLite", () => {
+    const v = spawnSync(process.execPath, [join(imagePrefix, 'dist/cli/main.js'), '--version'], { encoding: 'utf8' });
+    assert.equal(v.status, 0, v.stderr);
+    assert.equal(v.stdout.trim(), PKG.version);
+    const db = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        "const D = require('better-sqlite3'); console.log(new D(':memory:').prepare('select 40 + 2 as x').get().x)",
+      ],
+      { cwd: imagePrefix, encoding: 'utf8' },
+    );
+    assert.equal(db.stdout.trim(), '42', db.stderr);
+    assert.ok(!existsSync(join(imagePrefix, 'node_modules/typescript')), 'no devDependencies');
   });
 });
