@@ -1,8 +1,8 @@
-// The Requests tab: the router's requests in flight and the finished ones this dashboard saw,
-// with filters, and a search by request id or session id that opens the diagnosis. The
-// dashboard server reads the router with its own router credential (never sent here) and
-// diagnoses with `router diagnose`'s own pure code; this page only draws what it is sent.
-// No prompt or answer is ever shown: the router keeps none.
+// The Requests tab: the router's requests in flight and the finished ones it listed as
+// recent while this page watched, with filters, and a search by request id or session id
+// that opens the diagnosis. The dashboard server reads the router with its own router
+// credential (never sent here) and diagnoses with `router diagnose`'s own pure code; this
+// page only draws what it is sent. No prompt or answer is ever shown: the router keeps none.
 import { requestsVisible, send } from './link.js';
 
 const $ = (id) => document.getElementById(id);
@@ -224,7 +224,10 @@ export function onFrame(frame) {
   if (frame.type === 'requests') {
     lastState = frame;
     active = frame.active;
-    finished = (frame.reset ? frame.added : [...frame.added, ...finished]).slice(0, MAX_FINISHED);
+    // Newest finish first, as the server keeps them.
+    finished = (frame.reset ? frame.added : [...frame.added, ...finished])
+      .sort((a, b) => Date.parse(b.request.finished_at) - Date.parse(a.request.finished_at))
+      .slice(0, MAX_FINISHED);
     if (frame.status === 'ok')
       say(
         'requests-status',

@@ -2,12 +2,14 @@ import { Pool } from 'undici';
 import {
   checkActiveBody,
   diagnoseHistory,
+  diagnoseRecent,
   diagnoseLookup,
   type ActiveRequest,
   type InterpretationCode,
   type SessionEntry,
 } from '../schema/diagnosis.js';
 import type { Truncation } from '../schema/envelopes.js';
+import { parseTimestamp } from '../schema/primitives.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, type TerminalRecord } from '../schema/terminal-record.js';
 import { PACKAGE_VERSION } from '../version.js';
 
@@ -93,16 +95,19 @@ export interface RequestsState {
 type Listener = (state: RequestsState, added: readonly FinishedEntry[]) => void;
 
 /**
- * Follows the router's requests for the Requests view. The router lists requests in flight
- * (`?active=1`) and answers lookups by id, but has no "recent requests" list; so every
- * `intervalMs` while a page watches, the watcher reads the active list, and each request that
- * left it is looked up by id: its terminal record joins the newest-first list of finished
- * requests (at most MAX_FINISHED). A request that started and finished between two rounds is
- * not seen (the page says so; search by id or session finds it).
+ * Follows the router's requests for the Requests view (decision 0090). Every `intervalMs`
+ * while a page watches, the watcher reads the requests in flight (`?active=1`) and the
+ * terminal records the router finished last (`?recent=1`, newest 50): every request that
+ * finished since the last round is in that list, however short, unless more than 50 finished
+ * in one interval. A request that left the active list and is not in it (such a burst, or a
+ * router without `recent`) is still looked up by id. The finished list is kept newest first
+ * (at most MAX_FINISHED); a round sends only the records it had not sent before.
  */
 export class RequestsWatcher {
   private readonly listeners = new Set<Listener>();
   private finished: FinishedEntry[] = [];
+  /** `request_id|finished_at` of every entry in `finished`. */
+  private held = new Set<string>();
   private activeIds = new Set<string>();
   private state: RequestsState = { status: 'unavailable', read_at: '', active: [], active_truncation: null };
   private timer: NodeJS.Timeout | undefined;
@@ -141,22 +146,27 @@ export class RequestsWatcher {
     if (this.running) return;
     this.running = true;
     try {
-      const r = await this.reader.get('/v1/requests?active=1');
+      const [r, recent] = await Promise.all([
+        this.reader.get('/v1/requests?active=1'),
+        this.reader.get('/v1/requests?recent=1'),
+      ]);
       if (!r.ok || r.status !== 200 || !checkActiveBody.Check(r.body)) {
         this.state = { status: 'unavailable', read_at: this.now(), active: [], active_truncation: null };
         return this.emit([]);
       }
       const body = r.body;
+      const found: FinishedEntry[] = [];
+      const d = recent.ok && recent.status === 200 ? diagnoseRecent(recent.body) : 'malformed';
+      if (d !== 'malformed') found.push(...d.requests);
+      const listed = new Set(found.map((e) => e.request.request_id));
       const now = new Set(body.requests.map((a) => a.request_id));
-      const left = [...this.activeIds].filter((id) => !now.has(id)).slice(0, MAX_LOOKUPS_PER_ROUND);
+      const left = [...this.activeIds].filter((id) => !now.has(id) && !listed.has(id)).slice(0, MAX_LOOKUPS_PER_ROUND);
       this.activeIds = now;
-      const added: FinishedEntry[] = [];
       for (const id of left) {
-        const found = await lookupRequest(this.reader, id);
-        if (found.kind === 'found') added.push({ request: found.request, interpretation: found.interpretation });
+        const one = await lookupRequest(this.reader, id);
+        if (one.kind === 'found') found.push({ request: one.request, interpretation: one.interpretation });
       }
-      added.sort((a, b) => (a.request.finished_at < b.request.finished_at ? 1 : -1));
-      this.finished = [...added, ...this.finished].slice(0, MAX_FINISHED);
+      const added = this.keep(found);
       this.state = { status: 'ok', read_at: this.now(), active: body.requests, active_truncation: body.truncation };
       this.emit(added);
     } finally {
@@ -164,9 +174,26 @@ export class RequestsWatcher {
     }
   }
 
+  /** Merges `found` into the finished list (newest first, bounded); returns the entries it newly holds. */
+  private keep(found: readonly FinishedEntry[]): FinishedEntry[] {
+    const fresh = found.filter((e) => !this.held.has(entryKey(e)));
+    if (fresh.length === 0) return [];
+    this.finished = [...fresh, ...this.finished]
+      .sort((a, b) => parseTimestamp(b.request.finished_at) - parseTimestamp(a.request.finished_at))
+      .slice(0, MAX_FINISHED);
+    const before = this.held;
+    this.held = new Set(this.finished.map(entryKey));
+    return this.finished.filter((e) => !before.has(entryKey(e)));
+  }
+
   private emit(added: readonly FinishedEntry[]): void {
     for (const fn of this.listeners) fn(this.state, added);
   }
+}
+
+/** One terminal record: its request id and when it finished (a caller's id may be reused). */
+function entryKey(e: FinishedEntry): string {
+  return `${e.request.request_id}|${e.request.finished_at}`;
 }
 
 export type LookupResult =

@@ -5,10 +5,11 @@ import type { Truncation } from '../schema/envelopes.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, type TerminalRecord } from '../schema/terminal-record.js';
 
 /**
- * The router's three request lookups, one implementation for both ways in: the HTTP routes
+ * The router's request lookups, one implementation for both ways in: the HTTP routes
  * (`/v1/requests...`, router-routes.ts) and NATS request/reply (the host's requests subjects
- * of schema/subjects.ts, requests-responder.ts). Each returns the exact body the caller gets,
- * or throws the coded error whose problem both answer with, so the two can never drift apart.
+ * of schema/subjects.ts, requests-responder.ts; the recent list is HTTP only, decision 0090).
+ * Each returns the exact body the caller gets, or throws the coded error whose problem both
+ * answer with, so the two can never drift apart.
  */
 
 /**
@@ -65,6 +66,15 @@ export function lookupHistory(
 ): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
   if (!OPAQUE_ID_RE.test(value)) throw new InvalidInputError();
   return bounded(registry, () => registry.history(key, value));
+}
+
+/**
+ * `{"requests": [...], "truncation": ...}`: the terminal records the router finished last,
+ * newest first, at most 50 (decision 0090). Memory only and synchronous, so not through the
+ * lookup gate: nothing of it waits, and it costs one pass over the buffer's finish times.
+ */
+export function lookupRecent(registry: RouterRegistry): { requests: TerminalRecord[]; truncation: Truncation } {
+  return registry.recent();
 }
 
 /** `{"requests": [...], "truncation": ...}`: the requests in flight, oldest first, at most 50. */

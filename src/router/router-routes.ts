@@ -18,7 +18,7 @@ import {
   problemResponses,
 } from '../http/route-schemas.js';
 import { splitQuery } from '../schema/query-string.js';
-import { lookupActive, lookupHistory, lookupRequest } from './request-lookups.js';
+import { lookupActive, lookupHistory, lookupRecent, lookupRequest } from './request-lookups.js';
 import type { DataPlaneKeys } from '../auth/api-keys.js';
 import type { RouterMetrics } from './metrics.js';
 import { nodeResultJson } from '../schema/result-json.js';
@@ -47,8 +47,11 @@ function rawQuery(req: FastifyRequest): string {
   return i < 0 ? '' : req.url.slice(i + 1);
 }
 
-/** `/v1/requests`'s members: `active=1`, or `history=1` with exactly one lineage key (CONTRACT.md, docs/api.md). */
-const REQUESTS_QUERY_MEMBERS = ['active', 'history', ...LINEAGE_KEYS] as const;
+/**
+ * `/v1/requests`'s members: `active=1`, `recent=1` (decision 0090), or `history=1` with
+ * exactly one lineage key (CONTRACT.md, docs/api.md).
+ */
+const REQUESTS_QUERY_MEMBERS = ['active', 'recent', 'history', ...LINEAGE_KEYS] as const;
 
 /** An OpenAI model object for an alias (`created`: when this router started, in seconds). */
 function modelObject(alias: string, created: number): Record<string, unknown> {
@@ -83,6 +86,7 @@ const Lineage = (header: string) =>
 const RequestsQuery = Type.Object(
   {
     active: Type.Optional(Type.Literal('1')),
+    recent: Type.Optional(Type.Literal('1')),
     history: Type.Optional(Type.Literal('1')),
     session_id: Lineage('X-Svc-Session-Id'),
     task_id: Lineage('X-Svc-Task-Id'),
@@ -91,7 +95,7 @@ const RequestsQuery = Type.Object(
   {
     additionalProperties: false,
     description:
-      'either active=1 alone, or history=1 with exactly one of session_id, task_id, workbench_run_id; anything else is refused (400)',
+      'either active=1 alone, recent=1 alone, or history=1 with exactly one of session_id, task_id, workbench_run_id; anything else is refused (400)',
   },
 );
 
@@ -153,7 +157,8 @@ const lookupSchema = {
 };
 
 const requestsSchema = {
-  summary: 'Requests in flight (active=1), or the retained requests of one session, task or workbench run (history=1)',
+  summary:
+    'Requests in flight (active=1), the terminal records finished last (recent=1), or the retained requests of one session, task or workbench run (history=1)',
   tags: ['router'],
   querystring: requestsQuery,
   response: {
@@ -239,6 +244,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
     lookupAuth(req);
     const params = splitQuery(rawQuery(req), REQUESTS_QUERY_MEMBERS);
     if (params.size === 1 && params.get('active') === '1') return reply.send(lookupActive(o.registry));
+    if (params.size === 1 && params.get('recent') === '1') return reply.send(lookupRecent(o.registry));
     // `history=1` with exactly one of session_id, task_id, workbench_run_id.
     const key = LINEAGE_KEYS.find((k) => params.has(k));
     if (params.size === 2 && params.get('history') === '1' && key !== undefined)

@@ -84,7 +84,10 @@ export const ActiveBody = Type.Object(
   { requests: Type.Array(ActiveRequest, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
   { additionalProperties: false },
 );
-/** What `/v1/requests?history=1&session_id=...` (or task_id, workbench_run_id) answers: newest first. */
+/**
+ * What `/v1/requests?history=1&session_id=...` (or task_id, workbench_run_id) answers, and
+ * `/v1/requests?recent=1` (decision 0090): newest first.
+ */
 export const SessionBody = Type.Object(
   { requests: Type.Array(TerminalRecord, { maxItems: MAX_LOOKUP_RECORDS }), truncation: Truncation },
   { additionalProperties: false },
@@ -251,6 +254,15 @@ export function diagnoseHistory(
 ): { requests: SessionEntry[]; truncation: Truncation } | LookupFault {
   if (!checkSessionBody.Check(body)) return 'malformed';
   if (body.requests.some((r) => r[key] !== value)) return 'identity';
+  return diagnoseRecent(body);
+}
+
+/**
+ * The diagnosis of a recent list's body (`/v1/requests?recent=1`: any requests, newest
+ * first), pure: entries newest first, each with its interpretation.
+ */
+export function diagnoseRecent(body: unknown): { requests: SessionEntry[]; truncation: Truncation } | 'malformed' {
+  if (!checkSessionBody.Check(body)) return 'malformed';
   const requests = body.requests
     .map((r) => terminalEvidence(r))
     .sort((a, b) => parseTimestamp(b.finished_at) - parseTimestamp(a.finished_at))

@@ -105,6 +105,24 @@ describe('dashboard Requests tab against a real router', { timeout: 120_000 }, (
     );
   });
 
+  it('lists every finished request, however much shorter than the 2 s poll, newest first, once each', async () => {
+    await b.page.fill('#rq-min-latency', '');
+    await b.page.fill('#rq-session', 'sess-brief');
+    // Three requests of a few milliseconds each: none is ever in flight when the dashboard reads.
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await chat(`brief ${i} sim:tokens=2 sim:ttft_ms=0`, 'sess-brief'));
+    for (const id of ids) assert.match(id, /^req_[0-9a-f]{32}$/);
+    const rows = b.page.locator('#rq-finished tbody tr');
+    await b.page.locator(`#rq-finished tbody tr[data-id="${ids[0]}"]`).waitFor({ timeout: 8_000 });
+    await eventually(async () => (await rows.count()) === 3, 8_000);
+    const shown = await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')));
+    assert.deepEqual(shown, [...ids].reverse(), 'newest first');
+    // Later rounds list them again (the router's recent list): the page still holds each once.
+    await new Promise((r) => setTimeout(r, 4_500));
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id'))), [...ids].reverse());
+    await b.page.fill('#rq-session', '');
+  });
+
   it('searches by request id (even one too quick to be seen in flight) and by session id', async () => {
     const quick = await chat('quick sim:tokens=2 sim:ttft_ms=0', 'sess-quick');
     await b.page.fill('#rq-search', quick);

@@ -7,6 +7,7 @@ import type OpenAI from 'openai';
 import { toFile } from 'openai';
 import { checkNodeResult, type NodeResult } from '../../src/schema/envelopes.js';
 import { recordId } from '../../src/schema/record-id.js';
+import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/terminal-record.js';
 import { MAX_BODY, UPSTREAM_KEY, multipart, useRouterE2E, user } from '../support/router-e2e.js';
 import type { RouterHarness } from '../support/router-harness.js';
 import { eventually } from '../support/processes.js';
@@ -120,6 +121,46 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       assert.match(line, /^svc_router_\w+\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\} \S+$/, line);
       if (line.includes('alias=')) assert.match(line, /alias="(chat|embedder|[-a-z0-9]+)"/, line);
     }
+  });
+
+  it('the recent list (?recent=1): the newest 50 terminal records, newest first, the rest counted; bad forms 400; lookup credentials', async () => {
+    await h.idle();
+    const sent: string[] = [];
+    // One after another, so that each finishes after the one before.
+    for (let i = 0; i < 55; i++) {
+      const res = await chat(`recent ${i}`);
+      assert.equal(res.status, 200);
+      await res.text();
+      sent.push(gidOf(res));
+    }
+    const res = await h.get('/v1/requests?recent=1');
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as {
+      requests: TerminalRecord[];
+      truncation: { returned: number; omitted: number };
+    };
+    assert.deepEqual(Object.keys(body), ['requests', 'truncation']);
+    assert.ok(
+      body.requests.every((r) => checkTerminalRecord.Check(r)),
+      'valid terminal records',
+    );
+    assert.deepEqual(
+      body.requests.map((r) => r.request_id),
+      sent.slice(5).reverse(),
+      'the 50 that finished last, newest first',
+    );
+    // Every record of this file is still in the buffer: the rest is counted exactly.
+    const held = h.decisions().filter((d) => d !== undefined).length;
+    assert.ok(held >= 55);
+    assert.deepEqual(body.truncation, { returned: 50, omitted: held - 50 });
+    // The same record a lookup by id answers.
+    assert.deepEqual(body.requests[0], await record(sent[54]!));
+    for (const q of ['recent=0', 'recent=', 'recent', 'recent=1&active=1', 'recent=1&recent=1', 'recent=1&limit=5'])
+      await assertProblem(await h.get(`/v1/requests?${q}`), 400, 'invalid_input');
+    assert.equal((await h.get('/v1/requests?recent=1', h.readerToken)).status, 200);
+    assert.equal((await h.get('/v1/requests?recent=1', h.routerEnv['SVC_TEST_REQUESTS'])).status, 200);
+    await assertProblem(await h.get('/v1/requests?recent=1', h.routerEnv['SVC_TEST_MEDIA']), 403, 'forbidden');
+    await assertProblem(await h.get('/v1/requests?recent=1', null), 401, 'unauthenticated');
   });
 
   it('bad input on every inference route: fixed problem+json, never 500 or a hang', async () => {

@@ -11,7 +11,7 @@ import { writeTestPolicy } from '../support/policy.js';
 
 /*
  * The exact set of query strings each of the router's two read routes with members accepts
- * (200) and refuses (400), over HTTP: `/v1/requests` (active, or history by lineage key) and
+ * (200) and refuses (400), over HTTP: `/v1/requests` (active, recent, or history by lineage key) and
  * `/v1/workloads` (the seven filters). Written before the two routes shared one query-string
  * splitter (issue 23, item 2), and kept green after: the splitter changed no answer.
  */
@@ -24,6 +24,8 @@ const REQUESTS: readonly (readonly [string | null, number])[] = [
   ['active=1', 200],
   ['%61ctive=1', 200],
   ['active=%31', 200],
+  ['recent=1', 200],
+  ['%72ecent=1', 200],
   ['session_id=sess-1&history=1', 200],
   ['history=1&session_id=sess-1', 200],
   ['task_id=task-7&history=1', 200],
@@ -74,6 +76,21 @@ const REQUESTS: readonly (readonly [string | null, number])[] = [
   ['session_id=sess-1&History=1', 400],
   ['session_id=sess-1&hist=1', 400],
   ['owner=router', 400],
+  ['recent=0', 400],
+  ['recent=true', 400],
+  ['recent=', 400],
+  ['recent', 400],
+  ['RECENT=1', 400],
+  ['rec=1', 400],
+  ['recent=1&', 400],
+  ['recent=1&recent=1', 400],
+  ['recent=1&active=1', 400],
+  ['active=1&recent=1', 400],
+  ['recent=1&history=1', 400],
+  ['recent=1&session_id=sess-1', 400],
+  ['session_id=sess-1&history=1&recent=1', 400],
+  ['recent=1&limit=5', 400],
+  ['recent=1&x=1', 400],
 ];
 
 /** `/v1/workloads?<query>` -> status; `null` is the route without any `?`. */
@@ -198,7 +215,7 @@ describe("the router routes' query strings: the exact accepted and refused sets"
     await bus.close();
   });
 
-  it('/v1/requests accepts exactly its two shapes and refuses every other query with 400', async () => {
+  it('/v1/requests accepts exactly its three shapes and refuses every other query with 400', async () => {
     for (const [q, status] of REQUESTS)
       assert.equal(await get(q === null ? '/v1/requests' : `/v1/requests?${q}`, KEY), status, `?${q}`);
   });
@@ -214,5 +231,25 @@ describe("the router routes' query strings: the exact accepted and refused sets"
     });
     const body = (await res.json()) as { requests: unknown[] };
     assert.equal(body.requests.length, 1);
+  });
+
+  it('the recent list answers the finished request, with the lookup credential rule', async () => {
+    const res = await fetch(`${router.url}/v1/requests?recent=1`, { headers: { authorization: `Bearer ${KEY}` } });
+    assert.equal(res.status, 200);
+    const body = (await res.json()) as { requests: { session_id?: string }[]; truncation: unknown };
+    assert.equal(body.requests.length, 1);
+    assert.equal(body.requests[0]!.session_id, 'sess-1');
+    assert.deepEqual(body.truncation, { returned: 1, omitted: 0 });
+    // A data-plane key, a requests:read client or a workloads:read client; nobody else.
+    assert.equal(await get('/v1/requests?recent=1', p.tokens.requests), 200);
+    assert.equal(await get('/v1/requests?recent=1', p.tokens.reader), 200);
+    assert.equal(await get('/v1/requests?recent=1', p.tokens.media), 403);
+    assert.equal(await get('/v1/requests?recent=1', p.tokens.lifecycle), 403);
+    assert.equal(await get('/v1/requests?recent=1', 'not-a-known-credential'), 401);
+    const none = await fetch(`${router.url}/v1/requests?recent=1`);
+    await none.arrayBuffer();
+    assert.equal(none.status, 401);
+    // The credential is checked before the query: a bad query without one is 401, not 400.
+    assert.equal(await get('/v1/requests?recent=2', 'not-a-known-credential'), 401);
   });
 });

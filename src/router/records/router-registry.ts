@@ -429,6 +429,17 @@ export class RouterRegistry {
     return { requests, truncation: { returned: requests.length, omitted: unknown ? null : matched - requests.length } };
   }
 
+  /**
+   * The terminal records that finished last, from memory only: the newest `finished_at`
+   * first, at most 50; `omitted` counts the buffered others (exact: the buffer is in memory).
+   * Records only the decision log still holds are not recent; a lookup by id or lineage finds them.
+   */
+  recent(): { requests: TerminalRecord[]; truncation: Truncation } {
+    this.persist();
+    const requests = this.ring.latestFinished(MAX_LOOKUP_RECORDS).map((slot) => this.ring.record(slot));
+    return { requests, truncation: { returned: requests.length, omitted: this.ring.size - requests.length } };
+  }
+
   /** Requests in flight (oldest first), at most 50, with truncation. */
   activeSummaries(now = Date.now()): { requests: ActiveSummary[]; truncation: Truncation } {
     const all = [...this.active.values()];

@@ -235,6 +235,27 @@ export class TerminalRing {
     for (let i = 1; i <= this.count; i++) yield (this.head - i + this.capacity) % this.capacity;
   }
 
+  /**
+   * The slots of the `n` records that finished last, newest `finished_at` first (of equal
+   * ones, the one buffered later first). One pass over the finish column: records are
+   * buffered nearly in finish order, so past the first `n` most slots cost one comparison.
+   */
+  latestFinished(n: number): number[] {
+    const top: number[] = [];
+    if (n < 1) return top;
+    for (let i = 1; i <= this.count; i++) {
+      const slot = (this.head - i + this.capacity) % this.capacity;
+      const ms = this.finished[slot]!;
+      if (top.length === n && ms <= this.finished[top[n - 1]!]!) continue;
+      // After every slot finished at the same time or later (those were buffered later).
+      let at = top.length;
+      while (at > 0 && this.finished[top[at - 1]!]! < ms) at--;
+      top.splice(at, 0, slot);
+      if (top.length > n) top.pop();
+    }
+    return top;
+  }
+
   /** The record of a slot, parsed from its text (a new object each time). */
   record(slot: number): TerminalRecord {
     const o = this.off[slot]!;

@@ -65,3 +65,31 @@ describe('router history by task or workbench run', () => {
     log.close();
   });
 });
+
+describe('router recent list (?recent=1)', () => {
+  it('answers the buffer newest finish first, at most 50, counting the buffered rest; evicted records are not recent', () => {
+    const reg = new RouterRegistry({ host: 'node-a', bufferSize: 60 });
+    assert.deepEqual(reg.recent(), { requests: [], truncation: { returned: 0, omitted: 0 } });
+    const base = Date.parse('2026-11-25T21:49:10.000Z');
+    // 70 requests; each finishes a second after the one before, except that 61 and 62 are
+    // buffered last although they finished first of all (a slow write, a late record), and
+    // 69 and 70 finished at the same millisecond.
+    const order = [...Array.from({ length: 70 }, (_, i) => i + 1).filter((n) => n !== 61 && n !== 62), 61, 62];
+    const finishedAt = (n: number): number => (n === 61 || n === 62 ? base - n : base + Math.min(n, 69) * 1000);
+    for (const n of order) {
+      const at = new Date(finishedAt(n)).toISOString();
+      reg.begin(active(n));
+      reg.finish(active(n), rec({ request_id: gid(n), started_at: at, finished_at: at }));
+    }
+    const { requests, truncation } = reg.recent();
+    // The ring holds the last 60 buffered (11..60, 63..70, 61, 62): the 50 newest of those,
+    // of the two that finished together the one buffered later first; 61 and 62 are left out.
+    assert.deepEqual(truncation, { returned: 50, omitted: 10 });
+    assert.deepEqual(
+      requests.map((r) => r.request_id),
+      [70, 69, 68, 67, 66, 65, 64, 63, ...Array.from({ length: 42 }, (_, i) => 60 - i)].map(gid),
+    );
+    for (let i = 1; i < requests.length; i++)
+      assert.ok(Date.parse(requests[i - 1]!.finished_at) >= Date.parse(requests[i]!.finished_at));
+  });
+});
