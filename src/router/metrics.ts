@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { CounterSeries, HistogramSeries, type HistogramCell } from './metric-series.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import {
   FINISH_REASONS,
@@ -47,8 +48,9 @@ export interface FinishedRecord {
 /** `2xx`..`5xx` (and `1xx`); `none` when nothing was sent (status 0), `other` for a status outside 100-599. */
 export function statusClass(code: number): string {
   if (code === 0) return 'none';
-  return code >= 100 && code < 600 ? `${Math.floor(code / 100)}xx` : 'other';
+  return code >= 100 && code < 600 ? STATUS_CLASSES[Math.floor(code / 100) - 1]! : 'other';
 }
+const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 
 /**
  * Seconds per output token of one streamed answer, as vLLM's "time per output token":
@@ -95,67 +97,68 @@ export class RouterMetrics {
   /** The configured aliases (a reload replaces them). */
   private aliases: ReadonlySet<string>;
   private readonly reloads: Counter<'result'>;
-  private readonly requests: Counter<'alias' | 'route' | 'outcome' | 'status_class'>;
-  private readonly duration: Histogram<'alias' | 'route'>;
-  private readonly firstToken: Histogram<'alias'>;
-  private readonly interToken: Histogram<'alias'>;
-  private readonly admissionWait: Histogram<'alias'>;
-  private readonly tokens: Counter<'alias' | 'kind' | 'source'>;
-  private readonly authRefusals: Counter<'status'>;
-  /** Labelled children by their label values joined: one hash lookup per series per request. */
-  private readonly children = new Map<string, { inc(v?: number): void; observe?(v: number): void }>();
+  // The per-request series are plain numbers read at scrape time, not prom-client's labelled
+  // children, which hash the labels on every inc/observe (decision 0091).
+  private readonly requests: CounterSeries;
+  private readonly duration: HistogramSeries;
+  private readonly firstToken: HistogramSeries;
+  private readonly interToken: HistogramSeries;
+  private readonly admissionWait: HistogramSeries;
+  private readonly tokens: CounterSeries;
+  private readonly authRefusals: CounterSeries;
 
   /** `aliases`: the configured model aliases; each has its series from the start, 0 until it serves. */
   constructor(reg: RouterRegistry, aliases: readonly string[] = [], opts: RouterMetricsOptions = {}) {
     this.aliases = new Set(aliases);
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'svc_router_requests_total',
-      help: 'Requests that got an id, counted at their terminal record',
-      labelNames: ['alias', 'route', 'outcome', 'status_class'],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'svc_router_request_duration_seconds',
-      help: 'Time from backend entry to the terminal outcome (the record latency)',
-      labelNames: ['alias', 'route'],
-      buckets: [...DURATION_BUCKETS],
-      registers,
-    });
-    this.firstToken = new Histogram({
-      name: 'svc_router_time_to_first_token_seconds',
-      help: 'Time from backend entry to the first content fragment of a streamed answer',
-      labelNames: ['alias'],
-      buckets: [...FIRST_TOKEN_BUCKETS],
-      registers,
-    });
-    this.interToken = new Histogram({
-      name: 'svc_router_inter_token_latency_seconds',
-      help: 'Time per output token after the first, one observation per successful streamed answer',
-      labelNames: ['alias'],
-      buckets: [...INTER_TOKEN_BUCKETS],
-      registers,
-    });
-    this.admissionWait = new Histogram({
-      name: 'svc_router_admission_wait_seconds',
-      help: 'Time a request waited for admission to its alias',
-      labelNames: ['alias'],
-      buckets: [...ADMISSION_BUCKETS],
-      registers,
-    });
-    this.tokens = new Counter({
-      name: 'svc_router_tokens_total',
-      help: 'Prompt and completion tokens of terminal records, reported by the engine or estimated (not a billing figure)',
-      labelNames: ['alias', 'kind', 'source'],
-      registers,
-    });
-    this.authRefusals = new Counter({
-      name: 'svc_router_auth_refusals_total',
-      help: 'Inference requests refused before authentication (no id, no record), by status',
-      labelNames: ['status'],
-      registers,
-    });
-    for (const status of AUTH_REFUSAL_STATUSES) this.authRefusals.inc({ status }, 0);
+    const r = this.registry;
+    this.requests = new CounterSeries(
+      'svc_router_requests_total',
+      'Requests that got an id, counted at their terminal record',
+      ['alias', 'route', 'outcome', 'status_class'],
+      r,
+    );
+    this.duration = new HistogramSeries(
+      'svc_router_request_duration_seconds',
+      'Time from backend entry to the terminal outcome (the record latency)',
+      ['alias', 'route'],
+      DURATION_BUCKETS,
+      r,
+    );
+    this.firstToken = new HistogramSeries(
+      'svc_router_time_to_first_token_seconds',
+      'Time from backend entry to the first content fragment of a streamed answer',
+      ['alias'],
+      FIRST_TOKEN_BUCKETS,
+      r,
+    );
+    this.interToken = new HistogramSeries(
+      'svc_router_inter_token_latency_seconds',
+      'Time per output token after the first, one observation per successful streamed answer',
+      ['alias'],
+      INTER_TOKEN_BUCKETS,
+      r,
+    );
+    this.admissionWait = new HistogramSeries(
+      'svc_router_admission_wait_seconds',
+      'Time a request waited for admission to its alias',
+      ['alias'],
+      ADMISSION_BUCKETS,
+      r,
+    );
+    this.tokens = new CounterSeries(
+      'svc_router_tokens_total',
+      'Prompt and completion tokens of terminal records, reported by the engine or estimated (not a billing figure)',
+      ['alias', 'kind', 'source'],
+      r,
+    );
+    this.authRefusals = new CounterSeries(
+      'svc_router_auth_refusals_total',
+      'Inference requests refused before authentication (no id, no record), by status',
+      ['status'],
+      r,
+    );
+    for (const status of AUTH_REFUSAL_STATUSES) this.authRefusals.inc([status], 0);
     // Every configured alias has its series from the start: a series that appears only at its
     // first request breaks rate() over a restart.
     this.zeroSeries(aliases);
@@ -173,9 +176,9 @@ export class RouterMetrics {
   /** Every configured alias has its series from the start, at 0. */
   private zeroSeries(aliases: Iterable<string>): void {
     for (const alias of aliases) {
-      for (const route of ROUTES) this.requests.inc({ alias, route, outcome: 'success', status_class: '2xx' }, 0);
+      for (const route of ROUTES) this.requests.inc([alias, route, 'success', '2xx'], 0);
       for (const kind of ['prompt', 'completion'])
-        for (const source of ['upstream', 'estimated']) this.tokens.inc({ alias, kind, source }, 0);
+        for (const source of ['upstream', 'estimated']) this.tokens.inc([alias, kind, source], 0);
     }
   }
 
@@ -224,40 +227,38 @@ export class RouterMetrics {
   /** Counts one terminal record. `streamed`: its answer was relayed as an SSE stream. */
   finished(r: FinishedRecord, streamed = false): void {
     const alias = this.alias(r.model);
-    this.child(this.requests, alias, r.route, r.outcome, statusClass(r.status_code)).inc();
+    const sc = statusClass(r.status_code);
+    this.requests.cell(`${alias}\u0000${r.route}\u0000${r.outcome}\u0000${sc}`, [alias, r.route, r.outcome, sc])
+      .value++;
     const text = isGenerationRoute(r.route);
     // Embeddings and rerank keep an unmeasured legacy 0 latency: not a sample.
-    if (r.latency_ms !== null && (r.latency_ms > 0 || text || r.route === 'audio.transcriptions'))
-      this.observe(this.duration, r.latency_ms / 1000, alias, r.route);
+    if (r.latency_ms !== null && (r.latency_ms > 0 || text || r.route === 'audio.transcriptions')) {
+      const d = this.duration;
+      d.observe(d.cell(`${alias}\u0000${r.route}`, [alias, r.route]), r.latency_ms / 1000);
+    }
     // A buffered answer's first content is its whole answer: not a first-token time.
     if (streamed && r.time_to_first_content_ms !== null)
-      this.observe(this.firstToken, r.time_to_first_content_ms / 1000, alias);
+      this.observe(this.firstToken, alias, r.time_to_first_content_ms / 1000);
     const itl = interTokenSeconds(r, streamed);
-    if (itl !== undefined) this.observe(this.interToken, itl, alias);
-    if (r.admission_wait_ms !== null) this.observe(this.admissionWait, r.admission_wait_ms / 1000, alias);
+    if (itl !== undefined) this.observe(this.interToken, alias, itl);
+    if (r.admission_wait_ms !== null) this.observe(this.admissionWait, alias, r.admission_wait_ms / 1000);
     const u = r.usage;
     if (u.prompt_tokens !== null && u.prompt_tokens > 0 && u.prompt_source !== 'unknown')
-      this.child(this.tokens, alias, 'prompt', u.prompt_source).inc(u.prompt_tokens);
+      this.tokens.inc([alias, 'prompt', u.prompt_source], u.prompt_tokens);
     if (u.completion_tokens !== null && u.completion_tokens > 0 && u.completion_source !== 'unknown')
-      this.child(this.tokens, alias, 'completion', u.completion_source).inc(u.completion_tokens);
+      this.tokens.inc([alias, 'completion', u.completion_source], u.completion_tokens);
   }
 
   /** Counts one inference request refused before authentication, by the status it was sent. */
   authRefused(status: number): void {
     const s = `${status}`;
-    if ((AUTH_REFUSAL_STATUSES as readonly string[]).includes(s)) this.child(this.authRefusals, s).inc();
+    if ((AUTH_REFUSAL_STATUSES as readonly string[]).includes(s)) this.authRefusals.cell(s, [s]).value++;
   }
 
-  private observe(h: Histogram<string>, v: number, ...values: string[]): void {
-    this.child(h, ...values).observe!(v);
-  }
-
-  // biome-ignore lint/suspicious/noExplicitAny: one cache for counters and histograms of any label set
-  private child(metric: Counter<any> | Histogram<any>, ...values: string[]) {
-    const key = `${(metric as unknown as { name: string }).name}\u0000${values.join('\u0000')}`;
-    let c = this.children.get(key);
-    if (!c) this.children.set(key, (c = (metric.labels as (...v: string[]) => { inc(): void })(...values)));
-    return c;
+  /** Observes `v` in the series of an alias-labelled histogram. */
+  private observe(h: HistogramSeries, alias: string, v: number): void {
+    const c: HistogramCell = h.cell(alias, [alias]);
+    h.observe(c, v);
   }
 }
 
