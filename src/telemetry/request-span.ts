@@ -76,11 +76,14 @@ export function requestSpanPlan(r: TerminalRecord, t: RequestTrace, server?: Ser
   if (r.status_code !== 0) a['http.response.status_code'] = r.status_code;
   if (r.outcome !== 'success') a['error.type'] = r.refusal ?? r.outcome;
   if (r.session_id !== undefined) a['session.id'] = r.session_id;
+  // The record's dates are wall-clock milliseconds and the phases monotonic offsets: an event
+  // can land a fraction of a millisecond past the recorded end. Each is held within the span.
+  const within = (atMs: number): number => Math.min(endMs, Math.max(startMs, atMs));
   const events: { name: string; atMs: number }[] = [];
-  if (t.admittedAt !== undefined) events.push({ name: 'admitted', atMs: t.admittedAt });
-  if (t.dispatchedAt !== undefined) events.push({ name: 'dispatched', atMs: t.dispatchedAt });
+  if (t.admittedAt !== undefined) events.push({ name: 'admitted', atMs: within(t.admittedAt) });
+  if (t.dispatchedAt !== undefined) events.push({ name: 'dispatched', atMs: within(t.dispatchedAt) });
   if (r.time_to_first_content_ms !== null)
-    events.push({ name: 'first_content', atMs: startMs + r.time_to_first_content_ms });
+    events.push({ name: 'first_content', atMs: within(startMs + r.time_to_first_content_ms) });
   return { name: spanName(r), startMs, endMs, attributes: a, events, failed: failed(r) };
 }
 

@@ -124,6 +124,21 @@ describe("a request's span from its terminal record", () => {
   const t = requestTrace({}, ids, noCredential)!;
   const start = Date.parse(RECORD.started_at);
 
+  it('holds every phase within the span: milliseconds of wall clock against monotonic offsets', () => {
+    // First content measured 0.6 ms after the recorded (rounded) end: drawn at the end.
+    t.admittedAt = start - 1;
+    t.dispatchedAt = start + 2;
+    const p = requestSpanPlan(
+      { ...RECORD, finished_at: '2026-11-27T10:00:00.010Z', time_to_first_content_ms: 10.6 },
+      t,
+    );
+    assert.deepEqual(p.events, [
+      { name: 'admitted', atMs: start },
+      { name: 'dispatched', atMs: start + 2 },
+      { name: 'first_content', atMs: start + 10 },
+    ]);
+  });
+
   it('names the operation and alias; the engine counts as gen_ai.usage, estimates as svc.usage', () => {
     t.admittedAt = start + 1;
     t.dispatchedAt = start + 2;
