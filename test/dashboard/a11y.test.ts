@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
-import { fakeNvidiaSmi, launchBrowser, serveDashboard, type Browser } from './support.js';
+import { eventually, type RunningProcess } from '../support/processes.js';
+import { fakeNvidiaSmi, launchBrowser, serveDashboard, startDemoNode, type Browser } from './support.js';
 import { startSmallFleet, type SmallFleet } from './fleet-support.js';
 
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -37,13 +37,7 @@ describe('dashboard accessibility and phone layout', { timeout: 120_000 }, () =>
   };
 
   before(async () => {
-    node = await spawnNode(
-      CLI,
-      ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'],
-      { env: { SVC_SERVING_HOME: home, SVC_NVIDIA_SMI: '/nonexistent' } },
-    );
-    await eventually(() => /dashboard +http/.test(node.output()), 10_000);
-    dashboardUrl = /dashboard +(http:\/\/\S+)/.exec(node.output())![1]!;
+    ({ node, dashboardUrl } = await startDemoNode(home));
     b = await launchBrowser();
   });
   after(async () => {

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NodeResult } from '../../src/schema/envelopes.js';
 import { applyNodeDelta, viewDigest, type NodeDelta } from '../../src/dashboard/view-delta.js';
-import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
-import { launchBrowser, type Browser } from './support.js';
+import { eventually, type RunningProcess } from '../support/processes.js';
+import { launchBrowser, startDemoNode, type Browser } from './support.js';
 
 /** The budget of issue 27: what one open tab may cost per minute on the wire, both ways. */
 const BUDGET_BYTES_PER_MIN = 150 * 1024;
@@ -34,13 +34,7 @@ describe('Live by deltas under demo traffic', { timeout: 120_000 }, () => {
   let dashboardUrl = '';
 
   before(async () => {
-    node = await spawnNode(
-      CLI,
-      ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'],
-      { env: { SVC_SERVING_HOME: home, SVC_NVIDIA_SMI: '/nonexistent' } },
-    );
-    await eventually(() => /dashboard +http/.test(node.output()), 10_000);
-    dashboardUrl = /dashboard +(http:\/\/\S+)/.exec(node.output())![1]!;
+    ({ node, dashboardUrl } = await startDemoNode(home));
     b = await launchBrowser();
   });
   after(async () => {

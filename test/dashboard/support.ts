@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { CLI, spawnNode, type RunningProcess } from '../support/processes.js';
+import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
 
 /** Debian's chromium (DEPENDENCIES.md); `.ci/run` installs it. Never a downloaded browser. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -113,4 +113,18 @@ export async function assertNoCanary(
 export function artifactsDir(): string {
   mkdirSync(ARTIFACTS, { recursive: true });
   return ARTIFACTS;
+}
+
+/**
+ * `svc-serving up --demo-traffic` on free ports with its home in `home` (no GPU sampling), once
+ * its dashboard listens: the process and the dashboard's URL.
+ */
+export async function startDemoNode(home: string): Promise<{ node: RunningProcess; dashboardUrl: string }> {
+  const node = await spawnNode(
+    CLI,
+    ['up', '--demo-traffic', '--router-port', '0', '--controller-port', '0', '--dashboard-port', '0'],
+    { env: { SVC_SERVING_HOME: home, SVC_NVIDIA_SMI: '/nonexistent' } },
+  );
+  await eventually(() => /dashboard +http/.test(node.output()), 10_000);
+  return { node, dashboardUrl: /dashboard +(http:\/\/\S+)/.exec(node.output())![1]! };
 }
