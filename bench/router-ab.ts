@@ -10,7 +10,7 @@
  * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
  * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
  * main); append `:nolog` to run a router without its decision log, `:buf=N` for
- * `[server] buffer_size = N` (warm-up then runs past N), `:otlp` to export its traces over
+ * `[server] buffer_size = N` (warm-up then runs past N), `:prof` to run it under `node --cpu-prof` and print where its time went, `:otlp` to export its traces over
  * OTLP/HTTP (protobuf) to a receiver in this process that reads and drops them, every span
  * sampled, as a collector on the host would take them. Default: `. bare`. Every router is configured as bench/router.ts
  * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
@@ -18,11 +18,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
-import { existsSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { throughputRound, makeTarget, type Target } from './router-load.js';
-import { runBench, spawnNode, type Proc } from './router-procs.js';
+import { runBench, spawnNode, stop, type Proc } from './router-procs.js';
+import { summarizeCpuProfile } from './router-profile.js';
 import { CLI, MODEL, startRouter, startSim } from './router-setup.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -37,13 +39,15 @@ interface Spec {
   readonly nodeArgs: string[];
   /** Export traces to the bench's OTLP receiver. */
   readonly otlp: boolean;
+  /** Run under `node --cpu-prof` and print where its time went (warm-up included) after the rounds. */
+  readonly prof: boolean;
 }
 
 function parseSpec(arg: string): Spec {
   // Options are the known suffixes after the last colons; the rest is the target (a path may hold `:`).
   const parts = arg.split(':');
   const opts: string[] = [];
-  while (parts.length > 1 && /^(nolog|otlp|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
+  while (parts.length > 1 && /^(nolog|otlp|prof|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
   const where = parts.join(':');
   if (where === 'bare') {
     if (opts.length > 0) throw new Error(`${arg}: the bare relay takes no options`);
@@ -55,6 +59,7 @@ function parseSpec(arg: string): Spec {
       bufferSize: undefined,
       nodeArgs: [],
       otlp: false,
+      prof: false,
     };
   }
   const cli = where === '.' ? CLI : join(resolve(where), 'dist', 'cli', 'main.js');
@@ -62,15 +67,17 @@ function parseSpec(arg: string): Spec {
   let decisionLog = true;
   let otlp = false;
   let bufferSize: number | undefined;
+  let prof = false;
   const nodeArgs: string[] = [];
   for (const o of opts) {
     if (o === 'nolog') decisionLog = false;
     else if (o === 'otlp') otlp = true;
     else if (o.startsWith('semi=')) nodeArgs.push(`--max-semi-space-size=${o.slice(5)}`);
+    else if (o === 'prof') prof = true;
     else bufferSize = Number(o.slice(4));
   }
   if (bufferSize === 0) throw new Error(`${arg}: buf needs a positive number`);
-  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp };
+  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp, prof };
 }
 
 function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
@@ -129,6 +136,7 @@ await runBench('router-ab', async (tmp) => {
     max_tokens: 16,
   });
   const targets: Target[] = [];
+  const procs = new Map<number, Proc>();
   for (const [i, s] of o.specs.entries()) {
     let p: Proc;
     if (s.kind === 'bare')
@@ -136,6 +144,7 @@ await runBench('router-ab', async (tmp) => {
     else {
       const dir = join(tmp, `r${i}`);
       mkdirSync(dir);
+      const profArgs = s.prof ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`] : [];
       p = await startRouter(
         sim.url,
         dir,
@@ -146,8 +155,9 @@ await runBench('router-ab', async (tmp) => {
           cli: s.cli,
           ...(s.otlp && sink ? { env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'svc-bench' } } : {}),
         },
-        s.nodeArgs,
+        [...s.nodeArgs, ...profArgs],
       );
+      procs.set(i, p);
     }
     targets.push(
       makeTarget(
@@ -187,6 +197,23 @@ await runBench('router-ab', async (tmp) => {
     const ratio = median(per[k]!.map((v, r) => v / Math.max(per[0]![r]!, Number.MIN_VALUE)));
     process.stdout.write(
       `  ${s.label.padEnd(40)} ${median(per[k]!).toFixed(4)} ms   ${ratio.toFixed(3)}x the first (median of per-round ratios)\n`,
+    );
+  }
+  for (const [k, s] of o.specs.entries()) {
+    const p = procs.get(k);
+    if (!s.prof || p === undefined) continue;
+    targets[k]!.agent.destroy();
+    await stop(p, 15_000);
+    const dir = join(tmp, `r${k}`, 'prof');
+    const file = existsSync(dir) ? readdirSync(dir).find((f) => f.endsWith('.cpuprofile')) : undefined;
+    if (file === undefined) {
+      process.stdout.write(`\n${s.label}: no .cpuprofile was written\n`);
+      continue;
+    }
+    const kept = join(tmpdir(), `svc-router-ab-${k}.cpuprofile`);
+    copyFileSync(join(dir, file), kept);
+    process.stdout.write(
+      `\n${s.label} under --cpu-prof (profile kept at ${kept}):\n${summarizeCpuProfile(kept, resolve(dirname(dirname(dirname(s.cli)))))}\n`,
     );
   }
   if (sink) {
