@@ -93,8 +93,21 @@ function spanName(r: TerminalRecord): string {
   return r.model === null ? op : `${op} ${r.model}`;
 }
 
+/** Engine URLs read so far (a routing table's few origins; emptied if it ever holds many). */
+const addresses = new Map<string, ServerAddress | undefined>();
+const MAX_ADDRESSES = 1024;
+
 /** `server.address` and `server.port` of an engine URL (its host only: never a path or credentials). */
 export function serverAddress(base: string): ServerAddress | undefined {
+  const known = addresses.get(base);
+  if (known !== undefined || addresses.has(base)) return known;
+  if (addresses.size >= MAX_ADDRESSES) addresses.clear();
+  const a = parseServerAddress(base);
+  addresses.set(base, a);
+  return a;
+}
+
+function parseServerAddress(base: string): ServerAddress | undefined {
   try {
     const u = new URL(base);
     const port = u.port === '' ? undefined : Number(u.port);

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+import { protobufSpanProcessor } from './otlp-exporter.js';
 import { parseTraceparent, type SpanIds } from './trace-context.js';
 
 /*
@@ -82,6 +83,39 @@ export async function startTracing(log: Logger, env: NodeJS.ProcessEnv = process
   return shared.tracing;
 }
 
+/** A standard variable as the SDK reads it: undefined when unset or blank, else as written. */
+function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v;
+}
+
+/** The traces' OTLP protocol as the SDK chooses it. */
+function otlpProtocol(env: NodeJS.ProcessEnv): string {
+  return (
+    envValue(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ??
+    envValue(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ??
+    'http/protobuf'
+  );
+}
+
+/**
+ * True when the SDK, left to the environment, would make one span exporter and it is OTLP over
+ * `http/protobuf` (its reading of OTEL_TRACES_EXPORTER: `null` ignored, none listed means
+ * `otlp`, `none` after another name is dropped for `otlp`).
+ */
+export function protobufExporterChosen(env: NodeJS.ProcessEnv = process.env): boolean {
+  let names = [
+    ...new Set(
+      (envValue(env, 'OTEL_TRACES_EXPORTER') ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '' && s !== 'null'),
+    ),
+  ];
+  if (names.length === 0 || (names.length > 1 && names[0] !== 'none' && names.includes('none'))) names = ['otlp'];
+  return names.length === 1 && names[0] === 'otlp' && otlpProtocol(env) === 'http/protobuf';
+}
+
 /** Whether a resource attribute list (`OTEL_RESOURCE_ATTRIBUTES`) names the service. */
 const NAMES_SERVICE = /(?:^|,)\s*service\.name\s*=/;
 
@@ -92,6 +126,9 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
     import('@opentelemetry/sdk-trace'),
   ]);
   const staged = new StagedIds(new sdkTrace.RandomIdGenerator());
+  // The exporter the SDK would make from the environment, with our encoder when it is OTLP
+  // over http/protobuf alone; any other choice is the SDK's own (docs/decisions/0033).
+  const processor = protobufExporterChosen(env) ? await protobufSpanProcessor() : undefined;
   const named = Boolean(env['OTEL_SERVICE_NAME']?.trim()) || NAMES_SERVICE.test(env['OTEL_RESOURCE_ATTRIBUTES'] ?? '');
   const sdk = new sdkNode.NodeSDK({
     // No metrics or logs over OTLP (Prometheus serves the metrics): traces only.
@@ -103,6 +140,7 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
     contextManager: null as unknown as undefined,
     textMapPropagator: null,
     idGenerator: staged,
+    ...(processor !== undefined ? { spanProcessors: [processor] } : {}),
     // The process detector would export the command line; the environment and host are enough
     // unless the operator names detectors (OTEL_NODE_RESOURCE_DETECTORS).
     ...(env['OTEL_NODE_RESOURCE_DETECTORS']
@@ -111,12 +149,7 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
     ...(named ? {} : { serviceName: 'svc-serving' }),
   });
   sdk.start();
-  const protocol = (
-    env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ??
-    env['OTEL_EXPORTER_OTLP_PROTOCOL'] ??
-    'http/protobuf'
-  ).trim();
-  log.info({ protocol }, 'traces exported over OTLP');
+  log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
   const tracer = api.trace.getTracer('svc-serving');
   const random = new sdkTrace.RandomIdGenerator();
   return {

@@ -7,7 +7,7 @@ import {
   upstreamTraceparent,
 } from '../../src/telemetry/trace-context.js';
 import { requestSpanPlan, serverAddress } from '../../src/telemetry/request-span.js';
-import { tracingRequested } from '../../src/telemetry/tracing.js';
+import { protobufExporterChosen, tracingRequested } from '../../src/telemetry/tracing.js';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 
 const T = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -99,6 +99,34 @@ describe('W3C trace context as the router reads it', () => {
       false,
     );
     assert.equal(tracingRequested({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }), false);
+  });
+
+  it('our protobuf encoder is used exactly where the SDK would make one OTLP http/protobuf exporter; any other choice keeps the SDK exporter', () => {
+    const E = 'http://c:4318';
+    for (const env of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' },
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: E,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf',
+      },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: ' ' },
+      { OTEL_TRACES_EXPORTER: 'otlp' },
+      { OTEL_TRACES_EXPORTER: 'otlp, otlp, null' },
+      // The SDK reads `none` after another name as `otlp` alone.
+      { OTEL_TRACES_EXPORTER: 'otlp,none' },
+    ])
+      assert.equal(protobufExporterChosen(env), true, JSON.stringify(env));
+    for (const env of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: ' http/protobuf' },
+      { OTEL_TRACES_EXPORTER: 'otlp,console' },
+      { OTEL_TRACES_EXPORTER: 'zipkin' },
+      { OTEL_TRACES_EXPORTER: 'none,otlp' },
+    ])
+      assert.equal(protobufExporterChosen(env), false, JSON.stringify(env));
   });
 });
 
