@@ -1,6 +1,6 @@
 import type { Context } from '@opentelemetry/api';
 import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { encodeSpan, encodeTraceExport } from './otlp-protobuf.js';
+import { encodeSpan, encodeTraceExport, type EncodedSpan } from './otlp-protobuf.js';
 
 /*
  * Spans over OTLP/HTTP protobuf, the SDK's way but for two parts (docs/decisions/0033):
@@ -60,6 +60,11 @@ export class EncodeAtEnd implements SpanProcessor {
     this.next.onEnd(encodeSpan(span) as unknown as ReadableSpan);
   }
 
+  /** A span already written (record-span.ts writes the request span straight from its record). */
+  onEncoded(span: EncodedSpan): void {
+    this.next.onEnd(span as unknown as ReadableSpan);
+  }
+
   forceFlush(): Promise<void> {
     return this.next.forceFlush();
   }
@@ -79,7 +84,7 @@ function positive(read: (name: string) => number | undefined, name: string): num
  * The span processor the SDK makes for an OTLP exporter (its batch processor, configured from
  * OTEL_BSP_*), with the exporter above, fed spans written at their end.
  */
-export async function protobufSpanProcessor(): Promise<SpanProcessor> {
+export async function protobufSpanProcessor(): Promise<EncodeAtEnd> {
   const [sdkNode, sdkTrace, exporter] = await Promise.all([
     import('@opentelemetry/sdk-node'),
     import('@opentelemetry/sdk-trace'),

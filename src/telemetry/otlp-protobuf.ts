@@ -27,6 +27,7 @@ const FIXED32 = 5;
 const KEY = (1 << 3) | LEN;
 const VALUE = (2 << 3) | LEN;
 const STRING_VALUE = (1 << 3) | LEN;
+const INT_VALUE = (3 << 3) | VARINT;
 
 /** W3C span flags in OTLP: the context's trace flags, and whether its `is_remote` is known (always) and set. */
 const HAS_IS_REMOTE = 0x100;
@@ -156,8 +157,15 @@ class Writer {
 
   /** An HrTime ([seconds, nanoseconds]) as fixed64 nanoseconds, exact beyond 2^53 (seconds split at bit 16). */
   time(t: HrTime): void {
-    const seconds = t[0];
-    const nanos = t[1];
+    this.timeParts(t[0], t[1]);
+  }
+
+  /** Epoch milliseconds as the SDK's core makes them an HrTime (millisToHrTime), then as time() writes that. */
+  timeMs(ms: number): void {
+    this.timeParts(Math.trunc(ms / 1000), Math.round((ms % 1000) * 1e6));
+  }
+
+  private timeParts(seconds: number, nanos: number): void {
     const lowSeconds = seconds & 0xffff;
     const highSeconds = (seconds / 0x1_0000) >>> 0;
     const lowPart = lowSeconds * 1e9; // < 2^53
@@ -252,6 +260,40 @@ class Writer {
     return true;
   }
 
+  /**
+   * A `KeyValue` of an ASCII key and an integer value from 0 to 2^28 - 1 (a varint of at most
+   * four bytes), under 128 bytes: false, and nothing written, for any other.
+   */
+  shortIntKeyValue(key: string, value: number): boolean {
+    if (!(value >= 0 && value < 0x1000_0000 && Number.isInteger(value))) return false;
+    const kl = key.length;
+    const vl = varintSize(value);
+    const len = 5 + kl + vl;
+    if (len > 0x7f) return false;
+    this.ensure(len + 1);
+    const b = this.buf;
+    let p = this.pos;
+    b[p++] = len;
+    b[p++] = KEY;
+    b[p++] = kl;
+    for (let i = 0; i < kl; i++) {
+      const c = key.charCodeAt(i);
+      if (c > 0x7f) return false;
+      b[p++] = c;
+    }
+    b[p++] = VALUE;
+    b[p++] = vl + 1;
+    b[p++] = INT_VALUE;
+    let v = value;
+    while (v > 0x7f) {
+      b[p++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    b[p++] = v;
+    this.pos = p;
+    return true;
+  }
+
   /** Holds `reserve` bytes for a length; returns where. */
   open(reserve: number): number {
     this.ensure(reserve);
@@ -326,7 +368,12 @@ function anyValue(w: Writer, v: unknown): void {
 
 /** A `KeyValue` message (length-delimited; its tag already written). */
 function keyValue(w: Writer, key: string, value: unknown): void {
-  if (typeof value === 'string' && w.shortStringKeyValue(key, value)) return;
+  if (
+    typeof value === 'string'
+      ? w.shortStringKeyValue(key, value)
+      : typeof value === 'number' && w.shortIntKeyValue(key, value)
+  )
+    return;
   const at = w.open(PART_LENGTH_BYTES);
   w.tag(1, LEN);
   w.string(key);
@@ -530,6 +577,92 @@ export function encodeSpan(s: ReadableSpan): EncodedSpan {
   span(slab, s);
   // A span larger than what was left grew the slab into a new buffer: its bytes are there.
   return new EncodedSpan(s.spanContext(), s.resource, s.instrumentationScope, slab.buf, start, slab.pos - start);
+}
+
+/**
+ * A span of kind SERVER with no links, its times in epoch milliseconds, events without
+ * attributes, nothing dropped: the request span, written without a span object (record-span.ts).
+ */
+export interface PlannedSpan {
+  readonly context: SpanContext;
+  readonly parent: SpanContext | undefined;
+  readonly name: string;
+  readonly startMs: number;
+  readonly endMs: number;
+  readonly attributes: Attributes;
+  readonly events: readonly { readonly name: string; readonly atMs: number }[];
+  readonly statusCode: number;
+  readonly resource: Resource;
+  readonly scope: Scope;
+}
+
+/** The bytes encodeSpan writes for the finished span a PlannedSpan describes (record-span.ts's RecordSpan). */
+export function encodePlannedSpan(s: PlannedSpan): EncodedSpan {
+  if (slab.buf.length - slab.pos < SLAB_MIN_FREE) slab = new Writer(SLAB_BYTES);
+  const w = slab;
+  const start = w.pos;
+  w.tag(2, LEN);
+  const at = w.open(SPAN_LENGTH_BYTES);
+  const ctx = s.context;
+  w.tag(1, LEN);
+  w.hexBytes(ctx.traceId);
+  w.tag(2, LEN);
+  w.hexBytes(ctx.spanId);
+  const state = ctx.traceState?.serialize();
+  if (state) {
+    w.tag(3, LEN);
+    w.string(state);
+  }
+  if (s.parent?.spanId) {
+    w.tag(4, LEN);
+    w.hexBytes(s.parent.spanId);
+  }
+  w.tag(5, LEN);
+  w.string(s.name);
+  w.tag(6, VARINT);
+  w.varint(SERVER_KIND + 1);
+  w.tag(7, FIXED64);
+  w.timeMs(s.startMs);
+  w.tag(8, FIXED64);
+  // An end before the start is written as the start (the SDK's span ends so).
+  w.timeMs(endsBefore(s.startMs, s.endMs) ? s.startMs : s.endMs);
+  attributes(w, s.attributes, 9);
+  w.tag(10, VARINT);
+  w.varint(0);
+  for (const e of s.events) {
+    w.tag(11, LEN);
+    const ev = w.open(PART_LENGTH_BYTES);
+    w.tag(1, FIXED64);
+    w.timeMs(e.atMs);
+    w.tag(2, LEN);
+    w.string(e.name);
+    w.tag(4, VARINT);
+    w.varint(0);
+    w.close(ev, PART_LENGTH_BYTES);
+  }
+  w.tag(12, VARINT);
+  w.varint(0);
+  w.tag(14, VARINT);
+  w.varint(0);
+  w.tag(15, LEN);
+  const st = w.open(PART_LENGTH_BYTES);
+  w.tag(3, VARINT);
+  w.varint(s.statusCode);
+  w.close(st, PART_LENGTH_BYTES);
+  w.tag(16, FIXED32);
+  w.fixed32(spanFlags(ctx.traceFlags, s.parent?.isRemote));
+  w.close(at, SPAN_LENGTH_BYTES);
+  return new EncodedSpan(ctx, s.resource, s.scope, w.buf, start, w.pos - start);
+}
+
+/** The API's SpanKind.SERVER. */
+const SERVER_KIND = 1;
+
+/** Whether the end's HrTime (millisToHrTime's) comes before the start's, as the SDK's hrTimeDuration tells it. */
+function endsBefore(startMs: number, endMs: number): boolean {
+  let seconds = Math.trunc(endMs / 1000) - Math.trunc(startMs / 1000);
+  if (Math.round((endMs % 1000) * 1e6) - Math.round((startMs % 1000) * 1e6) < 0) seconds -= 1;
+  return seconds < 0;
 }
 
 type Queued = ReadableSpan | EncodedSpan;

@@ -1,6 +1,7 @@
-import type { Attributes } from '@opentelemetry/api';
+import type { Attributes, SpanContext } from '@opentelemetry/api';
 import { parseTimestamp } from '../schema/primitives.js';
 import type { RouteName, TerminalRecord } from '../schema/terminal-record.js';
+import { endRecordSpan } from './record-span.js';
 import type { RequestTrace } from './trace-context.js';
 import type { Tracing } from './tracing.js';
 
@@ -121,16 +122,34 @@ function parseServerAddress(base: string): ServerAddress | undefined {
 export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestTrace, server?: ServerAddress): void {
   if (t.spanId === undefined) return;
   const { api } = tracing;
-  const parent =
+  const remote: SpanContext | undefined =
     t.parentId === undefined
-      ? api.ROOT_CONTEXT
-      : api.trace.setSpanContext(api.ROOT_CONTEXT, {
+      ? undefined
+      : {
           traceId: t.traceId,
           spanId: t.parentId,
           traceFlags: t.flags,
           isRemote: true,
           ...(t.traceState !== undefined ? { traceState: traceStateOf(api, t.traceState) } : {}),
-        });
+        };
+  const parent = remote === undefined ? api.ROOT_CONTEXT : api.trace.setSpanContext(api.ROOT_CONTEXT, remote);
+  if (tracing.pipeline !== undefined) {
+    // Made finished, straight from the record, through the SDK's sampler and processors (docs/decisions/0034).
+    const p = requestSpanPlan(r, t, server);
+    endRecordSpan(tracing.pipeline, {
+      name: p.name,
+      traceId: t.traceId,
+      spanId: t.spanId,
+      parent: remote,
+      parentContext: parent,
+      startMs: p.startMs,
+      endMs: p.endMs,
+      attributes: p.attributes,
+      events: p.events,
+      failed: p.failed,
+    });
+    return;
+  }
   // Attributes after the start, not in its options: the SDK copies options' attributes twice
   // more (for the sampler, which reads none of these), measured at a few percent of a request.
   const startMs = parseTimestamp(r.started_at);

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import { protobufSpanProcessor } from './otlp-exporter.js';
-import { parseTraceparent, type SpanIds } from './trace-context.js';
+import { sdkPipeline, type SpanPipeline } from './record-span.js';
+import { parseTraceparent, randomSpanIds, type SpanIds } from './trace-context.js';
 
 /*
  * OpenTelemetry traces, exported over OTLP only when the standard variables ask for it
@@ -37,6 +38,12 @@ export interface Tracing {
    * request ran): the SDK's id generator hands them out for this one call.
    */
   startSpanWithIds(name: string, options: SpanOptions, parent: Context, ids: { traceId: string; spanId: string }): Span;
+  /**
+   * The SDK tracer's sampler, limits, resource, scope and processors, through which the
+   * request span is made straight from its record (record-span.ts); undefined if the SDK's
+   * tracer does not hold them as the pinned SDK does (startSpanWithIds makes it then).
+   */
+  readonly pipeline: SpanPipeline | undefined;
   /** Exports every span ended so far. */
   flush(): Promise<void>;
   /** This server no longer makes spans; the last one to release it shuts the SDK down (exporting what is left). */
@@ -44,7 +51,7 @@ export interface Tracing {
 }
 
 /** The SDK's id generator, with ids staged for the next span (synchronous: nothing runs between stage and use). */
-class StagedIds {
+export class StagedIds {
   traceId: string | undefined;
   spanId: string | undefined;
   constructor(private readonly random: { generateTraceId(): string; generateSpanId(): string }) {}
@@ -150,21 +157,11 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
   });
   sdk.start();
   log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
+  // The SDK's own tracer: the API hands it out once the SDK is registered.
   const tracer = api.trace.getTracer('svc-serving');
-  const random = new sdkTrace.RandomIdGenerator();
   return {
-    api,
-    tracer,
-    ids: { newTraceId: () => random.generateTraceId(), newSpanId: () => random.generateSpanId() },
-    startSpanWithIds(name, options, parent, ids) {
-      staged.traceId = ids.traceId;
-      staged.spanId = ids.spanId;
-      try {
-        return tracer.startSpan(name, options, parent);
-      } finally {
-        staged.traceId = staged.spanId = undefined;
-      }
-    },
+    // Our processor is the tracer's only one when there is one (the request span is then written as it is made).
+    ...tracingParts(api, tracer, staged, sdkNode.core, processor),
     async flush() {
       // The global provider is a proxy; its delegate is the SDK's provider.
       const proxy = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
@@ -183,6 +180,34 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
       await Promise.race([sdk.shutdown().catch(() => undefined), late]);
       clearTimeout(timer);
     },
+  };
+}
+
+/**
+ * A Tracing's span making over an SDK tracer whose provider draws its ids from `staged`
+ * (tests make them over a provider of their own).
+ */
+export function tracingParts(
+  api: Api,
+  tracer: Tracer,
+  staged: StagedIds,
+  core: Parameters<typeof sdkPipeline>[1],
+  direct?: Parameters<typeof sdkPipeline>[2],
+): Pick<Tracing, 'api' | 'tracer' | 'ids' | 'startSpanWithIds' | 'pipeline'> {
+  return {
+    api,
+    tracer,
+    ids: randomSpanIds(),
+    startSpanWithIds(name, options, parent, ids) {
+      staged.traceId = ids.traceId;
+      staged.spanId = ids.spanId;
+      try {
+        return tracer.startSpan(name, options, parent);
+      } finally {
+        staged.traceId = staged.spanId = undefined;
+      }
+    },
+    pipeline: sdkPipeline(tracer, core, direct),
   };
 }
 

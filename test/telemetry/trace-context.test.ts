@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import {
   cleanTracestate,
   parseTraceparent,
+  randomSpanIds,
   requestTrace,
   upstreamTraceparent,
 } from '../../src/telemetry/trace-context.js';
@@ -84,6 +85,21 @@ describe('W3C trace context as the router reads it', () => {
       upstreamTraceparent(requestTrace({ traceparent: `00-${T}-${P}-00` }, ids, noCredential)!).slice(-2),
       '00',
     );
+  });
+
+  it('span ids: lower-case hex of 16 and 8 bytes, all different over many pool refills, never all zero', () => {
+    const ids = randomSpanIds();
+    const seen = new Set<string>();
+    for (let i = 0; i < 3000; i++) {
+      const t = ids.newTraceId();
+      const s = ids.newSpanId();
+      assert.match(t, /^[0-9a-f]{32}$/);
+      assert.match(s, /^[0-9a-f]{16}$/);
+      assert.notEqual(t, '0'.repeat(32));
+      assert.notEqual(s, '0'.repeat(16));
+      seen.add(t).add(s);
+    }
+    assert.equal(seen.size, 6000);
   });
 
   it('tracing is requested only by OTEL_TRACES_EXPORTER=otlp or an OTLP endpoint; none, another exporter or OTEL_SDK_DISABLED turn it off', () => {
