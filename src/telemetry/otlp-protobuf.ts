@@ -386,8 +386,11 @@ function keyValue(w: Writer, key: string, value: unknown): void {
 
 /** Repeated `KeyValue` in field `field`. */
 function attributes(w: Writer, a: Attributes | Record<string, AttributeValue | undefined>, field: number): void {
-  for (const key in a) {
-    if (!Object.hasOwn(a, key)) continue;
+  // Own enumerable keys, in for...in's order (the SDK's serializer skips inherited ones): a
+  // third of the cost of for...in with a hasOwn check per key.
+  const keys = Object.keys(a);
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
     w.tag(field, LEN);
     keyValue(w, key, a[key]);
   }
@@ -506,13 +509,25 @@ function scopeSpans(w: Writer, scope: Scope, spans: readonly Queued[]): void {
     w.varint(scope.droppedAttributesCount);
   }
   w.close(sc, PART_LENGTH_BYTES);
+  // Spans written one after another in a slab are copied as one run.
+  let run: EncodedSpan | undefined;
+  let runEnd = 0;
   for (const s of spans) {
-    if (s instanceof EncodedSpan) s.copyTo(w);
-    else {
-      w.tag(2, LEN);
-      span(w, s);
+    if (s instanceof EncodedSpan) {
+      if (run !== undefined && s.follows(run, runEnd)) runEnd = s.end;
+      else {
+        run?.copyTo(w, runEnd);
+        run = s;
+        runEnd = s.end;
+      }
+      continue;
     }
+    run?.copyTo(w, runEnd);
+    run = undefined;
+    w.tag(2, LEN);
+    span(w, s);
   }
+  run?.copyTo(w, runEnd);
   if (scope.schemaUrl) {
     w.tag(3, LEN);
     w.string(scope.schemaUrl);
@@ -559,8 +574,19 @@ export class EncodedSpan {
     return this.context;
   }
 
-  copyTo(w: Writer): void {
-    w.copy(this.slab, this.start, this.byteLength);
+  /** Where this span's bytes end in its slab. */
+  get end(): number {
+    return this.start + this.byteLength;
+  }
+
+  /** Whether this span's bytes come right after `end` in `run`'s slab. */
+  follows(run: EncodedSpan, end: number): boolean {
+    return this.slab === run.slab && this.start === end;
+  }
+
+  /** Copies this span's bytes, and those after them in its slab up to `end`. */
+  copyTo(w: Writer, end: number): void {
+    w.copy(this.slab, this.start, end - this.start);
   }
 }
 

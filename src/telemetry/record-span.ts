@@ -158,9 +158,7 @@ function truncated(v: AttributeValue, limit: number): AttributeValue {
 }
 
 function countKeys(a: Attributes): number {
-  let n = 0;
-  for (const key in a) if (Object.hasOwn(a, key)) n++;
-  return n;
+  return Object.keys(a).length;
 }
 
 /** The span's attributes: the sampler's first, then the record's, under the limits. */

@@ -118,9 +118,22 @@ function parseServerAddress(base: string): ServerAddress | undefined {
   }
 }
 
-/** Makes and ends the request's span (SpanKind SERVER), child of the caller's span when there was one. */
+/**
+ * Makes and ends the request's span (SpanKind SERVER), child of the caller's span when there
+ * was one: soon, with the spans of other requests (tracing.later, docs/decisions/0035).
+ */
 export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestTrace, server?: ServerAddress): void {
   if (t.spanId === undefined) return;
+  tracing.later(() => makeRequestSpan(tracing, r, t, server, t.spanId!));
+}
+
+function makeRequestSpan(
+  tracing: Tracing,
+  r: TerminalRecord,
+  t: RequestTrace,
+  server: ServerAddress | undefined,
+  spanId: string,
+): void {
   const { api } = tracing;
   const remote: SpanContext | undefined =
     t.parentId === undefined
@@ -139,7 +152,7 @@ export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestT
     endRecordSpan(tracing.pipeline, {
       name: p.name,
       traceId: t.traceId,
-      spanId: t.spanId,
+      spanId,
       parent: remote,
       parentContext: parent,
       startMs: p.startMs,
@@ -155,7 +168,7 @@ export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestT
   const startMs = parseTimestamp(r.started_at);
   const span = tracing.startSpanWithIds(spanName(r), { kind: api.SpanKind.SERVER, startTime: startMs }, parent, {
     traceId: t.traceId,
-    spanId: t.spanId,
+    spanId,
   });
   // Not sampled: nothing more to work out.
   if (!span.isRecording()) return;

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import { protobufSpanProcessor } from './otlp-exporter.js';
 import { sdkPipeline, type SpanPipeline } from './record-span.js';
+import { SpanBatch } from './span-batch.js';
 import { parseTraceparent, randomSpanIds, type SpanIds } from './trace-context.js';
 
 /*
@@ -44,6 +45,8 @@ export interface Tracing {
    * tracer does not hold them as the pinned SDK does (startSpanWithIds makes it then).
    */
   readonly pipeline: SpanPipeline | undefined;
+  /** Runs span work later, a batch at a time (span-batch.ts); flush and release run what is queued first. */
+  later(task: () => void): void;
   /** Exports every span ended so far. */
   flush(): Promise<void>;
   /** This server no longer makes spans; the last one to release it shuts the SDK down (exporting what is left). */
@@ -159,16 +162,20 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
   log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
   // The SDK's own tracer: the API hands it out once the SDK is registered.
   const tracer = api.trace.getTracer('svc-serving');
+  const batch = new SpanBatch((err) => log.warn({ errName: (err as Error)?.name }, 'request span not made'));
   return {
     // Our processor is the tracer's only one when there is one (the request span is then written as it is made).
     ...tracingParts(api, tracer, staged, sdkNode.core, processor),
+    later: (task) => batch.add(task),
     async flush() {
+      batch.run();
       // The global provider is a proxy; its delegate is the SDK's provider.
       const proxy = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
       const provider = (proxy.getDelegate?.() ?? proxy) as { forceFlush?: () => Promise<void> };
       await provider.forceFlush?.();
     },
     async release() {
+      batch.run();
       if (shared === undefined || --shared.users > 0) return;
       shared = undefined;
       // The last spans go out, but a collector that does not answer cannot hold the stop.

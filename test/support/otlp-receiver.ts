@@ -37,6 +37,7 @@ export interface ReceivedSpan {
 export interface ReceivedExport {
   readonly contentType: string;
   readonly body: Buffer;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
 }
 
 export interface OtlpReceiver {
@@ -139,7 +140,7 @@ export async function startOtlpReceiver(
       }
       if (/gzip/i.test(String(req.headers['content-encoding'] ?? ''))) body = gunzipSync(body);
       const contentType = String(req.headers['content-type'] ?? '');
-      exports.push({ contentType, body });
+      exports.push({ contentType, body, headers: req.headers });
       try {
         if (/^application\/x-protobuf/i.test(contentType)) {
           spans.push(...flatten(decodeProtobuf(body), base64Hex));

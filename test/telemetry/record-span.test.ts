@@ -62,7 +62,8 @@ function tracingFor(mode: Mode, sampler: Sampler, spanLimits: SpanLimits): { tra
   );
   const pipeline = mode === 'record' || mode === 'direct' ? parts.pipeline : undefined;
   if (mode !== 'sdk' && mode !== 'sdk-encoded') assert.ok(pipeline, 'the SDK tracer holds its pipeline as expected');
-  return { tracing: { ...parts, pipeline, flush: async () => {}, release: async () => {} }, kept };
+  const later = (task: () => void): void => task();
+  return { tracing: { ...parts, pipeline, later, flush: async () => {}, release: async () => {} }, kept };
 }
 
 const RECORD: TerminalRecord = {
