@@ -44,7 +44,7 @@ export interface RelayContext {
   /** Set when a graceful stop cuts the requests still running: they end as errors, not as client cancellations. */
   readonly stopping: { value: boolean };
   /** Answers whose request body is still arriving (cutUploads answers them at a graceful stop's cut). */
-  readonly uploading: Set<ServerResponse>;
+  readonly uploading: Map<ServerResponse, Caller>;
   /** Bounds the request bytes held while bodies arrive, across all requests. */
   readonly uploadBudget: UploadBudget;
   /** Ids for the router's own request spans: set only when traces are exported (docs/operations.md). */

@@ -120,9 +120,11 @@ export function headerFault(req: IncomingMessage, route: RouteName): Turned | un
 export async function readRequest(
   req: IncomingMessage,
   res: ServerResponse,
+  c: Caller,
   ctx: RelayContext,
 ): Promise<Buffer | Turned> {
-  ctx.uploading.add(res);
+  // Whose upload `res` answers, for a graceful stop's cut (cutUploads).
+  ctx.uploading.set(res, c);
   try {
     return await readBody(req, ctx.cfg.maxBodyBytes, ctx.uploadBudget);
   } catch (err) {

@@ -8,14 +8,6 @@ import { identify } from './relay-intake.js';
 import { lacksHost } from '../http/http-app.js';
 import type { RouteName } from '../schema/terminal-record.js';
 
-/** The caller of each answer whose body is still arriving (cutUploads records them). */
-const uploading = new WeakMap<ServerResponse, Caller>();
-
-/** Notes whose upload `res` answers, for a graceful stop's cut. */
-export function noteUpload(res: ServerResponse, c: Caller): void {
-  uploading.set(res, c);
-}
-
 /**
  * Answers a request refused before routing with its error object and leaves its one terminal
  * record (outcome rejected, `model` null unless it named a configured alias) and one
@@ -52,10 +44,8 @@ export function turnAway(
  * (outcome error: the router, not the request, ended it).
  */
 export function cutUploads(ctx: RelayContext): void {
-  for (const res of ctx.uploading) {
-    const c = uploading.get(res);
-    if (!res.headersSent && c !== undefined)
-      turnAway(ctx, c, res, { code: ErrorCode.UNAVAILABLE, refusal: null }, res.req);
+  for (const [res, c] of ctx.uploading) {
+    if (!res.headersSent) turnAway(ctx, c, res, { code: ErrorCode.UNAVAILABLE, refusal: null }, res.req);
   }
   ctx.uploading.clear();
 }

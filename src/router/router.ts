@@ -304,7 +304,7 @@ function relayContext(
     logger: log,
     packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
-    uploading: new Set(),
+    uploading: new Map(),
     uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
       log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
