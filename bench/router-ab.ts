@@ -215,7 +215,7 @@ await runBench('router-ab', async (tmp) => {
       process.stdout.write(`\n${s.label}: no .cpuprofile was written\n`);
       continue;
     }
-    const kept = join(tmpdir(), `svc-router-ab-${k}.cpuprofile`);
+    const kept = join(tmpdir(), `svc-router-ab-${process.pid}-${k}.cpuprofile`);
     copyFileSync(join(dir, file), kept);
     process.stdout.write(
       `\n${s.label} under --cpu-prof (profile kept at ${kept}):\n${summarizeCpuProfile(kept, resolve(dirname(dirname(dirname(s.cli)))))}\n`,

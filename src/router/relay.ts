@@ -9,7 +9,7 @@ import { pipeUpstream } from './relay-upstream.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 import { responsesPromptChars } from './responses-observe.js';
 import { terminalRecord } from './relay-record.js';
-import { headerFault, identify, readRequest, routeRequest, type Routable } from './relay-intake.js';
+import { bodyFault, headerFault, identify, readRequest, routeRequest, type Routable } from './relay-intake.js';
 import { turnAway } from './relay-refusal.js';
 import type { Caller, Exchange, RelayContext } from './relay-context.js';
 import { upstreamTraceparent } from '../telemetry/trace-context.js';
@@ -43,10 +43,15 @@ export async function relayInference(
   if (c === undefined) return;
   const fault = headerFault(req, route);
   if (fault !== undefined) return turnAway(ctx, c, res, fault, req);
-  const body = await readRequest(req, res, c, ctx);
-  // Answered (and recorded) already when a graceful stop cut the upload (cutUploads).
+  let body: Buffer;
+  try {
+    body = await readRequest(req, res, c, ctx);
+  } catch (err) {
+    // Answered (and recorded) already when a graceful stop cut the upload (cutUploads).
+    if (res.headersSent) return;
+    return turnAway(ctx, c, res, bodyFault(err), req);
+  }
   if (res.headersSent) return;
-  if (!Buffer.isBuffer(body)) return turnAway(ctx, c, res, body, req);
   const r = routeRequest(body, req, route, ctx);
   if ('code' in r) return turnAway(ctx, c, res, r, undefined);
   const x = beginExchange(c, r, ctx);
