@@ -5,6 +5,7 @@
  * the usage from `usage.input_tokens` / `usage.output_tokens`. docs/decisions/0055.
  */
 import { MAX_RECORD_TOKENS, type FinishReason } from '../schema/terminal-record.js';
+import { openAiError, type ErrorCode } from '../errors.js';
 
 /** The measurements a Responses answer fills in (StreamObserver's members of the same names). */
 export interface ObservedAnswer {
@@ -18,6 +19,11 @@ export interface ObservedAnswer {
   completionTokens: number | null;
   done: boolean;
   failed: boolean;
+  /**
+   * One past the highest `sequence_number` of the events read before any failure (0 when none
+   * had one): the number the router's own `error` event takes when it ends the stream.
+   */
+  nextSequence: number;
 }
 
 /**
@@ -62,6 +68,22 @@ export function observeResponsesEvent(o: ObservedAnswer, v: Record<string, unkno
     // event replaces it) and the record's finish is `error`.
     o.failed = true;
   }
+  // Only events the client gets count: the failing one is not relayed.
+  const seq = v['sequence_number'];
+  if (!o.failed && isSequence(seq) && seq >= o.nextSequence) o.nextSequence = seq + 1;
+}
+
+/**
+ * The SSE `error` event that ends a Responses stream the router ends in failure (the engine
+ * failed, stalled or was cut after some events were relayed): OpenAI's own shape for it
+ * (`{"type": "error", "code", "message", "param", "sequence_number"}`), which the OpenAI SDKs
+ * yield as an event of type `error`, with the registry's code and fixed message.
+ * docs/decisions/0030.
+ */
+export function responsesErrorEvent(code: ErrorCode, sequence: number): Buffer {
+  const e = openAiError(code).error;
+  const data = { type: 'error', code: e.code, message: e.message, param: e.param, sequence_number: sequence };
+  return Buffer.from(`event: error\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
 /** A whole (non-streaming) Response object that arrived at `at`. */
@@ -164,6 +186,11 @@ function textLength(v: unknown): number {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A sequence number that one more can follow (a safe non-negative integer below the largest). */
+function isSequence(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) < Number.MAX_SAFE_INTEGER;
 }
 
 function isTokenCount(v: unknown): v is number {

@@ -47,6 +47,8 @@ export class StreamObserver {
    * Responses stream's terminal event (what is relayed of it; nothing after it is read or relayed).
    */
   doneAtByte = 0;
+  /** A Responses stream: one past the highest `sequence_number` relayed (responses-observe.ts). */
+  nextSequence = 0;
   private pending = '';
   private skipping = false;
   /** The previous chunk ended with CR: an LF first in this one completes that CRLF. */
