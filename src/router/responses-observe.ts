@@ -20,6 +20,11 @@ export interface ObservedAnswer {
   done: boolean;
   failed: boolean;
   /**
+   * A buffered Response the engine only accepted (`status` `queued` or `in_progress`: a
+   * `background` request): its output is yet to be generated, so none is counted or estimated.
+   */
+  accepted: boolean;
+  /**
    * One past the highest `sequence_number` of the events read before any failure (0 when none
    * had one): the number the router's own `error` event takes when it ends the stream.
    */
@@ -111,7 +116,9 @@ export function observeResponsesBody(o: ObservedAnswer, r: Record<string, unknow
     o.fragments = 1;
   }
   o.finishReason = responsesFinish(r);
-  readUsage(o, r['usage']);
+  // Accepted, not answered (decision 0031): an output count would be of work still to come.
+  o.accepted = r['status'] === 'queued' || r['status'] === 'in_progress';
+  readUsage(o, r['usage'], !o.accepted);
 }
 
 /**
@@ -169,11 +176,11 @@ export function responsesPromptChars(body: Record<string, unknown>): number {
   return n;
 }
 
-function readUsage(o: ObservedAnswer, u: unknown): void {
+function readUsage(o: ObservedAnswer, u: unknown, output = true): void {
   if (!isObject(u)) return;
   // A count past what a record may hold is no count (the estimate stands).
   if (isTokenCount(u['input_tokens'])) o.promptTokens = u['input_tokens'];
-  if (isTokenCount(u['output_tokens'])) o.completionTokens = u['output_tokens'];
+  if (output && isTokenCount(u['output_tokens'])) o.completionTokens = u['output_tokens'];
 }
 
 function isFunctionCall(item: unknown): boolean {

@@ -364,6 +364,28 @@ describe('router end to end: the Responses API and one model (real processes, Op
     }, OpenAI.APIError);
   });
 
+  it('background: the engine only accepted the request (queued): the record is a success with no finish and an unknown completion, not 0', async () => {
+    const input = 'later please sim:tokens=3 sim:ttft_ms=300';
+    const { data, response } = await client.responses.create({ model: 'resp', input, background: true }).withResponse();
+    assert.equal(data.status, 'queued');
+    assert.equal(data.background, true);
+    const r = await record(gidOf(response));
+    assert.equal(r.route, 'responses');
+    assert.equal(r.outcome, 'success');
+    assert.equal(r.status_code, 200);
+    assert.equal(r.finish_reason, null);
+    assert.deepEqual(r.usage, {
+      // The engine was handed the prompt (estimated, as for any request dispatched); its output is still to come.
+      prompt_tokens: Math.ceil(input.length / 4),
+      completion_tokens: null,
+      prompt_source: 'estimated',
+      completion_source: 'unknown',
+    });
+    assert.equal(r.time_to_first_content_ms, null);
+    assert.equal(typeof r.upstream_duration_ms, 'number');
+    assert.deepEqual(interpret(terminalEvidence(r)), ['usage_estimated', 'usage_unknown']);
+  });
+
   it('the stream passes byte for byte, CRLF, comments and id lines included; the record reads its terminal event', async () => {
     const res = await fetch(`${h.routerUrl}/v1/responses`, {
       method: 'POST',

@@ -202,6 +202,27 @@ describe('Responses answers as the router reads them', () => {
     }
   });
 
+  it('a buffered Response the engine only accepted (queued, in_progress) has no finish and no output count, even a reported 0', () => {
+    for (const status of ['queued', 'in_progress']) {
+      const o = new StreamObserver(() => 0, true);
+      o.jsonBody(
+        Buffer.from(
+          JSON.stringify({ status, output: [], usage: { input_tokens: 7, output_tokens: 0, total_tokens: 7 } }),
+        ),
+        1,
+      );
+      assert.equal(o.accepted, true, status);
+      assert.equal(o.finishReason, null, status);
+      assert.equal(o.promptTokens, 7, 'the prompt is counted when the engine says');
+      assert.equal(o.completionTokens, null, 'output still to come is no count');
+      assert.equal(o.firstContentAt, null);
+    }
+    const done = new StreamObserver(() => 0, true);
+    done.jsonBody(Buffer.from(JSON.stringify({ status: 'completed', usage: { output_tokens: 0 } })), 1);
+    assert.equal(done.accepted, false);
+    assert.equal(done.completionTokens, 0, 'a finished answer of 0 tokens is a count');
+  });
+
   it('prompt characters: instructions and input (a string, message contents, parts, tool results), bounded in depth', () => {
     assert.equal(responsesPromptChars({ input: 'hello', instructions: 'be brief' }), 13);
     assert.equal(
