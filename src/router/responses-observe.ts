@@ -6,6 +6,7 @@
  */
 import { MAX_RECORD_TOKENS, type FinishReason } from '../schema/terminal-record.js';
 import { openAiError, type ErrorCode } from '../errors.js';
+import { RESPONSE_ID_RE } from './response-ids.js';
 
 /** The measurements a Responses answer fills in (StreamObserver's members of the same names). */
 export interface ObservedAnswer {
@@ -24,6 +25,11 @@ export interface ObservedAnswer {
    * `background` request): its output is yet to be generated, so none is counted or estimated.
    */
   accepted: boolean;
+  /**
+   * The Response's `id` (a buffered answer's, a stream's from its first event that carries
+   * the Response), when it has the shape of one: where a later retrieve must go (decision 0032).
+   */
+  responseId: string | null;
   /**
    * One past the highest `sequence_number` of the events read before any failure (0 when none
    * had one): the number the router's own `error` event takes when it ends the stream.
@@ -48,6 +54,8 @@ const TERMINAL_EVENTS: ReadonlySet<string> = new Set(['response.completed', 'res
 export function observeResponsesEvent(o: ObservedAnswer, v: Record<string, unknown>, at: number): void {
   const type = v['type'];
   if (typeof type !== 'string') return;
+  // `response.created` carries the Response first; any later event with it would do.
+  if (o.responseId === null && isObject(v['response'])) o.responseId = responseIdOf(v['response']);
   if (TEXT_DELTAS.has(type)) {
     const delta = v['delta'];
     if (typeof delta === 'string' && delta.length > 0) {
@@ -97,6 +105,7 @@ export function observeResponsesBody(o: ObservedAnswer, r: Record<string, unknow
     o.failed = true;
     return;
   }
+  o.responseId = responseIdOf(r);
   const output = r['output'];
   if (Array.isArray(output)) {
     for (const item of output) {
@@ -181,6 +190,12 @@ function readUsage(o: ObservedAnswer, u: unknown, output = true): void {
   // A count past what a record may hold is no count (the estimate stands).
   if (isTokenCount(u['input_tokens'])) o.promptTokens = u['input_tokens'];
   if (output && isTokenCount(u['output_tokens'])) o.completionTokens = u['output_tokens'];
+}
+
+/** A Response's `id`, when it has the shape of one; else null. */
+function responseIdOf(r: Record<string, unknown>): string | null {
+  const id = r['id'];
+  return typeof id === 'string' && RESPONSE_ID_RE.test(id) ? id : null;
 }
 
 function isFunctionCall(item: unknown): boolean {

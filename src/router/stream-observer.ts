@@ -49,6 +49,8 @@ export class StreamObserver {
   doneAtByte = 0;
   /** A buffered Response only accepted (`queued`, `in_progress`): no output yet (responses-observe.ts). */
   accepted = false;
+  /** A Responses answer's id, where a retrieve of it must go (responses-observe.ts). */
+  responseId: string | null = null;
   /** A Responses stream: one past the highest `sequence_number` relayed (responses-observe.ts). */
   nextSequence = 0;
   private pending = '';
