@@ -11,6 +11,7 @@ import type { LineBudget } from '../http/line-budget.js';
 import type { StreamObserver } from './stream-observer.js';
 import type { ErrorCode } from '../errors.js';
 import type { RequestTrace, SpanIds } from '../telemetry/trace-context.js';
+import type { ResponseIds } from './response-ids.js';
 
 /*
  * The types the relay's modules share (relay.ts and relay-upstream, -stream, -record,
@@ -49,6 +50,8 @@ export interface RelayContext {
   readonly uploadBudget: UploadBudget;
   /** Ids for the router's own request spans: set only when traces are exported (docs/operations.md). */
   readonly spanIds: SpanIds | undefined;
+  /** The Responses API responses relayed, and the replica of each (decision 0032); absent: none are remembered. */
+  readonly responseIds?: ResponseIds;
 }
 
 /** What one exchange measured; turned into exactly one terminal record. */

@@ -300,6 +300,9 @@ function endExchange(x: Exchange, r: Routable, admitted: boolean, ctx: RelayCont
   // Cut by a graceful stop: the router ended it, the client did not cancel it.
   if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
   if (admitted) r.up.admission.release();
+  // A Responses answer's id: where a later retrieve or cancel of it goes (decision 0032).
+  if (x.obs.responseId !== null && x.upstreamReplica !== null)
+    ctx.responseIds?.learn(x.obs.responseId, r.up.route, x.upstreamReplica);
   const finishedMs = Math.max(Date.now(), a.startedAt);
   ctx.registry.finish(a, terminalRecord(x, ctx, finishedMs), finishedMs);
   // Every request that did not succeed leaves one line an operator can search by id.

@@ -23,6 +23,8 @@ import { DataPlaneKeys, digest } from '../auth/api-keys.js';
 import { cutUploads, relayInference } from './relay.js';
 import type { RelayContext } from './relay-context.js';
 import { routerRoutes } from './router-routes.js';
+import { responsesRoutes } from './responses-routes.js';
+import { ResponseIds } from './response-ids.js';
 import { serveRequestLookups } from './requests-responder.js';
 import { newGatewayId, sendRawProblem } from './relay-support.js';
 import type { RouterRegistry } from './records/router-registry.js';
@@ -208,8 +210,9 @@ function routerApp(
   return createHttpApp({
     logger: log,
     tls,
-    // The data plane's model routes answer OpenAI error objects (CONTRACT.md, HTTP).
-    openAiErrors: (path) => path === '/v1/models' || path.startsWith('/v1/models/'),
+    // The data plane's model and stored-response routes answer OpenAI error objects (CONTRACT.md, HTTP).
+    openAiErrors: (path) =>
+      path === '/v1/models' || path.startsWith('/v1/models/') || path.startsWith('/v1/responses/'),
     // An authenticated inference request refused by node:http itself still gets its id.
     refusedHeaders: (req) =>
       inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization)
@@ -310,6 +313,7 @@ function relayContext(
       log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
     ),
     spanIds: tracing?.ids,
+    responseIds: new ResponseIds(),
   };
 }
 
@@ -367,6 +371,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     packageVersion: PACKAGE_VERSION,
     workloads: observation.workloads,
   });
+  await app.register(responsesRoutes, { ctx, authRefused: (status) => metrics.authRefused(status) });
   await app.register(healthRoutes, { failing: () => routerFailing(routing.table, records.decisionLog), tag: 'router' });
   const closeAll = async (): Promise<void> => {
     observation.stopChanges();
