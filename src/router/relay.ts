@@ -110,6 +110,7 @@ function beginExchange(c: Caller, r: Routable, ctx: RelayContext): Exchange {
     queuedAt: null,
     stop: undefined,
     trace: c.trace,
+    routingConfigHash: r.up.routingConfigHash,
   };
   ctx.registry.begin(a);
   return {

@@ -154,6 +154,8 @@ export class InflightJournal {
       ...(a.workbenchRunId ? { workbench_run_id: a.workbenchRunId } : {}),
       ...(a.taskId ? { task_id: a.taskId } : {}),
       ...(this.identity ?? {}),
+      // Begun before a reload: the configuration it runs on, not the one loaded since.
+      ...(a.routingConfigHash !== undefined && this.identity ? { routing_config_hash: a.routingConfigHash } : {}),
     };
     const line = JSON.stringify(e) + '\n';
     this.lines.set(a, { phase: a.phase, line });

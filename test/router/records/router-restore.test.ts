@@ -466,6 +466,30 @@ describe('router registry: the window across evictions and restarts', () => {
     a.log.close();
   });
 
+  it("a request begun before a reload keeps its configuration's hash in the journal, whichever phase it reaches after", () => {
+    const now = Date.now();
+    const a = setup(10);
+    const identity = { routing_config_hash: 'b'.repeat(64), package_version: '1.0.0' };
+    const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined, identity);
+    const before = { ...active(1, now - 1000), routingConfigHash: 'a'.repeat(64) };
+    const after = { ...active(2, now - 500), routingConfigHash: 'b'.repeat(64) };
+    a.reg.begin(before);
+    a.reg.begin(after);
+    journal.write();
+    // The phase changes after the reload: the line is made again, with the hash it began under.
+    a.reg.setPhase(before, 'dispatched');
+    journal.write(true);
+    const hashes = Object.fromEntries(
+      InflightJournal.read(journal.path).entries.map((e) => [e.gateway_request_id, [e.phase, e.routing_config_hash]]),
+    );
+    assert.deepEqual(hashes, {
+      [gid(1)]: ['dispatched', 'a'.repeat(64)],
+      [gid(2)]: ['checking', 'b'.repeat(64)],
+    });
+    journal.stop();
+    a.log.close();
+  });
+
   it('a journal line with a timestamp outside the contract grammar is skipped, never fatal', () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-journal-'));
     const path = join(dir, 'd.jsonl.inflight');
