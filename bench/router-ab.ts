@@ -10,7 +10,7 @@
  * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
  * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
  * main); append `:nolog` to run a router without its decision log, `:buf=N` for
- * `[server] buffer_size = N` (warm-up then runs past N), `:prof` to run it under `node --cpu-prof` and print where its time went, `:otlp` to export its traces over
+ * `[server] buffer_size = N` (warm-up then runs past N), `:two` to route its alias to two engine sims (`upstreams`), `:prof` to run it under `node --cpu-prof` and print where its time went, `:otlp` to export its traces over
  * OTLP/HTTP (protobuf) to a receiver in this process that reads and drops them, every span
  * sampled, as a collector on the host would take them. Default: `. bare`. Every router is configured as bench/router.ts
  * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
@@ -41,13 +41,15 @@ interface Spec {
   readonly otlp: boolean;
   /** Run under `node --cpu-prof` and print where its time went (warm-up included) after the rounds. */
   readonly prof: boolean;
+  /** Route the alias to two replicas (`upstreams`: the engine sim and a second one). */
+  readonly two: boolean;
 }
 
 function parseSpec(arg: string): Spec {
   // Options are the known suffixes after the last colons; the rest is the target (a path may hold `:`).
   const parts = arg.split(':');
   const opts: string[] = [];
-  while (parts.length > 1 && /^(nolog|otlp|prof|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
+  while (parts.length > 1 && /^(nolog|otlp|prof|two|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
   const where = parts.join(':');
   if (where === 'bare') {
     if (opts.length > 0) throw new Error(`${arg}: the bare relay takes no options`);
@@ -60,6 +62,7 @@ function parseSpec(arg: string): Spec {
       nodeArgs: [],
       otlp: false,
       prof: false,
+      two: false,
     };
   }
   const cli = where === '.' ? CLI : join(resolve(where), 'dist', 'cli', 'main.js');
@@ -68,16 +71,18 @@ function parseSpec(arg: string): Spec {
   let otlp = false;
   let bufferSize: number | undefined;
   let prof = false;
+  let two = false;
   const nodeArgs: string[] = [];
   for (const o of opts) {
     if (o === 'nolog') decisionLog = false;
     else if (o === 'otlp') otlp = true;
     else if (o.startsWith('semi=')) nodeArgs.push(`--max-semi-space-size=${o.slice(5)}`);
     else if (o === 'prof') prof = true;
+    else if (o === 'two') two = true;
     else bufferSize = Number(o.slice(4));
   }
   if (bufferSize === 0) throw new Error(`${arg}: buf needs a positive number`);
-  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp, prof };
+  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp, prof, two };
 }
 
 function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
@@ -130,6 +135,7 @@ await runBench('router-ab', async (tmp) => {
   const key = randomBytes(16).toString('hex');
   const sim = await startSim();
   const sink = o.specs.some((s) => s.otlp) ? await startOtlpSink() : undefined;
+  const sim2 = o.specs.some((s) => s.two) ? await startSim() : undefined;
   const body = JSON.stringify({
     model: MODEL,
     messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }],
@@ -153,6 +159,7 @@ await runBench('router-ab', async (tmp) => {
           decisionLog: s.decisionLog,
           bufferSize: s.bufferSize,
           cli: s.cli,
+          ...(s.two && sim2 ? { moreReplicas: [sim2.url] } : {}),
           ...(s.otlp && sink ? { env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'svc-bench' } } : {}),
         },
         [...s.nodeArgs, ...profArgs],
