@@ -25,7 +25,6 @@ import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { LineBudget } from './line-budget.js';
 import { repeatsSingleHeader } from './single-headers.js';
-import { GENERATED_ID_RE } from '../schema/terminal-record.js';
 import { SHARED_SCHEMAS, serializerCompiler, validatorCompiler } from './route-schemas.js';
 import type { ReloadableTls } from './tls.js';
 
@@ -44,11 +43,19 @@ export interface HttpAppOptions {
   readonly requestTimeoutMs?: number;
   readonly connectionsCheckIntervalMs?: number;
   /**
-   * Headers added to the fixed 400 answer to a request node:http refuses on its own after
-   * reading its headers (an unsupported `Expect`): the router's request id on its
-   * authenticated inference routes.
+   * A request node:http refuses on its own after reading its headers (an `Expect` other than
+   * 100-continue): true when this answered it on `res` (the router's inference routes: their
+   * error object, ids and record); false leaves the fixed 400. Either way the connection
+   * closes after the answer.
    */
-  readonly refusedHeaders?: (req: IncomingMessage) => Record<string, string> | undefined;
+  readonly answerExpectation?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /**
+   * A connection fault (a malformed chunked body, a request that did not arrive whole in
+   * time, bytes no parser reads) while `res` is the answer its connection owes and none of it
+   * has gone out: true when this took it (answered `res` itself, or left `res` to its own
+   * request and marked the connection to close after it); false leaves the fixed 400.
+   */
+  readonly answerFault?: (res: ServerResponse, err: Error & { code?: string }) => boolean;
   /** Called once the app's rules are set and before any route is added (the OpenAPI generator registers @fastify/swagger here). */
   readonly beforeRoutes?: (app: FastifyInstance) => void;
   /**
@@ -205,7 +212,7 @@ function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): Fa
       const sc = (err as Error & { statusCode?: unknown }).statusCode;
       void answer(req, reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
     },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswer(opts),
   });
 }
 
@@ -224,21 +231,25 @@ function guardServer(app: FastifyInstance, opts: HttpAppOptions): void {
   app.server.maxHeadersCount = 0;
   // Requests node:http answers on its own, outside any route: an `Expect` other than
   // 100-continue (node's bare 417) and CONNECT (node closes without a word). Both get the
-  // fixed 400 problem, as every request the server cannot take does.
+  // fixed 400, as every request the server cannot take does, in the shape their path takes.
   app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     res.shouldKeepAlive = false;
+    if (opts.answerExpectation?.(req, res)) return;
+    const openAi = opts.openAiErrors?.(pathOf(originForm(req.url ?? '/'))) === true;
+    const body = openAi ? EXPECTATION_ERROR : CLIENT_ERROR;
     res
       .writeHead(400, {
-        ...opts.refusedHeaders?.(req),
-        'content-type': PROBLEM_CONTENT_TYPE,
-        'content-length': Buffer.byteLength(CLIENT_ERROR),
+        'content-type': openAi ? OPENAI_ERROR_CONTENT_TYPE : PROBLEM_CONTENT_TYPE,
+        'content-length': Buffer.byteLength(body),
         connection: 'close',
       })
-      .end(CLIENT_ERROR);
+      .end(body);
   });
-  app.server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+  app.server.on('connect', (req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => undefined);
-    socket.end(CLIENT_ERROR_RESPONSE);
+    socket.end(
+      opts.openAiErrors?.(pathOf(originForm(req.url ?? '/'))) ? OPENAI_CLIENT_ERROR_RESPONSE : CLIENT_ERROR_RESPONSE,
+    );
   });
 }
 
@@ -424,13 +435,18 @@ export function allowedMethods(routes: readonly RouteMethod[], path: string): st
 }
 
 const CLIENT_ERROR = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
-const CLIENT_ERROR_RESPONSE = `HTTP/1.1 400 Bad Request\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(CLIENT_ERROR)}\r\nconnection: close\r\n\r\n${CLIENT_ERROR}`;
+const CLIENT_ERROR_RESPONSE = rawAnswer(PROBLEM_CONTENT_TYPE, CLIENT_ERROR);
+const EXPECTATION_ERROR = JSON.stringify(openAiError(ErrorCode.INVALID_EXPECTATION));
+const OPENAI_CLIENT_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_INPUT)),
+);
 
-/**
- * A request node:http could not parse (a malformed request line or header, a control
- * character in a header value, headers too large, headers never finished): the fixed 400
- * problem, then the connection closes. Nothing of the request is echoed or logged.
- */
+/** A whole 400 answer written straight on a socket, the connection closing after it. */
+function rawAnswer(contentType: string, body: string): string {
+  return `HTTP/1.1 400 Bad Request\r\ncontent-type: ${contentType}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
 /**
  * Connections whose request was answered before its body had arrived (a refusal that did not
  * wait for the upload). If that body then stalls until the request timeout, the connection
@@ -448,27 +464,42 @@ export function noteEarlyAnswer(req: IncomingMessage): void {
   req.once('end', () => answeredEarly.delete(socket));
 }
 
-function answerClientError(err: Error & { code?: string }, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  if (answeredEarly.has(socket)) {
+/** Longest a connection answered by `answerFault` stays open for its answer to go out. */
+const FAULT_LINGER_MS = 2_000;
+
+/**
+ * A request node:http could not parse (a malformed request line or header, a control
+ * character in a header value, headers too large, headers never finished, a malformed
+ * chunked body) or that did not arrive whole in time: the fixed 400 problem (or the owner's
+ * own answer, `answerFault`), then the connection closes. Nothing of the request is echoed
+ * or logged.
+ */
+function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string }, socket: Socket) => void {
+  return (err, socket) => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    if (answeredEarly.has(socket)) {
+      socket.destroy();
+      return;
+    }
+    // Only while nothing of an answer has gone out on this connection: a request whose body
+    // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
+    // response has begun, a 400 would be read as part of it; then the connection just closes.
+    const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (socket.writable && !current?.headersSent) {
+      if (current && opts.answerFault?.(current, err)) {
+        // Answered: closed once that answer is written (it says `Connection: close`), at the
+        // latest after FAULT_LINGER_MS. Left to its request: closed after that request's answer.
+        if (current.headersSent) {
+          const t = setTimeout(() => socket.destroy(), FAULT_LINGER_MS);
+          t.unref();
+          socket.once('close', () => clearTimeout(t));
+        }
+        return;
+      }
+      socket.end(CLIENT_ERROR_RESPONSE);
+    }
     socket.destroy();
-    return;
-  }
-  // Only while nothing of an answer has gone out on this connection: a request whose body
-  // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
-  // response has begun, a 400 would be read as part of it; then the connection just closes.
-  const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && !current?.headersSent) {
-    // A request already authenticated on an inference route (its body never finished
-    // arriving, say) keeps the identifier every such answer carries.
-    const id = current?.getHeader('x-svc-request-id');
-    socket.end(
-      typeof id === 'string' && GENERATED_ID_RE.test(id)
-        ? CLIENT_ERROR_RESPONSE.replace('\r\n', `\r\nx-svc-request-id: ${id}\r\n`)
-        : CLIENT_ERROR_RESPONSE,
-    );
-  }
-  socket.destroy();
+  };
 }
 
 /** Starts listening and writes the contract's one `listening` line with the URL. */

@@ -51,6 +51,51 @@ export function cutUploads(ctx: RelayContext): void {
 }
 
 /**
+ * An inference request with an `Expect` other than 100-continue (node:http answers it outside
+ * the relay: http-app's answerExpectation): 400 `invalid_expectation`, the connection closing
+ * after it. An authenticated one gets its ids and its terminal record (outcome rejected,
+ * refusal `invalid_request`); an unauthenticated one is only answered.
+ */
+export function refuseExpectation(
+  req: IncomingMessage,
+  res: ServerResponse,
+  route: RouteName,
+  ctx: RelayContext,
+): void {
+  res.shouldKeepAlive = false;
+  if (!ctx.keys.accepts(req.headers.authorization)) {
+    sendRawError(res, ErrorCode.INVALID_EXPECTATION);
+    return;
+  }
+  const c = identify(req, res, route, ctx);
+  if (c !== undefined)
+    turnAway(ctx, c, res, { code: ErrorCode.INVALID_EXPECTATION, refusal: 'invalid_request' }, undefined);
+}
+
+/**
+ * A connection fault while `res`, not yet begun, answers an identified inference request
+ * (http-app's answerFault). While its body arrives, the fault is its own: answered here, 400
+ * `incomplete_body` when the body did not arrive whole in time, else `invalid_framing` (a
+ * malformed chunked body), and recorded rejected (`invalid_request`); the relay, which
+ * then sees its upload cut, finds it answered and records nothing more. Once its body is
+ * whole, the fault is a later request's on the same connection (which has no id): this
+ * request's exchange answers and records it, and the connection closes after. False for
+ * any other answer.
+ */
+export function answerConnectionFault(ctx: RelayContext, res: ServerResponse, err: { code?: string }): boolean {
+  if (res.headersSent) return false;
+  const c = ctx.uploading.get(res);
+  // Not uploading: identified (its id is set) means its body is whole and its exchange runs.
+  if (c === undefined && !res.hasHeader('x-svc-request-id')) return false;
+  res.shouldKeepAlive = false;
+  // The body may be whole with its end not yet seen by the relay (the fault's bytes came with it).
+  if (c === undefined || res.req.complete) return true;
+  const code = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ErrorCode.INCOMPLETE_BODY : ErrorCode.INVALID_FRAMING;
+  turnAway(ctx, c, res, { code, refusal: 'invalid_request' }, undefined);
+  return true;
+}
+
+/**
  * An inference path asked with another method than POST: 405 with `Allow: POST` (400 without
  * Host). An authenticated one gets its ids and its terminal record, as every request with an
  * `X-Svc-Request-Id` does; an unauthenticated one is only answered.

@@ -17,7 +17,7 @@ import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, listen, originForm } from '../http/http-app.js';
 import { createNodeServer, reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { natsMetrics } from '../http/metrics-endpoint.js';
-import { refuseMethod } from './relay-refusal.js';
+import { answerConnectionFault, refuseExpectation, refuseMethod } from './relay-refusal.js';
 import type { RouterMetrics } from './metrics.js';
 import { DataPlaneKeys, digest } from '../auth/api-keys.js';
 import { cutUploads, relayInference } from './relay.js';
@@ -26,7 +26,7 @@ import { routerRoutes } from './router-routes.js';
 import { responsesRoutes } from './responses-routes.js';
 import { ResponseIds } from './response-ids.js';
 import { serveRequestLookups } from './requests-responder.js';
-import { newGatewayId, sendRawProblem } from './relay-support.js';
+import { sendRawProblem } from './relay-support.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import { openRouterRecords, type RouterRecords } from './router-records.js';
 import { buildRoutingTable, closeTable, retireTable } from './routing-table.js';
@@ -111,7 +111,14 @@ export interface RouterHandle {
   close(): Promise<void>;
 }
 
-export type RouterDeps = ServerDeps;
+export interface RouterDeps extends ServerDeps {
+  /**
+   * Longest time a request may take to arrive whole (default ROUTER_REQUEST_TIMEOUT_MS) and how
+   * often node checks it (default 30 s): tests shorten both to reach the cut in a second.
+   */
+  readonly requestTimeoutMs?: number;
+  readonly connectionsCheckIntervalMs?: number;
+}
 
 /**
  * Every credential the router knows, as digests (its data-plane keys, policy clients and NATS
@@ -198,11 +205,20 @@ function startObservation(cfg: RouterConfig, bus: Bus, registry: RouterRegistry,
  */
 function routerApp(
   ctx: RelayContext,
-  keys: DataPlaneKeys,
   metrics: RouterMetrics,
   tls: ReloadableTls | undefined,
   log: Logger,
+  deps: RouterDeps,
 ): FastifyInstance {
+  const requestTimeout = deps.requestTimeoutMs ?? ROUTER_REQUEST_TIMEOUT_MS;
+  // Node refuses a headers timeout longer than the request timeout.
+  const timeouts = {
+    requestTimeout,
+    headersTimeout: Math.min(60_000, requestTimeout),
+    ...(deps.connectionsCheckIntervalMs !== undefined
+      ? { connectionsCheckingInterval: deps.connectionsCheckIntervalMs }
+      : {}),
+  };
   // A request refused before authentication has no id (and no record): counted apart, by status.
   const countRefusal = (res: ServerResponse): void => {
     if (!res.hasHeader('x-svc-request-id')) metrics.authRefused(res.statusCode);
@@ -213,15 +229,19 @@ function routerApp(
     // The data plane's model and stored-response routes answer OpenAI error objects (CONTRACT.md, HTTP).
     openAiErrors: (path) =>
       path === '/v1/models' || path.startsWith('/v1/models/') || path.startsWith('/v1/responses/'),
-    // An authenticated inference request refused by node:http itself still gets its id.
-    refusedHeaders: (req) =>
-      inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization)
-        ? { 'x-svc-request-id': newGatewayId() }
-        : undefined,
+    // Inference requests node:http refuses itself (an unsupported Expect), or whose
+    // connection fails while their body arrives: answered by the relay's rules (an OpenAI
+    // error object; with a key, ids and one terminal record).
+    answerExpectation: (req, res) => {
+      const route = inferenceRoute(req);
+      if (route !== undefined) refuseExpectation(req, res, route, ctx);
+      return route !== undefined;
+    },
+    answerFault: (res, err) => answerConnectionFault(ctx, res, err),
     serverFactory: (handler) =>
       createNodeServer(
         tls,
-        { keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false },
+        { keepAliveTimeout: 65_000, ...timeouts, requireHostHeader: false },
         (req: IncomingMessage, res: ServerResponse) => {
           const route = inferenceRoute(req);
           if (route === undefined) handler(req, res);
@@ -358,7 +378,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const ownsBus = deps.bus === undefined;
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   const observation = startObservation(cfg, bus, registry, log);
-  const app = routerApp(ctx, keys, metrics, tls, log);
+  const app = routerApp(ctx, metrics, tls, log, deps);
   await app.register(routerRoutes, {
     cfg,
     routing: () => routing.table,
