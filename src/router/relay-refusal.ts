@@ -1,5 +1,10 @@
-/** Requests turned away before routing: their answer, their one terminal record, their log line. */
+/**
+ * Requests turned away before routing (by the relay, or by node:http before the relay saw
+ * them): their answer, their one terminal record, their log line; and the record of a relay
+ * that failed unexpectedly.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { ErrorCode } from '../errors.js';
 import type { Caller, RelayContext, Turned } from './relay-context.js';
 import { refusalRecord } from './relay-record.js';
@@ -7,6 +12,7 @@ import { refuseUpload, sendRawError } from './relay-support.js';
 import { identify } from './relay-intake.js';
 import { lacksHost } from '../http/http-app.js';
 import type { RouteName } from '../schema/terminal-record.js';
+import type { ActiveRequest } from './records/router-registry.js';
 
 /**
  * Answers a request refused before routing with its error object and leaves its one terminal
@@ -48,6 +54,54 @@ export function cutUploads(ctx: RelayContext): void {
     if (!res.headersSent) turnAway(ctx, c, res, { code: ErrorCode.UNAVAILABLE, refusal: null }, res.req);
   }
   ctx.uploading.clear();
+}
+
+/**
+ * The last resort after a relay threw where nothing expected it (router.ts relayCrashed,
+ * once `res` is answered): a request that has its ids but no terminal record gets one,
+ * outcome `error` with the status its client was sent. In flight already, it is ended with
+ * its alias and lineage (and leaves the in-flight list); uploading, with its lineage;
+ * between the two (its body whole, not yet routed), with its ids only, its start and
+ * latency unknown (started when recorded, `latency_ms` null).
+ */
+export function recordCrash(ctx: RelayContext, res: ServerResponse, route: RouteName): void {
+  const gid = res.getHeader('x-svc-request-id');
+  // Never identified: no id, so no record.
+  if (typeof gid !== 'string') return;
+  const a = ctx.registry.active.get(gid);
+  // Recorded already (the throw came after its record).
+  if (a === undefined && ctx.registry.ring.slotOf(gid) !== undefined) return;
+  const finishedMs = Date.now();
+  const c = ctx.uploading.get(res) ?? crashedCaller(gid, res, route, a, finishedMs);
+  const t: Turned = { code: ErrorCode.INTERNAL, refusal: null, ...(a !== undefined ? { model: a.model } : {}) };
+  const record = refusalRecord(c, t, res.statusCode, ctx, finishedMs);
+  if (a === undefined && !ctx.uploading.has(res)) record.latency_ms = null;
+  if (a !== undefined) ctx.registry.finish(a, record, finishedMs);
+  else ctx.registry.refused(gid, record, finishedMs, c.trace);
+}
+
+/** The caller of a crashed request, from its in-flight entry, else from the ids its answer carries. */
+function crashedCaller(
+  gid: string,
+  res: ServerResponse,
+  route: RouteName,
+  a: ActiveRequest | undefined,
+  nowMs: number,
+): Caller {
+  const legacy = res.getHeader('x-request-id');
+  const requestId = a?.requestId ?? (typeof legacy === 'string' ? legacy : gid);
+  const startedMs = a?.startedAt ?? nowMs;
+  return {
+    gid,
+    requestId,
+    route: a?.route ?? route,
+    arrivedAt: performance.now() - (nowMs - startedMs),
+    arrivedMs: startedMs,
+    sessionId: a?.sessionId,
+    workbenchRunId: a?.workbenchRunId,
+    taskId: a?.taskId,
+    trace: a?.trace,
+  };
 }
 
 /**

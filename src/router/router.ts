@@ -17,7 +17,7 @@ import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, listen, originForm } from '../http/http-app.js';
 import { createNodeServer, reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { natsMetrics } from '../http/metrics-endpoint.js';
-import { answerConnectionFault, refuseExpectation, refuseMethod } from './relay-refusal.js';
+import { answerConnectionFault, recordCrash, refuseExpectation, refuseMethod } from './relay-refusal.js';
 import type { RouterMetrics } from './metrics.js';
 import { DataPlaneKeys, digest } from '../auth/api-keys.js';
 import { cutUploads, relayInference } from './relay.js';
@@ -54,13 +54,19 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
 
 /**
  * The last line of defence for a relay that threw where nothing expected it: one log line
- * (the error's name only) and a fixed problem, never an unhandled rejection that ends the
- * process with every request in flight.
+ * (the error's name only), the fixed 500 error object (or the connection closed when an
+ * answer had begun) and the request's one terminal record when it has none yet, never an
+ * unhandled rejection that ends the process with every request in flight.
  */
-function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
-  log.error({ err }, 'relay failed unexpectedly');
+function relayCrashed(res: ServerResponse, route: RouteName, ctx: RelayContext, err: unknown): void {
+  ctx.logger.error({ err }, 'relay failed unexpectedly');
   if (!res.headersSent) sendRawProblem(res, ErrorCode.INTERNAL);
   else res.destroy();
+  try {
+    recordCrash(ctx, res, route);
+  } catch (e) {
+    ctx.logger.error({ err: e }, 'record of a failed relay not written');
+  }
 }
 
 /** Percent-encoded unreserved characters (letters, digits, `-._~`) decoded; every other escape kept. */
@@ -248,7 +254,7 @@ function routerApp(
           else if (req.method === 'POST')
             relayInference(req, res, route, ctx).then(
               () => countRefusal(res),
-              (err: unknown) => relayCrashed(res, log, err),
+              (err: unknown) => relayCrashed(res, route, ctx, err),
             );
           // An authenticated inference route answers with its identifier (and leaves its record), errors included.
           else refuseMethod(req, res, route, ctx);

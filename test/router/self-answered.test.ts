@@ -366,6 +366,43 @@ describe('requests the router answers outside the relay: one terminal record per
     await assertRefusalRecord(router, logPath, a, 413, 'body_too_large');
   });
 
+  it('a relay that fails where nothing expected it: the 500 error object with its ids, and still one record', async () => {
+    const before = await counted(router, '-', 'error', '5xx');
+    const inFlight = await counted(router, 'm', 'error', '5xx');
+    const begin = router.registry.begin;
+    /** Runs one request with a fault injected where the relay does not catch: putting it in flight. */
+    const crash = async (after: boolean): Promise<TerminalRecord> => {
+      router.registry.begin = (a) => {
+        router.registry.begin = begin;
+        if (after) begin.call(router.registry, a);
+        throw new Error('injected fault');
+      };
+      const a = await exchange(port, [chatHead('Connection: close\r\nX-Svc-Session-Id: crash-1\r\n') + CHAT]);
+      assert.equal(router.registry.begin, begin, 'the fault was reached');
+      assert.equal(a.status, 500);
+      assert.equal(a.body, JSON.stringify(openAiError(ErrorCode.INTERNAL)));
+      const gid = a.headers['x-svc-request-id'] ?? '';
+      assert.match(gid, GID);
+      const rec = await eventually(() => lookup(router, gid), 2_000, 10);
+      assert.deepEqual([rec.request_id, rec.outcome, rec.status_code, rec.refusal], [gid, 'error', 500, undefined]);
+      assert.equal(await logged(logPath, gid), 1);
+      return rec;
+    };
+    // Before it was in flight: its ids only (its alias, lineage and latency unknown).
+    const early = await crash(false);
+    assert.deepEqual([early.model, early.latency_ms, early.session_id], [null, null, undefined]);
+    assert.equal(await counted(router, '-', 'error', '5xx'), before + 1);
+    // In flight: ended with its alias and lineage, and no longer listed as active.
+    const late = await crash(true);
+    assert.deepEqual([late.model, late.session_id], ['m', 'crash-1']);
+    assert.equal(typeof late.latency_ms, 'number');
+    assert.equal(await counted(router, 'm', 'error', '5xx'), inFlight + 1);
+    assert.equal(router.registry.active.size, 0);
+    // The router goes on serving.
+    const ok = await exchange(port, [chatHead('Connection: close\r\n') + CHAT]);
+    assert.equal(ok.status, 200);
+  });
+
   it('a wrong method on an inference route with a key: 405 with its ids and one record; CONNECT gets no id and no record', async () => {
     const a = await exchange(port, [
       `GET /v1/chat/completions HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
