@@ -175,19 +175,23 @@ describe('requests the router answers outside the relay: one terminal record per
     assert.ok(checkTerminalRecord.Check(rec), 'a valid terminal record');
     return rec;
   };
-  /** Decision-log lines naming `gid` (waits out the log's grouped writes). */
+  /** Decision-log lines naming `gid`: once one is written (grouped writes), and a moment more for any second. */
   const logged = async (path: string, gid: string): Promise<number> => {
-    await new Promise((r) => setTimeout(r, 80));
-    let text = '';
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch {
-      return 0;
-    }
-    return text
-      .split('\n')
-      .filter((l) => l !== '')
-      .filter((l) => (JSON.parse(l) as { gateway_request_id?: string }).gateway_request_id === gid).length;
+    const count = (): number => {
+      let text = '';
+      try {
+        text = readFileSync(path, 'utf8');
+      } catch {
+        return 0;
+      }
+      return text
+        .split('\n')
+        .filter((l) => l !== '')
+        .filter((l) => (JSON.parse(l) as { gateway_request_id?: string }).gateway_request_id === gid).length;
+    };
+    await eventually(() => count() > 0, 2_000, 10).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 60));
+    return count();
   };
   /** `svc_router_requests_total` for alias `-` / `m`, route chat.completions, by outcome and status class. */
   const counted = async (r: RouterHandle, alias: string, outcome: string, statusClass: string): Promise<number> => {
