@@ -467,6 +467,9 @@ export function noteEarlyAnswer(req: IncomingMessage): void {
 /** Longest a connection answered by `answerFault` stays open for its answer to go out. */
 const FAULT_LINGER_MS = 2_000;
 
+/** Connections answered by `answerFault`: later faults on them (more unreadable bytes) wait for that answer's close. */
+const faultAnswered = new WeakSet<Socket>();
+
 /**
  * A request node:http could not parse (a malformed request line or header, a control
  * character in a header value, headers too large, headers never finished, a malformed
@@ -476,7 +479,7 @@ const FAULT_LINGER_MS = 2_000;
  */
 function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string }, socket: Socket) => void {
   return (err, socket) => {
-    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    if (err.code === 'ECONNRESET' || socket.destroyed || faultAnswered.has(socket)) return;
     if (answeredEarly.has(socket)) {
       socket.destroy();
       return;
@@ -490,6 +493,7 @@ function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string 
         // Answered: closed once that answer is written (it says `Connection: close`), at the
         // latest after FAULT_LINGER_MS. Left to its request: closed after that request's answer.
         if (current.headersSent) {
+          faultAnswered.add(socket);
           const t = setTimeout(() => socket.destroy(), FAULT_LINGER_MS);
           t.unref();
           socket.once('close', () => clearTimeout(t));
