@@ -437,6 +437,14 @@ export function allowedMethods(routes: readonly RouteMethod[], path: string): st
 const CLIENT_ERROR = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
 const CLIENT_ERROR_RESPONSE = rawAnswer(PROBLEM_CONTENT_TYPE, CLIENT_ERROR);
 const EXPECTATION_ERROR = JSON.stringify(openAiError(ErrorCode.INVALID_EXPECTATION));
+const FRAMING_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_FRAMING)),
+);
+const INCOMPLETE_BODY_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INCOMPLETE_BODY)),
+);
 const OPENAI_CLIENT_ERROR_RESPONSE = rawAnswer(
   OPENAI_ERROR_CONTENT_TYPE,
   JSON.stringify(openAiError(ErrorCode.INVALID_INPUT)),
@@ -500,7 +508,15 @@ function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string 
         }
         return;
       }
-      socket.end(CLIENT_ERROR_RESPONSE);
+      // Its shape is that of the path whose answer the connection owes.
+      const openAi = current?.req && opts.openAiErrors?.(pathOf(originForm(current.req.url ?? '/')));
+      socket.end(
+        !openAi
+          ? CLIENT_ERROR_RESPONSE
+          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? INCOMPLETE_BODY_RESPONSE
+            : FRAMING_ERROR_RESPONSE,
+      );
     }
     socket.destroy();
   };

@@ -77,17 +77,32 @@ export function decodeUnreserved(path: string): string {
   });
 }
 
-/** The inference route a request's path names, or undefined. */
-function inferenceRoute(req: IncomingMessage): RouteName | undefined {
+/** A request's path as the router matches it, or undefined. */
+function requestPath(req: IncomingMessage): string | undefined {
   // Absolute form too (RFC 9112 3.2.2): the one place the raw URL is matched; Fastify's
   // routes see it rewritten (createHttpApp's rewriteUrl).
   const url = req.url === undefined ? undefined : originForm(req.url);
   const q = url?.indexOf('?') ?? -1;
-  let path = q < 0 ? url : url!.slice(0, q);
+  const path = q < 0 ? url : url!.slice(0, q);
   // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
   // routes already treat it: unreserved characters are decoded before the match.
-  if (path?.includes('%')) path = decodeUnreserved(path);
+  return path?.includes('%') ? decodeUnreserved(path) : path;
+}
+
+/** The inference route a request's path names, or undefined. */
+function inferenceRoute(req: IncomingMessage): RouteName | undefined {
+  const path = requestPath(req);
   return path ? INFERENCE.get(path) : undefined;
+}
+
+/** The stored-response routes (responses-routes.ts), which identify and record as the inference routes do. */
+const STORED_RESPONSE_PATH = /^\/v1\/responses\/[^/]+(?:\/cancel|\/input_items)?$/;
+
+/** The route whose ids and record a request node:http answers itself gets: an inference or stored-response path. */
+function recordedRoute(req: IncomingMessage): RouteName | undefined {
+  const path = requestPath(req);
+  if (path === undefined) return undefined;
+  return INFERENCE.get(path) ?? (STORED_RESPONSE_PATH.test(path) ? 'responses' : undefined);
 }
 
 /**
@@ -235,11 +250,11 @@ function routerApp(
     // The data plane's model and stored-response routes answer OpenAI error objects (CONTRACT.md, HTTP).
     openAiErrors: (path) =>
       path === '/v1/models' || path.startsWith('/v1/models/') || path.startsWith('/v1/responses/'),
-    // Inference requests node:http refuses itself (an unsupported Expect), or whose
-    // connection fails while their body arrives: answered by the relay's rules (an OpenAI
-    // error object; with a key, ids and one terminal record).
+    // Inference and stored-response requests node:http refuses itself (an unsupported
+    // Expect), or whose connection fails while their body arrives: answered by the relay's
+    // rules (an OpenAI error object; with a key, ids and one terminal record).
     answerExpectation: (req, res) => {
-      const route = inferenceRoute(req);
+      const route = recordedRoute(req);
       if (route !== undefined) refuseExpectation(req, res, route, ctx);
       return route !== undefined;
     },

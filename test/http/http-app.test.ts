@@ -72,6 +72,7 @@ describe('Fastify servers: a request that never finishes arriving', () => {
           if (req.url !== '/own') return handler(req, res);
           req.resume();
         }),
+      openAiErrors: (path) => path === '/data',
       // The owner of /own answers its faults itself (the router: an error object and a record).
       answerFault: (res, err) => {
         if (res.req.url !== '/own') return false;
@@ -81,8 +82,9 @@ describe('Fastify servers: a request that never finishes arriving', () => {
         return true;
       },
     });
-    // A route whose body is read (a body sent where no route takes it is answered at once).
+    // Routes whose body is read (a body sent where no route takes it is answered at once).
     app.post('/x', async () => ({}));
+    app.post('/data', async () => ({}));
     const url = await listen(app, '127.0.0.1', 0);
     try {
       const head = 'POST /own HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
@@ -106,6 +108,12 @@ describe('Fastify servers: a request that never finishes arriving', () => {
       assert.equal(other.closed, true);
       assert.match(other.answer, /^HTTP\/1\.1 400 /);
       assert.match(other.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
+      // On a data-plane path (openAiErrors), the OpenAI error object of the fault.
+      const data = await unfinished(url, head.replace('/own', '/data'), '{', 5_000);
+      assert.equal(data.closed, true);
+      assert.match(data.answer, /^HTTP\/1\.1 400 /);
+      assert.match(data.answer, /\r\ncontent-type: application\/json\r\n/i);
+      assert.match(data.answer, /"code":"incomplete_body"/);
     } finally {
       await app.close();
     }

@@ -407,6 +407,54 @@ describe('requests the router answers outside the relay: one terminal record per
     assert.equal(ok.status, 200);
   });
 
+  it("the stored-response routes: an unsupported Expect is answered as on the inference routes (ids and one record with a key); a body cut while it arrives gets the data plane's error object", async () => {
+    const before = await counted(router, '-', 'rejected', '4xx');
+    const ask = (path: string, method: string, key: boolean): Promise<Answer> =>
+      exchange(port, [
+        `${method} ${path} HTTP/1.1\r\nHost: r\r\n${key ? `Authorization: Bearer ${KEY}\r\n` : ''}Expect: later\r\n\r\n`,
+      ]);
+    for (const [path, method] of [
+      ['/v1/responses/resp_abc', 'GET'],
+      ['/v1/responses/resp_abc/cancel', 'POST'],
+      ['/v1/responses/resp_abc/input_items', 'GET'],
+    ] as const) {
+      const a = await ask(path, method, true);
+      assertOpenAiError(a, ErrorCode.INVALID_EXPECTATION);
+      assert.equal(a.closed, true);
+      const rec = await eventually(() => lookup(router, a.headers['x-svc-request-id'] ?? ''), 2_000, 10);
+      assert.deepEqual(
+        [rec.route, rec.model, rec.outcome, rec.refusal, rec.status_code],
+        ['responses', null, 'rejected', 'invalid_request', 400],
+        path,
+      );
+      assert.equal(await logged(logPath, a.headers['x-svc-request-id'] ?? ''), 1);
+      const anon = await ask(path, method, false);
+      assertOpenAiError(anon, ErrorCode.INVALID_EXPECTATION);
+      assert.equal(anon.headers['x-svc-request-id'], undefined);
+    }
+    const responses = (await (await get(router, '/metrics')).text())
+      .split('\n')
+      .find((l) =>
+        l.startsWith('svc_router_requests_total{alias="-",route="responses",outcome="rejected",status_class="4xx"} '),
+      );
+    assert.equal(Number(responses?.split(' ')[1]), 3);
+    assert.equal(await counted(router, '-', 'rejected', '4xx'), before, 'chat.completions unchanged');
+    // A body the route never got whole (Fastify reads it before the route authenticates):
+    // the data plane's error object, no id.
+    const records = await held(slow);
+    const cut = await exchange(
+      slowPort,
+      [
+        `POST /v1/responses/resp_abc/cancel HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"a`,
+      ],
+      5_000,
+    );
+    assert.equal(cut.closed, true);
+    assertOpenAiError(cut, ErrorCode.INCOMPLETE_BODY);
+    assert.equal(cut.headers['x-svc-request-id'], undefined);
+    assert.equal(await held(slow), records);
+  });
+
   it('a wrong method on an inference route with a key: 405 with its ids and one record; CONNECT gets no id and no record', async () => {
     const a = await exchange(port, [
       `GET /v1/chat/completions HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
