@@ -5,7 +5,7 @@
  * one after the other cannot show a 5% change; measured side by side under the same load they
  * see the same machine, and the per-round ratio is steady to a few percent.
  *
- *   node build/bench/router-ab.js [TARGET ...] [--rounds 6] [--requests 15000] [--connections 32]
+ *   node build/bench/router-ab.js [TARGET ...] [--rounds 6] [--requests 15000] [--connections 32] [--stream]
  *
  * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
  * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
@@ -14,6 +14,7 @@
  * OTLP/HTTP (protobuf) to a receiver in this process that reads and drops them, every span
  * sampled, as a collector on the host would take them. Default: `. bare`. Every router is configured as bench/router.ts
  * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
+ * `--stream`: every request asks for a streamed answer (SSE, 16 tokens, usage in the last event).
  * Reports only; exits 0 whatever it measures.
  */
 import { randomBytes } from 'node:crypto';
@@ -85,8 +86,14 @@ function parseSpec(arg: string): Spec {
   return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp, prof, two };
 }
 
-function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
-  const out = { specs: [] as Spec[], rounds: 6, requests: 15_000, connections: 32 };
+function parseArgs(argv: readonly string[]): {
+  specs: Spec[];
+  rounds: number;
+  requests: number;
+  connections: number;
+  stream: boolean;
+} {
+  const out = { specs: [] as Spec[], rounds: 6, requests: 15_000, connections: 32, stream: false };
   const num = (i: number): number => {
     const v = Number(argv[i + 1]);
     if (!Number.isInteger(v) || v <= 0) throw new Error(`${argv[i]} needs a positive whole number`);
@@ -97,6 +104,7 @@ function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; re
     if (a === '--rounds') out.rounds = num(i++);
     else if (a === '--requests') out.requests = num(i++);
     else if (a === '--connections') out.connections = num(i++);
+    else if (a === '--stream') out.stream = true;
     else if (a.startsWith('--')) throw new Error(`unknown argument ${a}`);
     else out.specs.push(parseSpec(a));
   }
@@ -140,6 +148,7 @@ await runBench('router-ab', async (tmp) => {
     model: MODEL,
     messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }],
     max_tokens: 16,
+    ...(o.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
   });
   const targets: Target[] = [];
   const procs = new Map<number, Proc>();
