@@ -15,6 +15,7 @@ import {
   nodeOmitted,
   recordRow,
   sourceWhy,
+  syncRows,
   withoutAges,
 } from './render.js';
 import { applyFleetDelta, fleetDigest } from '/shared/view-delta.js';
@@ -102,6 +103,7 @@ function counts(n) {
 function nodeRow(n) {
   const tr = el('tr', undefined, `src-${n.status}${n.expected_host === opened ? ' opened' : ''}`);
   tr.dataset.host = n.expected_host;
+  tr.dataset.key = n.expected_host;
   const name = el('td');
   const open = el('button', n.expected_host, 'link');
   open.type = 'button';
@@ -113,7 +115,8 @@ function nodeRow(n) {
   status.append(badge(n.status, `st-${n.status}`));
   const c = counts(n);
   const collected = el('td');
-  collected.append(ageSpan('', n.collected_at));
+  // A node the fleet could not read is dated by the fleet's attempt: "tried", not "collected".
+  collected.append(ageSpan(n.condition ? 'tried ' : '', n.collected_at));
   tr.append(
     name,
     status,
@@ -150,7 +153,8 @@ function render(readAt) {
     ],
     f.status,
   );
-  $('fleet-nodes').tBodies[0].replaceChildren(...f.nodes.map(nodeRow));
+  // In place: a node's button is never replaced under a click by the next poll's answer.
+  syncRows($('fleet-nodes').tBodies[0], f.nodes.map(nodeRow));
   $('fleet-nodes').hidden = false;
   $('panel-fleet').dataset.readAt = readAt;
   renderOpened();

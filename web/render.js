@@ -71,6 +71,46 @@ export function ageSpan(prefix, ts) {
   return span;
 }
 
+/**
+ * Brings a table body to `fresh` (new rows, each with a `data-key`) in place: a row whose key
+ * is already drawn stays the same element, and only its cells whose markup differs are
+ * swapped, so that a button in an unchanged cell is never replaced under the pointer (a click
+ * needs its mousedown and mouseup on the same element: a table redrawn on every update
+ * swallows clicks). Rows are moved only where the order changed; rows no longer listed go.
+ */
+export function syncRows(tbody, fresh) {
+  const drawn = new Map();
+  // A key drawn twice (never meant to be) keeps its first row: the others go.
+  for (const tr of [...tbody.rows]) {
+    if (drawn.has(tr.dataset.key)) tr.remove();
+    else drawn.set(tr.dataset.key, tr);
+  }
+  let at = tbody.firstElementChild;
+  for (const next of fresh) {
+    const old = drawn.get(next.dataset.key);
+    if (old !== undefined) drawn.delete(next.dataset.key);
+    const row = old === undefined ? next : patchRow(old, next);
+    if (row === at) at = at.nextElementSibling;
+    else tbody.insertBefore(row, at);
+  }
+  for (const tr of drawn.values()) tr.remove();
+}
+
+/** Makes row `old` show what `next` shows, keeping `old` and every cell that did not change. */
+function patchRow(old, next) {
+  for (const a of [...old.attributes]) if (!next.hasAttribute(a.name)) old.removeAttribute(a.name);
+  for (const a of next.attributes) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+  const before = [...old.children];
+  const after = [...next.children];
+  if (before.length !== after.length) {
+    old.replaceChildren(...after);
+    return old;
+  }
+  for (let i = 0; i < after.length; i++)
+    if (before[i].outerHTML !== after[i].outerHTML) before[i].replaceWith(after[i]);
+  return old;
+}
+
 /** An element's words without its ticking ages (what a reader would be told is new). */
 export function withoutAges(root) {
   const copy = root.cloneNode(true);
