@@ -79,10 +79,12 @@ export function ageSpan(prefix, ts) {
  * swallows clicks). Rows are moved only where the order changed; rows no longer listed go.
  */
 export function syncRows(tbody, fresh) {
+  const wanted = new Set(fresh.map((tr) => tr.dataset.key));
   const drawn = new Map();
-  // A key drawn twice (never meant to be) keeps its first row: the others go.
+  // Rows no longer listed go first, so that the rows kept need not move (moving a focused
+  // element out and back in takes its focus away). A key drawn twice keeps its first row.
   for (const tr of [...tbody.rows]) {
-    if (drawn.has(tr.dataset.key)) tr.remove();
+    if (!wanted.has(tr.dataset.key) || drawn.has(tr.dataset.key)) tr.remove();
     else drawn.set(tr.dataset.key, tr);
   }
   let at = tbody.firstElementChild;
@@ -93,7 +95,34 @@ export function syncRows(tbody, fresh) {
     if (row === at) at = at.nextElementSibling;
     else tbody.insertBefore(row, at);
   }
-  for (const tr of drawn.values()) tr.remove();
+}
+
+/**
+ * A live table held still while a pointer is pressed in it: rows that move between
+ * mousedown and mouseup (a request that finished above, a new one inserted on top) would
+ * put another row under the pointer and the click would land on neither, and a drag that
+ * selects an id to copy would lose its text. Returns `draw()`: `redraw` now, or just after
+ * the pointer is released (after its click has been delivered).
+ */
+export function heldWhilePressed(table, redraw) {
+  let pressed = false;
+  let pending = false;
+  table.addEventListener('pointerdown', () => {
+    pressed = true;
+  });
+  const release = () => {
+    if (!pressed) return;
+    pressed = false;
+    if (!pending) return;
+    pending = false;
+    // A later task: the click of this release reaches the rows as they were pressed.
+    setTimeout(redraw, 0);
+  };
+  for (const type of ['pointerup', 'pointercancel', 'blur']) window.addEventListener(type, release);
+  return () => {
+    if (pressed) pending = true;
+    else redraw();
+  };
 }
 
 /** Makes row `old` show what `next` shows, keeping `old` and every cell that did not change. */
