@@ -187,6 +187,7 @@ function renderOpened() {
   const rows = n.sources.map((s) => {
     const tr = el('tr', undefined, `src-${s.status}`);
     tr.dataset.owner = s.owner;
+    tr.dataset.key = s.owner;
     const st = el('td');
     st.append(badge(s.status, `st-${s.status}`));
     tr.append(
@@ -202,11 +203,11 @@ function renderOpened() {
     );
     return tr;
   });
-  $('fleet-sources').tBodies[0].replaceChildren(...rows);
+  syncRows($('fleet-sources').tBodies[0], rows);
   const records = n.sources.flatMap((s) => s.records);
   const rank = (r) => (ACTIVE_STATES.has(r.state) ? 0 : 1);
   records.sort((a, b) => rank(a) - rank(b) || (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
-  $('fleet-records').tBodies[0].replaceChildren(...records.map(recordRow));
+  syncRows($('fleet-records').tBodies[0], records.map(recordRow));
   $('fleet-records').hidden = records.length === 0;
   const empty = $('fleet-records-empty');
   const silent = n.sources.filter((s) => s.status === 'unavailable');

@@ -98,32 +98,43 @@ export function syncRows(tbody, fresh) {
 }
 
 /**
- * A live table held still while a pointer is pressed in it: rows that move between
- * mousedown and mouseup (a request that finished above, a new one inserted on top) would
- * put another row under the pointer and the click would land on neither, and a drag that
- * selects an id to copy would lose its text. Returns `draw()`: `redraw` now, or just after
- * the pointer is released (after its click has been delivered).
+ * A live part of the page held still while a pointer is pressed in it: rows that move between
+ * mousedown and mouseup (a request that finished above, a new one on top, a table above that
+ * grew by a row) would put another row under the pointer and the click would land on
+ * neither, and a drag that selects an id to copy would lose its text. Returns
+ * `later(key, fn)`: runs `fn` now, or, while pressed, keeps the newest `fn` of each key and
+ * runs them just after the release (after its click was delivered). A press on a form
+ * control does not hold (a select's list may never send its release to the page), and no
+ * hold outlasts HOLD_MS.
  */
-export function heldWhilePressed(table, redraw) {
-  let pressed = false;
-  let pending = false;
-  table.addEventListener('pointerdown', () => {
-    pressed = true;
-  });
+export function heldWhilePressed(root) {
+  let pressed = null;
+  const pending = new Map();
   const release = () => {
-    if (!pressed) return;
-    pressed = false;
-    if (!pending) return;
-    pending = false;
+    if (pressed === null) return;
+    clearTimeout(pressed);
+    pressed = null;
+    if (pending.size === 0) return;
+    const run = [...pending.values()];
+    pending.clear();
     // A later task: the click of this release reaches the rows as they were pressed.
-    setTimeout(redraw, 0);
+    setTimeout(() => {
+      for (const fn of run) fn();
+    }, 0);
   };
+  root.addEventListener('pointerdown', (ev) => {
+    if (ev.target instanceof Element && ev.target.closest('select, input, textarea, label')) return;
+    clearTimeout(pressed);
+    pressed = setTimeout(release, HOLD_MS);
+  });
   for (const type of ['pointerup', 'pointercancel', 'blur']) window.addEventListener(type, release);
-  return () => {
-    if (pressed) pending = true;
-    else redraw();
+  return (key, fn) => {
+    if (pressed === null) fn();
+    else pending.set(key, fn);
   };
 }
+/** Longest a press holds a live view still: a click is far shorter, a slow drag-select may be. */
+const HOLD_MS = 10_000;
 
 /** Makes row `old` show what `next` shows, keeping `old` and every cell that did not change. */
 function patchRow(old, next) {
@@ -260,6 +271,7 @@ function renderCounts(n) {
     const active = [...byState].filter(([st]) => ACTIVE_STATES.has(st)).reduce((a, [, c]) => a + c, 0);
     const tr = el('tr', undefined, active > 0 ? 'has-active' : '');
     tr.dataset.owner = s.owner;
+    tr.dataset.key = s.owner;
     tr.append(
       el('th', s.owner),
       el('td', String(active), active > 0 ? 'count-active' : ''),
@@ -268,7 +280,7 @@ function renderCounts(n) {
     );
     rows.push(tr);
   }
-  box.tBodies[0].replaceChildren(...rows);
+  syncRows(box.tBodies[0], rows);
   box.hidden = rows.length === 0;
 }
 
@@ -281,6 +293,7 @@ function renderSources(sources, filters) {
       (filters.owner && filters.owner !== s.owner) || (filters.kind && filters.kind !== KIND_OF_OWNER[s.owner]);
     const tr = el('tr', undefined, `src-${s.status}${outside ? ' outside' : ''}`);
     tr.dataset.owner = s.owner;
+    tr.dataset.key = s.owner;
     const status = el('td');
     status.append(badge(s.status, `st-${s.status}`));
     const why = sourceWhy(s);
@@ -294,7 +307,7 @@ function renderSources(sources, filters) {
     );
     return tr;
   });
-  table.tBodies[0].replaceChildren(...rows);
+  syncRows(table.tBodies[0], rows);
   table.hidden = rows.length === 0;
 }
 
@@ -330,7 +343,8 @@ function renderRecords(n, failure) {
   } else {
     empty.hidden = true;
   }
-  $('records').tBodies[0].replaceChildren(...records.map(recordRow));
+  // In place, row by row: an id selected to copy, or a row under the pointer, survives the next poll.
+  syncRows($('records').tBodies[0], records.map(recordRow));
   $('records').hidden = records.length === 0;
 }
 
@@ -342,6 +356,7 @@ export function recordRow(r) {
       `${ACTIVE_STATES.has(r.state) ? 'active' : ''}${r.observation_quality === 'stale' ? ' stale' : ''}`,
     );
     tr.dataset.id = r.id;
+    tr.dataset.key = r.id;
     tr.dataset.state = r.state;
     const quality = el('td');
     quality.append(badge(r.observation_quality, `q-${r.observation_quality}`));

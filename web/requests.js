@@ -72,9 +72,13 @@ function requestCell(id, inFlight = false) {
   return td;
 }
 
-/** Draw the two live tables now, or once a pointer pressed in them is released (set by init). */
-let renderFinished = () => drawFinished();
-let renderActive = () => drawActive();
+/**
+ * What a round redraws runs now, or once a pointer pressed in the Requests panel is released
+ * (heldWhilePressed, set by init): nothing above or under a pressed row moves.
+ */
+let later = (_key, fn) => fn();
+const renderFinished = () => later('finished', drawFinished);
+const renderActive = () => later('active', drawActive);
 
 function drawFinished() {
   const f = filters();
@@ -259,6 +263,16 @@ function showDetail(title, children, focus = true) {
   if (focus) $('rq-detail-title').focus();
 }
 
+/**
+ * The answer to search `n`: one the operator asked for takes the focus at once; one the page
+ * asked for itself (a request opened in flight that finished) takes none, and waits while a
+ * pointer is pressed in the panel (the panel's height changes with it).
+ */
+function detail(n, title, body) {
+  if (n !== quietN) return showDetail(title, body);
+  later('detail', () => showDetail(title, body, false));
+}
+
 /** Looks up a request id, else a session id. `quiet`: started by the page, its answer takes no focus. */
 function search(value, quiet = false) {
   const v = value.trim();
@@ -295,7 +309,7 @@ export function onFrame(frame) {
     }
     renderActive();
     renderFinished();
-    followOpened();
+    later('opened', followOpened);
     return;
   }
   if (typeof frame.n === 'number' && frame.n !== 0 && frame.n !== searchN) return;
@@ -319,16 +333,13 @@ export function onFrame(frame) {
       say('rq-search-status', '');
       const codes = el('p');
       codes.append(el('strong', 'Interpretation: '), document.createTextNode(f.interpretation.join(', ') || 'none'));
-      showDetail(
-        `Diagnosis of ${frame.id}`,
-        [
-          codes,
-          evidenceList(f.request),
-          el('p', `The same as: svc-serving router diagnose ${frame.id}`, 'note mono'),
-          ...(frame.history ? [el('h4', `Session ${f.request.session_id}`), historyTable(frame.history)] : []),
-        ],
-        frame.n !== quietN,
-      );
+      const body = [
+        codes,
+        evidenceList(f.request),
+        el('p', `The same as: svc-serving router diagnose ${frame.id}`, 'note mono'),
+        ...(frame.history ? [el('h4', `Session ${f.request.session_id}`), historyTable(frame.history)] : []),
+      ];
+      detail(frame.n, `Diagnosis of ${frame.id}`, body);
     } else if (f.kind === 'not-found') {
       // Not a request the router holds: perhaps a session id.
       send({ type: 'requests-session', n: searchN, session: frame.id });
@@ -351,7 +362,7 @@ export function onFrame(frame) {
       return;
     }
     say('rq-search-status', '');
-    showDetail(`Session ${frame.session}`, [historyTable(h)], frame.n !== quietN);
+    detail(frame.n, `Session ${frame.session}`, [historyTable(h)]);
   }
 }
 
@@ -399,8 +410,7 @@ export function onVisibilityChange() {
 }
 
 export function init() {
-  renderActive = heldWhilePressed($('rq-active'), drawActive);
-  renderFinished = heldWhilePressed($('rq-finished'), drawFinished);
+  later = heldWhilePressed($('panel-requests'));
   for (const o of OUTCOMES) $('rq-outcome').append(new Option(o, o));
   $('rq-filters').addEventListener('submit', (ev) => ev.preventDefault());
   $('rq-filters').addEventListener('input', () => renderFinished());
