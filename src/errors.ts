@@ -473,6 +473,18 @@ export function problemFor(
     : p;
 }
 
+/**
+ * The problem for a thrown coded error: an InvalidArgumentError's member and reason in
+ * `invalid_params` (CONTRACT.md), as the HTTP error handler answers them; for answers sent
+ * without Fastify (the router's lookups over NATS).
+ */
+export function problemOf(err: SvcError): ReturnType<typeof problemFor> {
+  return problemFor(
+    err.code,
+    err instanceof InvalidArgumentError ? [{ name: err.argument, reason: err.reason }] : undefined,
+  );
+}
+
 /** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */
 const PATH_ERROR_CODES: ReadonlySet<string> = new Set([
   'EACCES',
