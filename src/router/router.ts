@@ -301,8 +301,10 @@ async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry:
   clearInterval(idle);
   clearTimeout(t);
   clearTimeout(last);
-  // Connections are closed; a relay may still be writing its record (bounded wait).
-  for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  // Connections are closed; a relay may still be writing its record, and a request whose
+  // upload the close cut has yet to see it cut and leave its record (bounded wait).
+  for (let i = 0; i < 50 && (registry.active.size > 0 || ctx.uploading.size > 0); i++)
+    await new Promise((r) => setTimeout(r, 20));
 }
 
 /**
