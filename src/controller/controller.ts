@@ -303,7 +303,7 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     throw err;
   }
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
+  const tracing = await startTracing(log, env);
   const spans = tracing ? new ReadSpans(tracing) : undefined;
   const work = startBusWork(cfg, bus, jobs, fold, spans, log);
   const nats = watchNats(bus);

@@ -138,7 +138,7 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   });
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
+  const tracing = await startTracing(log, env);
   const spans = tracing ? new ReadSpans(tracing) : undefined;
   const run = (args: FilterArgs, parent?: Context): Promise<FleetResult> =>
     metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs, Date.now, spans && { spans, parent }));

@@ -378,7 +378,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     table: buildRoutingTable(cfg.models, cfg.routingConfigHash, env, cfg.readinessTtlMs, credentials),
   };
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
+  const tracing = await startTracing(log, env);
   let records: RouterRecords;
   try {
     records = openRouterRecords(

@@ -8,12 +8,14 @@ import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.j
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
 import { connectNatsBus, type NatsBus } from '../../src/streams/nats-bus.js';
 import { writeTestPolicy } from '../support/policy.js';
+import { startController } from '../../src/controller/controller.js';
+import { startFleet } from '../../src/fleet/fleet.js';
 
 /*
  * The controller's and the fleet's reads as spans, as a collector receives them: a fleet read
  * over real NATS is one server span (the caller's trace continued) with one child span per
- * declared node; the node's NATS read is a span of its own. The OTEL_* variables are this
- * test process's (node --test runs each file in its own process), set before anything starts.
+ * declared node; the node's NATS read is a span of its own. The OTEL_* variables are in the
+ * env each server is given (deps.env), as `svc-serving up` gives it.
  */
 
 const SERVER = 2;
@@ -32,13 +34,13 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
   let fleet: { url: string; close(): Promise<void> };
   before(async () => {
     otlp = await startOtlpReceiver();
-    process.env['OTEL_EXPORTER_OTLP_ENDPOINT'] = otlp.url;
-    process.env['OTEL_EXPORTER_OTLP_PROTOCOL'] = 'http/json';
-    process.env['OTEL_BSP_SCHEDULE_DELAY'] = '50';
-    process.env['OTEL_SERVICE_NAME'] = 'svc-test-fleet';
-    // Imported after the variables are set (the SDK reads them as it starts).
-    const { startController } = await import('../../src/controller/controller.js');
-    const { startFleet } = await import('../../src/fleet/fleet.js');
+    const env = {
+      ...p.env,
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      OTEL_SERVICE_NAME: 'svc-test-fleet',
+    };
     nats = await startNatsServer();
     ctlBus = await connectNatsBus({ servers: nats.url, logger });
     fleetBus = await connectNatsBus({ servers: nats.url, logger });
@@ -51,7 +53,7 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
         staleAfterMs: 30_000,
         stateDir: p.dir,
       },
-      { logger, env: p.env, bus: ctlBus },
+      { logger, env, bus: ctlBus },
     );
     fleet = await startFleet(
       {
@@ -64,7 +66,7 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
           { hostId: 'node-b', sleeping: false },
         ],
       },
-      { logger, env: p.env, bus: fleetBus },
+      { logger, env, bus: fleetBus },
     );
   });
   after(async () => {
