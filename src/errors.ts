@@ -430,10 +430,16 @@ export class UnavailableError extends SvcError {
     super(ErrorCode.UNAVAILABLE);
   }
 }
-/** Thrown when: configuration is invalid; `message` names the key or client id, never a secret value. */
+/**
+ * Thrown when: configuration is invalid; `message` names the key or client id, never a secret
+ * value. `member`: the JSON pointer of the member at fault when a rule across members knows it
+ * (`/models/2/alias`), for `config check` to place it.
+ */
 export class ConfigError extends SvcError {
-  constructor(detail: string, options?: { cause?: unknown }) {
+  readonly member: string | undefined;
+  constructor(detail: string, options?: { cause?: unknown; member?: string }) {
     super(ErrorCode.CONFIG, detail, options);
+    this.member = options?.member;
   }
 }
 export class BusClosedError extends SvcError {
