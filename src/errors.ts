@@ -430,10 +430,16 @@ export class UnavailableError extends SvcError {
     super(ErrorCode.UNAVAILABLE);
   }
 }
-/** Thrown when: configuration is invalid; `message` names the key or client id, never a secret value. */
+/**
+ * Thrown when: configuration is invalid; `message` names the key or client id, never a secret
+ * value. `member`: the JSON pointer of the member at fault when a rule across members knows it
+ * (`/models/2/alias`), for `config check` to place it.
+ */
 export class ConfigError extends SvcError {
-  constructor(detail: string, options?: { cause?: unknown }) {
+  readonly member: string | undefined;
+  constructor(detail: string, options?: { cause?: unknown; member?: string }) {
     super(ErrorCode.CONFIG, detail, options);
+    this.member = options?.member;
   }
 }
 export class BusClosedError extends SvcError {
@@ -471,6 +477,18 @@ export function problemFor(
   return invalidParams && invalidParams.length > 0
     ? { ...p, invalid_params: invalidParams.map((i) => ({ name: i.name, reason: i.reason })) }
     : p;
+}
+
+/**
+ * The problem for a thrown coded error: an InvalidArgumentError's member and reason in
+ * `invalid_params` (CONTRACT.md), as the HTTP error handler answers them; for answers sent
+ * without Fastify (the router's lookups over NATS).
+ */
+export function problemOf(err: SvcError): ReturnType<typeof problemFor> {
+  return problemFor(
+    err.code,
+    err instanceof InvalidArgumentError ? [{ name: err.argument, reason: err.reason }] : undefined,
+  );
 }
 
 /** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */

@@ -16,6 +16,31 @@ export const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
 ]);
 
 /**
+ * Where a loader's rules across members go: thrown, the first one (a server's start: the
+ * default), or each one collected while the loader goes on (`config check` reports them all).
+ */
+export type ConfigReport = (problem: ConfigError) => void;
+
+/** The ConfigReport of a server's start: the first problem is thrown. */
+export const throwProblem: ConfigReport = (problem) => {
+  throw problem;
+};
+
+/**
+ * `make()`, or undefined once the ConfigError it threw went to `report` (with throwProblem,
+ * thrown again: a caller may then take the result as made).
+ */
+export function reported<T>(report: ConfigReport, make: () => T): T | undefined {
+  try {
+    return make();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    report(err);
+    return undefined;
+  }
+}
+
+/**
  * Config as a pipeline: TOML file -> plain object -> defaults -> schema check -> frozen.
  * Thrown when: the file is unreadable, not TOML, or breaks the schema (ConfigError naming the
  * member path, never its value).

@@ -17,7 +17,9 @@ import type { ActiveRequest } from './records/router-registry.js';
 /**
  * Answers a request refused before routing with its error object and leaves its one terminal
  * record (outcome rejected, `model` null unless it named a configured alias) and one
- * `request refused` line an operator finds by its id. `req` when its upload may still be
+ * `request refused` line an operator finds by its id (a client gone during its upload:
+ * outcome disconnected, or error once a graceful stop's cut has come, as relay.ts
+ * endExchange records a routed request). `req` when its upload may still be
  * arriving: it is read and dropped so its client sees the answer, except after a framing
  * fault, whose body cannot be trusted to end where it says: then the connection closes.
  */
@@ -36,6 +38,9 @@ export function turnAway(
   else sendRawError(res, t.code, t.param === undefined ? undefined : { param: t.param });
   const finishedMs = Date.now();
   const record = refusalRecord(c, t, res.statusCode, ctx, finishedMs);
+  // Its upload cut by a graceful stop (the router closed its connection): the router ended it,
+  // not its client, as for a routed request (relay.ts endExchange).
+  if (t.gone && ctx.stopping.value) record.outcome = 'error';
   ctx.registry.refused(c.gid, record, finishedMs, c.trace);
   if (ctx.failureLines.take(finishedMs))
     ctx.logger.info(

@@ -301,8 +301,10 @@ async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry:
   clearInterval(idle);
   clearTimeout(t);
   clearTimeout(last);
-  // Connections are closed; a relay may still be writing its record (bounded wait).
-  for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  // Connections are closed; a relay may still be writing its record, and a request whose
+  // upload the close cut has yet to see it cut and leave its record (bounded wait).
+  for (let i = 0; i < 50 && (registry.active.size > 0 || ctx.uploading.size > 0); i++)
+    await new Promise((r) => setTimeout(r, 20));
 }
 
 /**
@@ -376,7 +378,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     table: buildRoutingTable(cfg.models, cfg.routingConfigHash, env, cfg.readinessTtlMs, credentials),
   };
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
+  const tracing = await startTracing(log, env);
   let records: RouterRecords;
   try {
     records = openRouterRecords(
