@@ -20,6 +20,7 @@ export const ErrorCode = {
   RESPONSE_NOT_FOUND: 'SVC_ERR_RESPONSE_NOT_FOUND',
   RESPONSE_ROUTE_NOT_SERVED: 'SVC_ERR_RESPONSE_ROUTE_NOT_SERVED',
   RESPONSE_QUERY_REFUSED: 'SVC_ERR_RESPONSE_QUERY_REFUSED',
+  MODEL_QUERY_REFUSED: 'SVC_ERR_MODEL_QUERY_REFUSED',
   METHOD_NOT_ALLOWED: 'SVC_ERR_METHOD_NOT_ALLOWED',
   BODY_TOO_LARGE: 'SVC_ERR_BODY_TOO_LARGE',
   UNSUPPORTED_MEDIA_TYPE: 'SVC_ERR_UNSUPPORTED_MEDIA_TYPE',
@@ -185,6 +186,14 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
     2,
     'unsupported_parameter',
     'Retrieving or cancelling a response through the router takes no query parameters: stream, starting_after and include are not relayed',
+  ),
+  SVC_ERR_MODEL_QUERY_REFUSED: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'unsupported_parameter',
+    'Listing or retrieving models takes no query parameters',
   ),
   SVC_ERR_METHOD_NOT_ALLOWED: spec(
     405,

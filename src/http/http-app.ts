@@ -64,6 +64,12 @@ export interface HttpAppOptions {
    */
   readonly openAiErrors?: (path: string) => boolean;
   /**
+   * The coded answer to a path Fastify cannot route (a parameter with bad percent-encoding, or
+   * longer than any route reads), when its owner knows which parameter that is; else the
+   * fixed 400 invalid-input.
+   */
+  readonly unroutable?: (path: string) => { readonly code: ErrorCode; readonly invalid?: InvalidParam } | undefined;
+  /**
    * HTTPS with this certificate and key, re-read on SIGHUP while the app is open. With
    * `serverFactory` the factory makes the HTTPS server (createNodeServer); the reload still applies.
    */
@@ -207,8 +213,11 @@ function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): Fa
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
-    // fixed problem, never Fastify's text with the URL in it.
+    // owner's answer naming the parameter, or the fixed problem; never Fastify's text with
+    // the URL in it.
     frameworkErrors: (err, req, reply) => {
+      const own = opts.unroutable?.(pathOf(req.url));
+      if (own) return void answer(req, reply, own.code, own.invalid);
       const sc = (err as Error & { statusCode?: unknown }).statusCode;
       void answer(req, reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
     },

@@ -34,6 +34,7 @@ import { reloadRouting, type ReloadResult, type RoutingState } from './router-re
 import { routerFailing } from './router-health.js';
 import { healthRoutes } from '../http/health-routes.js';
 import { UploadBudget } from './upload-budget.js';
+import { ID_REASON } from './request-lookups.js';
 import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
@@ -250,6 +251,16 @@ function routerApp(
     // The data plane's model and stored-response routes answer OpenAI error objects (CONTRACT.md, HTTP).
     openAiErrors: (path) =>
       path === '/v1/models' || path.startsWith('/v1/models/') || path.startsWith('/v1/responses/'),
+    // A path parameter no route can read (bad percent-encoding, longer than any id): no alias,
+    // response or record can have it, so the answer an unknown one gets, naming the parameter.
+    unroutable: (path) =>
+      path.startsWith('/v1/models/')
+        ? { code: ErrorCode.MODEL_NOT_FOUND }
+        : path.startsWith('/v1/responses/')
+          ? { code: ErrorCode.RESPONSE_NOT_FOUND }
+          : path.startsWith('/v1/requests/')
+            ? { code: ErrorCode.INVALID_INPUT, invalid: { name: 'id', reason: ID_REASON } }
+            : undefined,
     // Inference and stored-response requests node:http refuses itself (an unsupported
     // Expect), or whose connection fails while their body arrives: answered by the relay's
     // rules (an OpenAI error object; with a key, ids and one terminal record).
