@@ -8,6 +8,7 @@ export const ErrorCode = {
   INVALID_JSON: 'SVC_ERR_INVALID_JSON',
   INVALID_ENCODING: 'SVC_ERR_INVALID_ENCODING',
   INVALID_FRAMING: 'SVC_ERR_INVALID_FRAMING',
+  INVALID_HEADERS: 'SVC_ERR_INVALID_HEADERS',
   INVALID_EXPECTATION: 'SVC_ERR_INVALID_EXPECTATION',
   INCOMPLETE_BODY: 'SVC_ERR_INCOMPLETE_BODY',
   INVALID_MODEL: 'SVC_ERR_INVALID_MODEL',
@@ -93,6 +94,14 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
     2,
     'invalid_framing',
     'The request framing is refused: a header that may appear once is repeated, Host is missing, Transfer-Encoding is not plain chunked, or the chunked body is malformed',
+  ),
+  SVC_ERR_INVALID_HEADERS: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_headers',
+    'The request head could not be read: an unknown method, a malformed header line, a control character in a header value, or headers over 16 KiB in all',
   ),
   SVC_ERR_INVALID_EXPECTATION: spec(
     400,

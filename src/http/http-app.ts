@@ -458,6 +458,37 @@ const OPENAI_CLIENT_ERROR_RESPONSE = rawAnswer(
   OPENAI_ERROR_CONTENT_TYPE,
   JSON.stringify(openAiError(ErrorCode.INVALID_INPUT)),
 );
+const HEADERS_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_HEADERS)),
+);
+
+/** llhttp's codes for a body whose length or coding cannot be read (framing), not a header fault. */
+const FRAMING_FAULTS = new Set([
+  'HPE_INVALID_TRANSFER_ENCODING',
+  'HPE_UNEXPECTED_CONTENT_LENGTH',
+  'HPE_INVALID_CONTENT_LENGTH',
+  'HPE_INVALID_CHUNK_SIZE',
+]);
+
+/**
+ * The path of the request a fault with no request object yet belongs to (its headers could
+ * not be read): from the request line that node's `rawPacket` (the bytes it was parsing)
+ * begins with, when it does; else undefined. Only the shape of the answer depends on it.
+ */
+function faultPath(err: { rawPacket?: unknown }): string | undefined {
+  const raw = err.rawPacket;
+  if (!Buffer.isBuffer(raw)) return undefined;
+  // Request lines longer than the header bound never fit: the start of the bytes is enough.
+  const m = /^[^\s]{1,32} (\S{1,16384}) HTTP\/1\.[01]\r?\n/.exec(raw.subarray(0, 16_500).toString('latin1'));
+  return m ? pathOf(originForm(m[1]!)) : undefined;
+}
+
+/** The answer to a connection fault on a data-plane path, by what went wrong. */
+function openAiFaultAnswer(err: { code?: string }, headersRead: boolean): string {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return INCOMPLETE_BODY_RESPONSE;
+  return headersRead || FRAMING_FAULTS.has(err.code ?? '') ? FRAMING_ERROR_RESPONSE : HEADERS_ERROR_RESPONSE;
+}
 
 /** A whole 400 answer written straight on a socket, the connection closing after it. */
 function rawAnswer(contentType: string, body: string): string {
@@ -494,7 +525,9 @@ const faultAnswered = new WeakSet<Socket>();
  * own answer, `answerFault`), then the connection closes. Nothing of the request is echoed
  * or logged.
  */
-function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string }, socket: Socket) => void {
+function clientErrorAnswer(
+  opts: HttpAppOptions,
+): (err: Error & { code?: string; rawPacket?: unknown }, socket: Socket) => void {
   return (err, socket) => {
     if (err.code === 'ECONNRESET' || socket.destroyed || faultAnswered.has(socket)) return;
     if (answeredEarly.has(socket)) {
@@ -517,15 +550,11 @@ function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string 
         }
         return;
       }
-      // Its shape is that of the path whose answer the connection owes.
-      const openAi = current?.req && opts.openAiErrors?.(pathOf(originForm(current.req.url ?? '/')));
-      socket.end(
-        !openAi
-          ? CLIENT_ERROR_RESPONSE
-          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-            ? INCOMPLETE_BODY_RESPONSE
-            : FRAMING_ERROR_RESPONSE,
-      );
+      // Its shape is that of the path whose answer the connection owes (or, when its headers
+      // could not be read, of the path its request line names).
+      const path = current?.req ? pathOf(originForm(current.req.url ?? '/')) : faultPath(err);
+      const openAi = path !== undefined && opts.openAiErrors?.(path) === true;
+      socket.end(openAi ? openAiFaultAnswer(err, current?.req !== undefined) : CLIENT_ERROR_RESPONSE);
     }
     socket.destroy();
   };

@@ -248,9 +248,13 @@ function routerApp(
   return createHttpApp({
     logger: log,
     tls,
-    // The data plane's model and stored-response routes answer OpenAI error objects (CONTRACT.md, HTTP).
+    // The data plane's model and stored-response routes answer OpenAI error objects
+    // (CONTRACT.md, HTTP); so do the inference paths where node answers a request itself.
     openAiErrors: (path) =>
-      path === '/v1/models' || path.startsWith('/v1/models/') || path.startsWith('/v1/responses/'),
+      path === '/v1/models' ||
+      path.startsWith('/v1/models/') ||
+      path.startsWith('/v1/responses/') ||
+      INFERENCE.has(path.includes('%') ? decodeUnreserved(path) : path),
     // A path parameter no route can read (bad percent-encoding, longer than any id): no alias,
     // response or record can have it, so the answer an unknown one gets, naming the parameter.
     unroutable: (path) =>
