@@ -607,6 +607,13 @@ export const USAGE = {
   duplicate: 'an option was given more than once',
   missingConnection: 'all three connection options are required: the server URL, --auth-env and --expected-node',
   filter: 'a filter value is invalid or out of range',
+  filterOwner: '--owner must be one of router, controller, benchmark, media, recipe, manifest',
+  filterKind: '--kind must be one of router-request, controller-operation, benchmark-job, media-job, recipe-serve',
+  filterState:
+    '--state must be one workload state (checking, admitted, dispatched, streaming, queued, running, terminal, configured, absent, unavailable, unsupported)',
+  filterHost: '--host must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
+  filterRecentSeconds: '--recent-seconds must be an integer from 1 to 86400, in plain digits',
+  filterLimit: '--limit must be an integer from 1 to 1000, in plain digits',
   expectedNode: '--expected-node must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
   origin: 'the URL must be an origin: http(s)://host[:port] with no path, query, fragment or credentials',
   plainHttp: 'plain HTTP is allowed only to a loopback or private IP address; a DNS name needs HTTPS',
