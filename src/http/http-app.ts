@@ -163,7 +163,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const routes = trackRouteMethods(app);
   app.setErrorHandler(errorHandler(answer));
   useStrictJson(app);
-  refuseUnreadableRequests(app, bodyLimit);
+  refuseUnreadableRequests(app, bodyLimit, opts.openAiErrors);
   app.setNotFoundHandler((req, reply) => {
     const allowed = allowedMethods(routes, pathOf(req.url));
     if (allowed.length === 0) return answer(req, reply, ErrorCode.NOT_FOUND);
@@ -325,19 +325,19 @@ function useStrictJson(app: FastifyInstance): void {
 }
 
 /** Requests refused before any route's own checks, and bodies nobody will read settled without reading them. */
-function refuseUnreadableRequests(app: FastifyInstance, bodyLimit: number): void {
+function refuseUnreadableRequests(
+  app: FastifyInstance,
+  bodyLimit: number,
+  openAiErrors: HttpAppOptions['openAiErrors'],
+): void {
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(
-      repeatsSingleHeader(req.raw.rawHeaders) ||
-        lacksHost(req.raw) ||
-        badFraming(req.raw) ||
-        (bodyOnRead(req.raw) && !req.is404)
-        ? new InvalidInputError()
-        : undefined,
-    );
+    if (repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw))
+      // On the data plane, the framing error the inference routes answer for the same faults.
+      done(openAiErrors?.(pathOf(req.url)) ? new SvcError(ErrorCode.INVALID_FRAMING) : new InvalidInputError());
+    else done(bodyOnRead(req.raw) && !req.is404 ? new InvalidInputError() : undefined);
   });
   // A body sent where no route takes it (an unknown path, or a method the path does not
   // serve) is not parsed: the answer is the 404 or 405, whatever its size or type (a 413 or

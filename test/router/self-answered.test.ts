@@ -483,6 +483,24 @@ describe('requests the router answers outside the relay: one terminal record per
     assert.equal(await held(router), records);
   });
 
+  it("a repeated single header, no Host or a refused transfer coding on a model or stored-response route: the data plane's invalid_framing, as on the inference routes", async () => {
+    for (const text of [
+      `GET /v1/models HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+      `GET /v1/models/m HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+      `POST /v1/responses/resp_x/cancel HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`,
+    ]) {
+      const a = await exchange(port, [text]);
+      assertOpenAiError(a, ErrorCode.INVALID_FRAMING);
+      assert.equal(a.headers['x-svc-request-id'], undefined);
+    }
+    // The read routes keep the problem.
+    const status = await exchange(port, [
+      `GET /v1/router/status HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+    ]);
+    assert.equal(status.status, 400);
+    assert.match(status.headers['content-type'] ?? '', /^application\/problem\+json/);
+  });
+
   it('a wrong method on an inference route with a key: 405 with its ids and one record; CONNECT gets no id and no record', async () => {
     const a = await exchange(port, [
       `GET /v1/chat/completions HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
