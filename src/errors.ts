@@ -17,6 +17,7 @@ export const ErrorCode = {
   FORBIDDEN: 'SVC_ERR_FORBIDDEN',
   ORIGIN_REFUSED: 'SVC_ERR_ORIGIN_REFUSED',
   NOT_FOUND: 'SVC_ERR_NOT_FOUND',
+  ROUTE_NOT_FOUND: 'SVC_ERR_ROUTE_NOT_FOUND',
   MODEL_NOT_FOUND: 'SVC_ERR_MODEL_NOT_FOUND',
   RESPONSE_NOT_FOUND: 'SVC_ERR_RESPONSE_NOT_FOUND',
   RESPONSE_ROUTE_NOT_SERVED: 'SVC_ERR_RESPONSE_ROUTE_NOT_SERVED',
@@ -162,6 +163,14 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
     'The Host or Origin header does not name this server',
   ),
   SVC_ERR_NOT_FOUND: spec(404, 'not-found', 'Not found', 4, 'not_found', 'The requested resource does not exist'),
+  SVC_ERR_ROUTE_NOT_FOUND: spec(
+    404,
+    'not-found',
+    'Not found',
+    4,
+    'route_not_found',
+    "This router serves no such route: its OpenAI-compatible routes are under /v1 (an SDK's base URL ends in /v1): chat/completions, completions, responses, embeddings, rerank, audio/transcriptions and models",
+  ),
   SVC_ERR_MODEL_NOT_FOUND: spec(
     404,
     'not-found',

@@ -69,6 +69,8 @@ export interface HttpAppOptions {
    * fixed 400 invalid-input.
    */
   readonly unroutable?: (path: string) => { readonly code: ErrorCode; readonly invalid?: InvalidParam } | undefined;
+  /** The code a path no route serves is answered with, when its owner has one for it; else NOT_FOUND. */
+  readonly unknownRoute?: (path: string) => ErrorCode | undefined;
   /**
    * HTTPS with this certificate and key, re-read on SIGHUP while the app is open. With
    * `serverFactory` the factory makes the HTTPS server (createNodeServer); the reload still applies.
@@ -166,7 +168,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   refuseUnreadableRequests(app, bodyLimit, opts.openAiErrors);
   app.setNotFoundHandler((req, reply) => {
     const allowed = allowedMethods(routes, pathOf(req.url));
-    if (allowed.length === 0) return answer(req, reply, ErrorCode.NOT_FOUND);
+    if (allowed.length === 0) return answer(req, reply, opts.unknownRoute?.(pathOf(req.url)) ?? ErrorCode.NOT_FOUND);
     return answer(req, reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
   logRequestLines(app);

@@ -96,6 +96,15 @@ function inferenceRoute(req: IncomingMessage): RouteName | undefined {
   return path ? INFERENCE.get(path) : undefined;
 }
 
+const OPENAI_ROUTE_TAIL =
+  /\/(?:chat\/completions|completions|embeddings|rerank|audio\/transcriptions|responses(?:\/[^/]+(?:\/cancel|\/input_items)?)?|models(?:\/.*)?)\/?$/;
+const CONTROL_PATH = /^\/v1\/(?:requests|router|workloads)(?:\/|$)/;
+
+/** A path ending as an OpenAI API route does, whatever comes before it, outside the router's read routes (an id may end so). */
+function asksOpenAiRoute(path: string): boolean {
+  return OPENAI_ROUTE_TAIL.test(path) && !CONTROL_PATH.test(path);
+}
+
 /** The stored-response routes (responses-routes.ts), which identify and record as the inference routes do. */
 const STORED_RESPONSE_PATH = /^\/v1\/responses\/[^/]+(?:\/cancel|\/input_items)?$/;
 
@@ -254,7 +263,11 @@ function routerApp(
       path === '/v1/models' ||
       path.startsWith('/v1/models/') ||
       path.startsWith('/v1/responses/') ||
-      INFERENCE.has(path.includes('%') ? decodeUnreserved(path) : path),
+      INFERENCE.has(path.includes('%') ? decodeUnreserved(path) : path) ||
+      asksOpenAiRoute(path),
+    // What an OpenAI client asks under a wrong base URL (no /v1, another prefix, a trailing
+    // slash): a 404 in its own shape that says where the routes are.
+    unknownRoute: (path) => (asksOpenAiRoute(path) ? ErrorCode.ROUTE_NOT_FOUND : undefined),
     // A path parameter no route can read (bad percent-encoding, longer than any id): no alias,
     // response or record can have it, so the answer an unknown one gets, naming the parameter.
     unroutable: (path) =>
