@@ -10,6 +10,10 @@ import { readSmallFile } from './read-small-file.js';
 /** What a member must look like, for members whose grammar a reader cannot guess (never the value). */
 export const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
   [
+    'upstream',
+    'an http:// or https:// URL with no spaces and no user:password@; an engine key goes in upstream_api_key_env',
+  ],
+  [
     'nats_url',
     `nats://HOST[:PORT] or tls://HOST[:PORT], or up to ${MAX_NATS_SERVERS} of them separated by commas; no credentials, path or query (the password goes in nats_password_env)`,
   ],

@@ -64,6 +64,14 @@ export interface HttpAppOptions {
    */
   readonly openAiErrors?: (path: string) => boolean;
   /**
+   * The coded answer to a path Fastify cannot route (a parameter with bad percent-encoding, or
+   * longer than any route reads), when its owner knows which parameter that is; else the
+   * fixed 400 invalid-input.
+   */
+  readonly unroutable?: (path: string) => { readonly code: ErrorCode; readonly invalid?: InvalidParam } | undefined;
+  /** The code a path no route serves is answered with, when its owner has one for it; else NOT_FOUND. */
+  readonly unknownRoute?: (path: string) => ErrorCode | undefined;
+  /**
    * HTTPS with this certificate and key, re-read on SIGHUP while the app is open. With
    * `serverFactory` the factory makes the HTTPS server (createNodeServer); the reload still applies.
    */
@@ -157,10 +165,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const routes = trackRouteMethods(app);
   app.setErrorHandler(errorHandler(answer));
   useStrictJson(app);
-  refuseUnreadableRequests(app, bodyLimit);
+  refuseUnreadableRequests(app, bodyLimit, opts.openAiErrors);
   app.setNotFoundHandler((req, reply) => {
     const allowed = allowedMethods(routes, pathOf(req.url));
-    if (allowed.length === 0) return answer(req, reply, ErrorCode.NOT_FOUND);
+    if (allowed.length === 0) return answer(req, reply, opts.unknownRoute?.(pathOf(req.url)) ?? ErrorCode.NOT_FOUND);
     return answer(req, reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
   logRequestLines(app);
@@ -207,8 +215,11 @@ function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): Fa
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
-    // fixed problem, never Fastify's text with the URL in it.
+    // owner's answer naming the parameter, or the fixed problem; never Fastify's text with
+    // the URL in it.
     frameworkErrors: (err, req, reply) => {
+      const own = opts.unroutable?.(pathOf(req.url));
+      if (own) return void answer(req, reply, own.code, own.invalid);
       const sc = (err as Error & { statusCode?: unknown }).statusCode;
       void answer(req, reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
     },
@@ -316,19 +327,19 @@ function useStrictJson(app: FastifyInstance): void {
 }
 
 /** Requests refused before any route's own checks, and bodies nobody will read settled without reading them. */
-function refuseUnreadableRequests(app: FastifyInstance, bodyLimit: number): void {
+function refuseUnreadableRequests(
+  app: FastifyInstance,
+  bodyLimit: number,
+  openAiErrors: HttpAppOptions['openAiErrors'],
+): void {
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(
-      repeatsSingleHeader(req.raw.rawHeaders) ||
-        lacksHost(req.raw) ||
-        badFraming(req.raw) ||
-        (bodyOnRead(req.raw) && !req.is404)
-        ? new InvalidInputError()
-        : undefined,
-    );
+    if (repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw))
+      // On the data plane, the framing error the inference routes answer for the same faults.
+      done(openAiErrors?.(pathOf(req.url)) ? new SvcError(ErrorCode.INVALID_FRAMING) : new InvalidInputError());
+    else done(bodyOnRead(req.raw) && !req.is404 ? new InvalidInputError() : undefined);
   });
   // A body sent where no route takes it (an unknown path, or a method the path does not
   // serve) is not parsed: the answer is the 404 or 405, whatever its size or type (a 413 or
@@ -449,6 +460,37 @@ const OPENAI_CLIENT_ERROR_RESPONSE = rawAnswer(
   OPENAI_ERROR_CONTENT_TYPE,
   JSON.stringify(openAiError(ErrorCode.INVALID_INPUT)),
 );
+const HEADERS_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_HEADERS)),
+);
+
+/** llhttp's codes for a body whose length or coding cannot be read (framing), not a header fault. */
+const FRAMING_FAULTS = new Set([
+  'HPE_INVALID_TRANSFER_ENCODING',
+  'HPE_UNEXPECTED_CONTENT_LENGTH',
+  'HPE_INVALID_CONTENT_LENGTH',
+  'HPE_INVALID_CHUNK_SIZE',
+]);
+
+/**
+ * The path of the request a fault with no request object yet belongs to (its headers could
+ * not be read): from the request line that node's `rawPacket` (the bytes it was parsing)
+ * begins with, when it does; else undefined. Only the shape of the answer depends on it.
+ */
+function faultPath(err: { rawPacket?: unknown }): string | undefined {
+  const raw = err.rawPacket;
+  if (!Buffer.isBuffer(raw)) return undefined;
+  // Request lines longer than the header bound never fit: the start of the bytes is enough.
+  const m = /^[^\s]{1,32} (\S{1,16384}) HTTP\/1\.[01]\r?\n/.exec(raw.subarray(0, 16_500).toString('latin1'));
+  return m ? pathOf(originForm(m[1]!)) : undefined;
+}
+
+/** The answer to a connection fault on a data-plane path, by what went wrong. */
+function openAiFaultAnswer(err: { code?: string }, headersRead: boolean): string {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return INCOMPLETE_BODY_RESPONSE;
+  return headersRead || FRAMING_FAULTS.has(err.code ?? '') ? FRAMING_ERROR_RESPONSE : HEADERS_ERROR_RESPONSE;
+}
 
 /** A whole 400 answer written straight on a socket, the connection closing after it. */
 function rawAnswer(contentType: string, body: string): string {
@@ -485,7 +527,9 @@ const faultAnswered = new WeakSet<Socket>();
  * own answer, `answerFault`), then the connection closes. Nothing of the request is echoed
  * or logged.
  */
-function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string }, socket: Socket) => void {
+function clientErrorAnswer(
+  opts: HttpAppOptions,
+): (err: Error & { code?: string; rawPacket?: unknown }, socket: Socket) => void {
   return (err, socket) => {
     if (err.code === 'ECONNRESET' || socket.destroyed || faultAnswered.has(socket)) return;
     if (answeredEarly.has(socket)) {
@@ -508,15 +552,11 @@ function clientErrorAnswer(opts: HttpAppOptions): (err: Error & { code?: string 
         }
         return;
       }
-      // Its shape is that of the path whose answer the connection owes.
-      const openAi = current?.req && opts.openAiErrors?.(pathOf(originForm(current.req.url ?? '/')));
-      socket.end(
-        !openAi
-          ? CLIENT_ERROR_RESPONSE
-          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-            ? INCOMPLETE_BODY_RESPONSE
-            : FRAMING_ERROR_RESPONSE,
-      );
+      // Its shape is that of the path whose answer the connection owes (or, when its headers
+      // could not be read, of the path its request line names).
+      const path = current?.req ? pathOf(originForm(current.req.url ?? '/')) : faultPath(err);
+      const openAi = path !== undefined && opts.openAiErrors?.(path) === true;
+      socket.end(openAi ? openAiFaultAnswer(err, current?.req !== undefined) : CLIENT_ERROR_RESPONSE);
     }
     socket.destroy();
   };

@@ -46,7 +46,7 @@ async function bounded<T>(registry: RouterRegistry, scan: () => Promise<T>): Pro
 }
 
 /** Why an id or a lineage key's value is refused (the request id and lineage headers' grammar). */
-const ID_REASON = 'must be 1 to 128 letters, digits or ._:@/+=- characters';
+export const ID_REASON = 'must be 1 to 128 letters, digits or ._:@/+=- characters';
 
 /** `{"request": TerminalRecord}` for a generated or legacy id. Thrown when: the id is malformed (InvalidArgumentError naming `id`); no record (NotFoundError); too many lookups waiting (SVC_ERR_UNAVAILABLE). */
 export async function lookupRequest(registry: RouterRegistry, id: string): Promise<{ request: TerminalRecord }> {

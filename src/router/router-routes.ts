@@ -4,14 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import type { RouterConfig } from '../config/router-config.js';
-import {
-  ErrorCode,
-  ForbiddenError,
-  InvalidArgumentError,
-  InvalidInputError,
-  SvcError,
-  UnauthenticatedError,
-} from '../errors.js';
+import { ErrorCode, ForbiddenError, InvalidArgumentError, SvcError, UnauthenticatedError } from '../errors.js';
 import {
   ActiveBody,
   LINEAGE_KEYS,
@@ -112,13 +105,14 @@ function unknownModel(): never {
 
 /**
  * A route that takes no parameters refuses a query string (400), never ignores it: a problem
- * names it (`query` in `invalid_params`); a model route's error object names no parameter.
+ * names it (`query` in `invalid_params`); a model route's error object says it in words
+ * (`unsupported_parameter`, no parameter named: a query string is none of the API's).
  */
 function noQuery(req: FastifyRequest, named = true): void {
   if (rawQuery(req) === '') return;
   throw named
     ? new InvalidArgumentError(QUERY_PARAM, 'must be empty: this route takes no parameters')
-    : new InvalidInputError();
+    : new SvcError(ErrorCode.MODEL_QUERY_REFUSED);
 }
 
 const LookupId = Type.String({

@@ -34,6 +34,7 @@ import { reloadRouting, type ReloadResult, type RoutingState } from './router-re
 import { routerFailing } from './router-health.js';
 import { healthRoutes } from '../http/health-routes.js';
 import { UploadBudget } from './upload-budget.js';
+import { ID_REASON } from './request-lookups.js';
 import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
@@ -93,6 +94,15 @@ function requestPath(req: IncomingMessage): string | undefined {
 function inferenceRoute(req: IncomingMessage): RouteName | undefined {
   const path = requestPath(req);
   return path ? INFERENCE.get(path) : undefined;
+}
+
+const OPENAI_ROUTE_TAIL =
+  /\/(?:chat\/completions|completions|embeddings|rerank|audio\/transcriptions|responses(?:\/[^/]+(?:\/cancel|\/input_items)?)?|models(?:\/.*)?)\/?$/;
+const CONTROL_PATH = /^\/v1\/(?:requests|router|workloads)(?:\/|$)/;
+
+/** A path ending as an OpenAI API route does, whatever comes before it, outside the router's read routes (an id may end so). */
+function asksOpenAiRoute(path: string): boolean {
+  return OPENAI_ROUTE_TAIL.test(path) && !CONTROL_PATH.test(path);
 }
 
 /** The stored-response routes (responses-routes.ts), which identify and record as the inference routes do. */
@@ -247,9 +257,27 @@ function routerApp(
   return createHttpApp({
     logger: log,
     tls,
-    // The data plane's model and stored-response routes answer OpenAI error objects (CONTRACT.md, HTTP).
+    // The data plane's model and stored-response routes answer OpenAI error objects
+    // (CONTRACT.md, HTTP); so do the inference paths where node answers a request itself.
     openAiErrors: (path) =>
-      path === '/v1/models' || path.startsWith('/v1/models/') || path.startsWith('/v1/responses/'),
+      path === '/v1/models' ||
+      path.startsWith('/v1/models/') ||
+      path.startsWith('/v1/responses/') ||
+      INFERENCE.has(path.includes('%') ? decodeUnreserved(path) : path) ||
+      asksOpenAiRoute(path),
+    // What an OpenAI client asks under a wrong base URL (no /v1, another prefix, a trailing
+    // slash): a 404 in its own shape that says where the routes are.
+    unknownRoute: (path) => (asksOpenAiRoute(path) ? ErrorCode.ROUTE_NOT_FOUND : undefined),
+    // A path parameter no route can read (bad percent-encoding, longer than any id): no alias,
+    // response or record can have it, so the answer an unknown one gets, naming the parameter.
+    unroutable: (path) =>
+      path.startsWith('/v1/models/')
+        ? { code: ErrorCode.MODEL_NOT_FOUND }
+        : path.startsWith('/v1/responses/')
+          ? { code: ErrorCode.RESPONSE_NOT_FOUND }
+          : path.startsWith('/v1/requests/')
+            ? { code: ErrorCode.INVALID_INPUT, invalid: { name: 'id', reason: ID_REASON } }
+            : undefined,
     // Inference and stored-response requests node:http refuses itself (an unsupported
     // Expect), or whose connection fails while their body arrives: answered by the relay's
     // rules (an OpenAI error object; with a key, ids and one terminal record).

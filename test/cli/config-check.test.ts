@@ -92,7 +92,7 @@ describe('config check: router, node, fleet, policy, recipe and manifest files (
         `${f}:5: server.api_key: unknown key (not allowed here)`,
         `${f}:6: server.?: unknown key (not allowed here)`,
         `${f}:7: server.buffer_size: must be an integer (no decimal point)`,
-        `${f}:12: models[0].upstream: does not have the expected form`,
+        `${f}:12: models[0].upstream: does not have the expected form (an http:// or https:// URL with no spaces and no user:password@; an engine key goes in upstream_api_key_env)`,
         `${f}:13: models[0].max_concurrency: expected integer to be greater or equal to 1`,
         `${f}:18: models[1].max_queue: expected integer to be greater or equal to 0`,
         '',

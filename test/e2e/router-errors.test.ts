@@ -199,6 +199,35 @@ describe('router end to end: errors as the OpenAI SDK reads them', () => {
     assert.equal((await e.record(legacy)).request_id, legacy);
   });
 
+  it('an SDK whose base URL misses /v1 (or has another prefix) reads a 404 that says where the routes are, not "404 status code (no body)"; unknown control paths keep the problem', async () => {
+    for (const base of [e.h.routerUrl, `${e.h.routerUrl}/v2`, `${e.h.routerUrl}/v1/v1`]) {
+      const lost = new OpenAI({ baseURL: base, apiKey: e.h.key, maxRetries: 0 });
+      for (const call of [
+        () => lost.chat.completions.create({ model: 'chat', messages: user('where') }),
+        () => lost.embeddings.create({ model: 'chat', input: 'where' }),
+        () => lost.models.list(),
+      ]) {
+        const err = await failure(call());
+        assert.ok(err instanceof OpenAI.NotFoundError, base);
+        assert.equal(err.code, 'route_not_found', base);
+        assert.match(err.message, /^404 This router serves no such route: .* under \/v1 /, base);
+        assert.equal(err.requestID, null, 'no route, no id');
+      }
+    }
+    // A trailing slash on an inference path is no route either, in the data plane's shape.
+    const slash = await fetch(`${e.h.routerUrl}/v1/chat/completions/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${e.h.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat', messages: user('x') }),
+    });
+    await e.assertError(slash, 404, 'route_not_found');
+    // Paths that look like no OpenAI route, and unknown control paths: the problem, as before.
+    for (const path of ['/nope', '/v1/requests/a/b', '/v1/router/nope', '/v1/requests/x/models'])
+      await e.assertProblem(await e.h.get(path), 404, 'not_found');
+    // A lookup of a caller id that ends like a route is still a lookup, answered as one.
+    await e.assertProblem(await e.h.get('/v1/requests/completions'), 404, 'not_found');
+  });
+
   it('invalid UTF-8 in a JSON body (overlong, surrogate, truncated) is 400 invalid_encoding and nothing reaches the engine', async () => {
     const head = Buffer.from('{"model":"recorded","messages":[{"role":"user","content":"');
     const tail = Buffer.from('"}]}');

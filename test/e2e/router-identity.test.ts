@@ -243,14 +243,18 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const head = (extra: string) =>
       `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
     // Each is the fixed invalid-input problem (never node's or Fastify's own JSON), connection closed.
-    // Node's own refusal of what it cannot parse is the fixed problem; a request the relay reads
-    // and refuses for its framing is the data plane's fixed error object.
+    // Off the data plane, node's own refusal of what it cannot parse is the fixed problem; on an
+    // inference path it is the data plane's fixed error object (invalid_headers), as is a
+    // request the relay reads and refuses for its framing.
     const problem400 = (answer: string): void => {
       assert.match(answer, /^HTTP\/1\.1 400 /);
       const problem = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
-      const relayed = [ErrorCode.INVALID_FRAMING, ErrorCode.INVALID_JSON, ErrorCode.INVALID_EXPECTATION].map((c) =>
-        JSON.stringify(openAiError(c)),
-      );
+      const relayed = [
+        ErrorCode.INVALID_FRAMING,
+        ErrorCode.INVALID_HEADERS,
+        ErrorCode.INVALID_JSON,
+        ErrorCode.INVALID_EXPECTATION,
+      ].map((c) => JSON.stringify(openAiError(c)));
       if (/\r\ncontent-type: application\/problem\+json; charset=utf-8\r\n/i.test(answer))
         assert.ok(answer.endsWith(problem), answer);
       else {

@@ -11,6 +11,7 @@ import { checkTerminalRecord, type TerminalRecord } from '../../src/schema/termi
 import { GID } from '../support/router-e2e.js';
 import { startRouterHarness, type RouterHarness } from '../support/router-harness.js';
 import { CLI, eventually, spawnNode, type RunningProcess } from '../support/processes.js';
+import { runCli } from '../cli/run-cli.js';
 
 const T = { timeout: 120_000 };
 
@@ -230,6 +231,31 @@ describe(
       const body = (await q.json()) as { error: { code: string; message: string } };
       assert.equal(body.error.code, 'unsupported_parameter');
       assert.equal((await record(gidOf(q))).refusal, 'invalid_request');
+    });
+
+    it('router diagnose on a refused stored-response request says what it asked for and why it was refused, not "malformed" or "named no model"', async () => {
+      const diagnose = async (id: string): Promise<string> => {
+        const r = await runCli(['router', 'diagnose', id, '--router-url', h.routerUrl, '--auth-env', 'SVC_DIAG_KEY'], {
+          SVC_DIAG_KEY: h.key,
+        });
+        assert.equal(r.code, 0, r.stderr);
+        return r.stdout;
+      };
+      const made = await client.responses.create({ model: 'resp', input: 'keep' });
+      for (const [call, words] of [
+        [() => client.responses.retrieve('resp_0123456789abcdef'), /names no response this router relayed/],
+        [() => client.responses.cancel('resp_0123456789abcdef'), /names no response this router relayed/],
+        [() => client.responses.delete(made.id), /no engine behind the router serves/],
+      ] as const) {
+        const { err } = await refused(call());
+        const text = await diagnose(err.requestID!);
+        assert.match(
+          text,
+          /^Request req_[0-9a-f]{32}: responses \(a stored response, by its id\), outcome rejected \(HTTP 404\)/,
+        );
+        assert.match(text, words);
+        assert.doesNotMatch(text, /malformed|named none this router serves|before choosing a model alias/);
+      }
     });
 
     it('without a data-plane key: 401 (WWW-Authenticate) or 403, no id, counted apart; an OpenAI error object either way', async () => {

@@ -455,6 +455,52 @@ describe('requests the router answers outside the relay: one terminal record per
     assert.equal(await held(slow), records);
   });
 
+  it("headers node cannot read: on an inference, model or stored-response path the data plane's error object naming the fault (no id, no record), elsewhere the problem; the connection closes", async () => {
+    const records = await held(router);
+    const big = `X-Big: ${'a'.repeat(20_000)}\r\n`;
+    const cases: [string, ErrorCode | undefined][] = [
+      [chatHead(big), ErrorCode.INVALID_HEADERS],
+      [chatHead('X-Odd: a\u0001b\r\n'), ErrorCode.INVALID_HEADERS],
+      [chatHead('', { key: false }).replace('POST', 'P@ST'), ErrorCode.INVALID_HEADERS],
+      // Both a length and a transfer coding: a framing fault (RFC 9112 6.1).
+      [chatHead('Transfer-Encoding: chunked\r\n'), ErrorCode.INVALID_FRAMING],
+      [`GET /v1/models HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\n${big}\r\n`, ErrorCode.INVALID_HEADERS],
+      [`GET /v1/responses/resp_x HTTP/1.1\r\nHost: r\r\n${big}\r\n`, ErrorCode.INVALID_HEADERS],
+      [`GET /v1/router/status HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\n${big}\r\n`, undefined],
+    ];
+    for (const [text, code] of cases) {
+      const a = await exchange(port, [text]);
+      const line = text.slice(0, text.indexOf('\r\n'));
+      assert.equal(a.closed, true, line);
+      assert.equal(a.headers['x-svc-request-id'], undefined, line);
+      if (code !== undefined) assertOpenAiError(a, code);
+      else {
+        assert.equal(a.status, 400);
+        assert.match(a.headers['content-type'] ?? '', /^application\/problem\+json/);
+        assert.match(a.body, /"code":"invalid_input"/);
+      }
+    }
+    assert.equal(await held(router), records);
+  });
+
+  it("a repeated single header, no Host or a refused transfer coding on a model or stored-response route: the data plane's invalid_framing, as on the inference routes", async () => {
+    for (const text of [
+      `GET /v1/models HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+      `GET /v1/models/m HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+      `POST /v1/responses/resp_x/cancel HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`,
+    ]) {
+      const a = await exchange(port, [text]);
+      assertOpenAiError(a, ErrorCode.INVALID_FRAMING);
+      assert.equal(a.headers['x-svc-request-id'], undefined);
+    }
+    // The read routes keep the problem.
+    const status = await exchange(port, [
+      `GET /v1/router/status HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
+    ]);
+    assert.equal(status.status, 400);
+    assert.match(status.headers['content-type'] ?? '', /^application\/problem\+json/);
+  });
+
   it('a wrong method on an inference route with a key: 405 with its ids and one record; CONNECT gets no id and no record', async () => {
     const a = await exchange(port, [
       `GET /v1/chat/completions HTTP/1.1\r\nHost: r\r\nAuthorization: Bearer ${KEY}\r\nConnection: close\r\n\r\n`,
