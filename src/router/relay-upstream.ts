@@ -179,6 +179,9 @@ function relayRefusal(status: number, errBody: Buffer, x: Exchange, res: ServerR
     x.outcome = 'rejected';
     x.refusal = 'upstream_rejected';
     x.statusCode = status;
+    // The request itself was refused: sent again it is refused again. OpenAI SDKs retry a 409
+    // on their own unless told not to (they read this header before the status).
+    res.setHeader('x-should-retry', 'false');
     // The engine's words go to this caller only: nothing here keeps or logs them.
     sendRawError(res, ErrorCode.UPSTREAM_REJECTED, { status, message: engineMessage(errBody), param: null });
   } else refuse(x, res, 'failed');

@@ -131,6 +131,22 @@ describe('router end to end: errors as the OpenAI SDK reads them', () => {
     assert.doesNotMatch(text, /upstream failed/i);
   });
 
+  it('an engine 409 is relayed as its refusal and not retried: the SDK (which retries a 409 by default) sends it once', async () => {
+    const n = e.rec.requests.length;
+    const err = await failure(
+      retrying().chat.completions.create({ model: 'recorded', messages: user('answer-refuse=409') }),
+    );
+    assert.ok(err instanceof OpenAI.ConflictError);
+    assert.deepEqual([err.status, err.code], [409, 'upstream_rejected']);
+    assert.equal(err.headers.get('x-should-retry'), 'false');
+    assert.equal(e.rec.requests.length - n, 1, 'one engine call, no retry');
+    const r = await e.record(err.requestID!);
+    assert.deepEqual(
+      [r.outcome, r.refusal, r.upstream_status, r.status_code],
+      ['rejected', 'upstream_rejected', 409, 409],
+    );
+  });
+
   it("canary: the engine's refusal text reaches its caller (cleaned, at most 1,024 characters) and nothing else: logs, decision log, record, metrics", async () => {
     const err = await failure(
       retrying().chat.completions.create({ model: 'recorded', messages: user('answer-refuse=422') }),
