@@ -1,6 +1,7 @@
-import type { Attributes } from '@opentelemetry/api';
+import type { Attributes, SpanContext } from '@opentelemetry/api';
 import { parseTimestamp } from '../schema/primitives.js';
 import type { RouteName, TerminalRecord } from '../schema/terminal-record.js';
+import { endRecordSpan } from './record-span.js';
 import type { RequestTrace } from './trace-context.js';
 import type { Tracing } from './tracing.js';
 
@@ -93,8 +94,21 @@ function spanName(r: TerminalRecord): string {
   return r.model === null ? op : `${op} ${r.model}`;
 }
 
+/** Engine URLs read so far (a routing table's few origins; emptied if it ever holds many). */
+const addresses = new Map<string, ServerAddress | undefined>();
+const MAX_ADDRESSES = 1024;
+
 /** `server.address` and `server.port` of an engine URL (its host only: never a path or credentials). */
 export function serverAddress(base: string): ServerAddress | undefined {
+  const known = addresses.get(base);
+  if (known !== undefined || addresses.has(base)) return known;
+  if (addresses.size >= MAX_ADDRESSES) addresses.clear();
+  const a = parseServerAddress(base);
+  addresses.set(base, a);
+  return a;
+}
+
+function parseServerAddress(base: string): ServerAddress | undefined {
   try {
     const u = new URL(base);
     const port = u.port === '' ? undefined : Number(u.port);
@@ -108,16 +122,34 @@ export function serverAddress(base: string): ServerAddress | undefined {
 export function emitRequestSpan(tracing: Tracing, r: TerminalRecord, t: RequestTrace, server?: ServerAddress): void {
   if (t.spanId === undefined) return;
   const { api } = tracing;
-  const parent =
+  const remote: SpanContext | undefined =
     t.parentId === undefined
-      ? api.ROOT_CONTEXT
-      : api.trace.setSpanContext(api.ROOT_CONTEXT, {
+      ? undefined
+      : {
           traceId: t.traceId,
           spanId: t.parentId,
           traceFlags: t.flags,
           isRemote: true,
           ...(t.traceState !== undefined ? { traceState: traceStateOf(api, t.traceState) } : {}),
-        });
+        };
+  const parent = remote === undefined ? api.ROOT_CONTEXT : api.trace.setSpanContext(api.ROOT_CONTEXT, remote);
+  if (tracing.pipeline !== undefined) {
+    // Made finished, straight from the record, through the SDK's sampler and processors (docs/decisions/0034).
+    const p = requestSpanPlan(r, t, server);
+    endRecordSpan(tracing.pipeline, {
+      name: p.name,
+      traceId: t.traceId,
+      spanId: t.spanId,
+      parent: remote,
+      parentContext: parent,
+      startMs: p.startMs,
+      endMs: p.endMs,
+      attributes: p.attributes,
+      events: p.events,
+      failed: p.failed,
+    });
+    return;
+  }
   // Attributes after the start, not in its options: the SDK copies options' attributes twice
   // more (for the sampler, which reads none of these), measured at a few percent of a request.
   const startMs = parseTimestamp(r.started_at);

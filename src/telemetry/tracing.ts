@@ -1,6 +1,8 @@
 import type { Logger } from 'pino';
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
-import { parseTraceparent, type SpanIds } from './trace-context.js';
+import { protobufSpanProcessor } from './otlp-exporter.js';
+import { sdkPipeline, type SpanPipeline } from './record-span.js';
+import { parseTraceparent, randomSpanIds, type SpanIds } from './trace-context.js';
 
 /*
  * OpenTelemetry traces, exported over OTLP only when the standard variables ask for it
@@ -38,6 +40,12 @@ export interface Tracing {
    * request ran): the SDK's id generator hands them out for this one call.
    */
   startSpanWithIds(name: string, options: SpanOptions, parent: Context, ids: { traceId: string; spanId: string }): Span;
+  /**
+   * The SDK tracer's sampler, limits, resource, scope and processors, through which the
+   * request span is made straight from its record (record-span.ts); undefined if the SDK's
+   * tracer does not hold them as the pinned SDK does (startSpanWithIds makes it then).
+   */
+  readonly pipeline: SpanPipeline | undefined;
   /** Exports every span ended so far. */
   flush(): Promise<void>;
   /** This server no longer makes spans; the last one to release it shuts the SDK down (exporting what is left). */
@@ -45,7 +53,7 @@ export interface Tracing {
 }
 
 /** The SDK's id generator, with ids staged for the next span (synchronous: nothing runs between stage and use). */
-class StagedIds {
+export class StagedIds {
   traceId: string | undefined;
   spanId: string | undefined;
   constructor(private readonly random: { generateTraceId(): string; generateSpanId(): string }) {}
@@ -114,6 +122,39 @@ function withEnv<T>(env: NodeJS.ProcessEnv, make: () => T): T {
   }
 }
 
+/** A standard variable as the SDK reads it: undefined when unset or blank, else as written. */
+function envValue(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v;
+}
+
+/** The traces' OTLP protocol as the SDK chooses it. */
+function otlpProtocol(env: NodeJS.ProcessEnv): string {
+  return (
+    envValue(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ??
+    envValue(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ??
+    'http/protobuf'
+  );
+}
+
+/**
+ * True when the SDK, left to the environment, would make one span exporter and it is OTLP over
+ * `http/protobuf` (its reading of OTEL_TRACES_EXPORTER: `null` ignored, none listed means
+ * `otlp`, `none` after another name is dropped for `otlp`).
+ */
+export function protobufExporterChosen(env: NodeJS.ProcessEnv = process.env): boolean {
+  let names = [
+    ...new Set(
+      (envValue(env, 'OTEL_TRACES_EXPORTER') ?? '')
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '' && s !== 'null'),
+    ),
+  ];
+  if (names.length === 0 || (names.length > 1 && names[0] !== 'none' && names.includes('none'))) names = ['otlp'];
+  return names.length === 1 && names[0] === 'otlp' && otlpProtocol(env) === 'http/protobuf';
+}
+
 /** Whether a resource attribute list (`OTEL_RESOURCE_ATTRIBUTES`) names the service. */
 const NAMES_SERVICE = /(?:^|,)\s*service\.name\s*=/;
 
@@ -124,28 +165,16 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv, key: string): Pr
     import('@opentelemetry/sdk-trace'),
   ]);
   const staged = new StagedIds(new sdkTrace.RandomIdGenerator());
-  const sdk = withEnv(env, () => startSdk(api, sdkNode, staged, env));
-  const protocol = (
-    env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ??
-    env['OTEL_EXPORTER_OTLP_PROTOCOL'] ??
-    'http/protobuf'
-  ).trim();
-  log.info({ protocol }, 'traces exported over OTLP');
+  // The exporter the SDK would make from the environment, with our encoder when it is OTLP
+  // over http/protobuf alone; any other choice is the SDK's own (docs/decisions/0033).
+  const processor = protobufExporterChosen(env) ? await protobufSpanProcessor() : undefined;
+  const sdk = withEnv(env, () => startSdk(api, sdkNode, staged, env, processor));
+  log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
+  // This SDK's own tracer (its provider is not the global one: startSdk).
   const tracer = sdk.provider.getTracer('svc-serving');
-  const random = new sdkTrace.RandomIdGenerator();
   return {
-    api,
-    tracer,
-    ids: { newTraceId: () => random.generateTraceId(), newSpanId: () => random.generateSpanId() },
-    startSpanWithIds(name, options, parent, ids) {
-      staged.traceId = ids.traceId;
-      staged.spanId = ids.spanId;
-      try {
-        return tracer.startSpan(name, options, parent);
-      } finally {
-        staged.traceId = staged.spanId = undefined;
-      }
-    },
+    // Our processor is the tracer's only one when there is one (the request span is then written as it is made).
+    ...tracingParts(api, tracer, staged, sdkNode.core, processor),
     async flush() {
       await sdk.provider.forceFlush?.();
     },
@@ -177,6 +206,7 @@ function startSdk(
   sdkNode: SdkNode,
   staged: StagedIds,
   env: NodeJS.ProcessEnv,
+  processor: Awaited<ReturnType<typeof protobufSpanProcessor>> | undefined,
 ): { sdk: InstanceType<SdkNode['NodeSDK']>; provider: Provider } {
   const named = Boolean(env['OTEL_SERVICE_NAME']?.trim()) || NAMES_SERVICE.test(env['OTEL_RESOURCE_ATTRIBUTES'] ?? '');
   const sdk = new sdkNode.NodeSDK({
@@ -189,6 +219,7 @@ function startSdk(
     contextManager: null as unknown as undefined,
     textMapPropagator: null,
     idGenerator: staged,
+    ...(processor !== undefined ? { spanProcessors: [processor] } : {}),
     // The process detector would export the command line; the environment and host are enough
     // unless the operator names detectors (OTEL_NODE_RESOURCE_DETECTORS).
     ...(env['OTEL_NODE_RESOURCE_DETECTORS']
@@ -201,6 +232,34 @@ function startSdk(
   const provider = proxy.getDelegate?.() ?? proxy;
   api.trace.disable();
   return { sdk, provider };
+}
+
+/**
+ * A Tracing's span making over an SDK tracer whose provider draws its ids from `staged`
+ * (tests make them over a provider of their own).
+ */
+export function tracingParts(
+  api: Api,
+  tracer: Tracer,
+  staged: StagedIds,
+  core: Parameters<typeof sdkPipeline>[1],
+  direct?: Parameters<typeof sdkPipeline>[2],
+): Pick<Tracing, 'api' | 'tracer' | 'ids' | 'startSpanWithIds' | 'pipeline'> {
+  return {
+    api,
+    tracer,
+    ids: randomSpanIds(),
+    startSpanWithIds(name, options, parent, ids) {
+      staged.traceId = ids.traceId;
+      staged.spanId = ids.spanId;
+      try {
+        return tracer.startSpan(name, options, parent);
+      } finally {
+        staged.traceId = staged.spanId = undefined;
+      }
+    },
+    pipeline: sdkPipeline(tracer, core, direct),
+  };
 }
 
 /**

@@ -3,11 +3,12 @@ import assert from 'node:assert/strict';
 import {
   cleanTracestate,
   parseTraceparent,
+  randomSpanIds,
   requestTrace,
   upstreamTraceparent,
 } from '../../src/telemetry/trace-context.js';
 import { requestSpanPlan, serverAddress } from '../../src/telemetry/request-span.js';
-import { tracingRequested } from '../../src/telemetry/tracing.js';
+import { protobufExporterChosen, tracingRequested } from '../../src/telemetry/tracing.js';
 import type { TerminalRecord } from '../../src/schema/terminal-record.js';
 
 const T = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -91,6 +92,21 @@ describe('W3C trace context as the router reads it', () => {
     );
   });
 
+  it('span ids: lower-case hex of 16 and 8 bytes, all different over many pool refills, never all zero', () => {
+    const ids = randomSpanIds();
+    const seen = new Set<string>();
+    for (let i = 0; i < 3000; i++) {
+      const t = ids.newTraceId();
+      const s = ids.newSpanId();
+      assert.match(t, /^[0-9a-f]{32}$/);
+      assert.match(s, /^[0-9a-f]{16}$/);
+      assert.notEqual(t, '0'.repeat(32));
+      assert.notEqual(s, '0'.repeat(16));
+      seen.add(t).add(s);
+    }
+    assert.equal(seen.size, 6000);
+  });
+
   it('tracing is requested only by OTEL_TRACES_EXPORTER=otlp or an OTLP endpoint; none, another exporter or OTEL_SDK_DISABLED turn it off', () => {
     assert.equal(tracingRequested({}), false);
     assert.equal(tracingRequested({ OTEL_SERVICE_NAME: 'x', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }), false);
@@ -104,6 +120,34 @@ describe('W3C trace context as the router reads it', () => {
       false,
     );
     assert.equal(tracingRequested({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' }), false);
+  });
+
+  it('our protobuf encoder is used exactly where the SDK would make one OTLP http/protobuf exporter; any other choice keeps the SDK exporter', () => {
+    const E = 'http://c:4318';
+    for (const env of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' },
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: E,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf',
+      },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: ' ' },
+      { OTEL_TRACES_EXPORTER: 'otlp' },
+      { OTEL_TRACES_EXPORTER: 'otlp, otlp, null' },
+      // The SDK reads `none` after another name as `otlp` alone.
+      { OTEL_TRACES_EXPORTER: 'otlp,none' },
+    ])
+      assert.equal(protobufExporterChosen(env), true, JSON.stringify(env));
+    for (const env of [
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' },
+      { OTEL_EXPORTER_OTLP_ENDPOINT: E, OTEL_EXPORTER_OTLP_PROTOCOL: ' http/protobuf' },
+      { OTEL_TRACES_EXPORTER: 'otlp,console' },
+      { OTEL_TRACES_EXPORTER: 'zipkin' },
+      { OTEL_TRACES_EXPORTER: 'none,otlp' },
+    ])
+      assert.equal(protobufExporterChosen(env), false, JSON.stringify(env));
   });
 });
 
