@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
-import { protobufSpanProcessor } from './otlp-exporter.js';
+import { protobufParts, protobufSpanProcessor } from './otlp-exporter.js';
 import { sdkPipeline, type SpanPipeline } from './record-span.js';
 import { parseTraceparent, randomSpanIds, type SpanIds } from './trace-context.js';
 
@@ -167,8 +167,12 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv, key: string): Pr
   const staged = new StagedIds(new sdkTrace.RandomIdGenerator());
   // The exporter the SDK would make from the environment, with our encoder when it is OTLP
   // over http/protobuf alone; any other choice is the SDK's own (docs/decisions/0033).
-  const processor = protobufExporterChosen(env) ? await protobufSpanProcessor() : undefined;
-  const sdk = withEnv(env, () => startSdk(api, sdkNode, staged, env, processor));
+  const parts = protobufExporterChosen(env) ? await protobufParts() : undefined;
+  // Made with the server's env as process.env: the exporter reads its settings from it.
+  const { sdk, processor } = withEnv(env, () => {
+    const made = parts !== undefined ? protobufSpanProcessor(parts) : undefined;
+    return { sdk: startSdk(api, sdkNode, staged, env, made), processor: made };
+  });
   log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
   // This SDK's own tracer (its provider is not the global one: startSdk).
   const tracer = sdk.provider.getTracer('svc-serving');
@@ -206,7 +210,7 @@ function startSdk(
   sdkNode: SdkNode,
   staged: StagedIds,
   env: NodeJS.ProcessEnv,
-  processor: Awaited<ReturnType<typeof protobufSpanProcessor>> | undefined,
+  processor: ReturnType<typeof protobufSpanProcessor> | undefined,
 ): { sdk: InstanceType<SdkNode['NodeSDK']>; provider: Provider } {
   const named = Boolean(env['OTEL_SERVICE_NAME']?.trim()) || NAMES_SERVICE.test(env['OTEL_RESOURCE_ATTRIBUTES'] ?? '');
   const sdk = new sdkNode.NodeSDK({
