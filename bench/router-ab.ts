@@ -5,15 +5,16 @@
  * one after the other cannot show a 5% change; measured side by side under the same load they
  * see the same machine, and the per-round ratio is steady to a few percent.
  *
- *   node build/bench/router-ab.js [TARGET ...] [--rounds 6] [--requests 15000] [--connections 32]
+ *   node build/bench/router-ab.js [TARGET ...] [--rounds 6] [--requests 15000] [--connections 32] [--stream]
  *
  * TARGET: `.` (this checkout's router, the default first), `bare` (bench/bare-relay.ts), or
  * the root of another built checkout (its `dist/cli/main.js` runs, e.g. a `git worktree` of
  * main); append `:nolog` to run a router without its decision log, `:buf=N` for
- * `[server] buffer_size = N` (warm-up then runs past N), `:prof` to run it under `node --cpu-prof` and print where its time went, `:otlp` to export its traces over
+ * `[server] buffer_size = N` (warm-up then runs past N), `:two` to route its alias to two engine sims (`upstreams`), `:prof` to run it under `node --cpu-prof` and print where its time went, `:otlp` to export its traces over
  * OTLP/HTTP (protobuf) to a receiver in this process that reads and drops them, every span
  * sampled, as a collector on the host would take them. Default: `. bare`. Every router is configured as bench/router.ts
  * configures it (decision log on, max_concurrency 256) and warmed past its ring size first.
+ * `--stream`: every request asks for a streamed answer (SSE, 16 tokens, usage in the last event).
  * Reports only; exits 0 whatever it measures.
  */
 import { randomBytes } from 'node:crypto';
@@ -41,13 +42,15 @@ interface Spec {
   readonly otlp: boolean;
   /** Run under `node --cpu-prof` and print where its time went (warm-up included) after the rounds. */
   readonly prof: boolean;
+  /** Route the alias to two replicas (`upstreams`: the engine sim and a second one). */
+  readonly two: boolean;
 }
 
 function parseSpec(arg: string): Spec {
   // Options are the known suffixes after the last colons; the rest is the target (a path may hold `:`).
   const parts = arg.split(':');
   const opts: string[] = [];
-  while (parts.length > 1 && /^(nolog|otlp|prof|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
+  while (parts.length > 1 && /^(nolog|otlp|prof|two|buf=\d+|semi=\d+)$/.test(parts.at(-1)!)) opts.unshift(parts.pop()!);
   const where = parts.join(':');
   if (where === 'bare') {
     if (opts.length > 0) throw new Error(`${arg}: the bare relay takes no options`);
@@ -60,6 +63,7 @@ function parseSpec(arg: string): Spec {
       nodeArgs: [],
       otlp: false,
       prof: false,
+      two: false,
     };
   }
   const cli = where === '.' ? CLI : join(resolve(where), 'dist', 'cli', 'main.js');
@@ -68,20 +72,28 @@ function parseSpec(arg: string): Spec {
   let otlp = false;
   let bufferSize: number | undefined;
   let prof = false;
+  let two = false;
   const nodeArgs: string[] = [];
   for (const o of opts) {
     if (o === 'nolog') decisionLog = false;
     else if (o === 'otlp') otlp = true;
     else if (o.startsWith('semi=')) nodeArgs.push(`--max-semi-space-size=${o.slice(5)}`);
     else if (o === 'prof') prof = true;
+    else if (o === 'two') two = true;
     else bufferSize = Number(o.slice(4));
   }
   if (bufferSize === 0) throw new Error(`${arg}: buf needs a positive number`);
-  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp, prof };
+  return { label: arg, kind: 'router', cli, decisionLog, bufferSize, nodeArgs, otlp, prof, two };
 }
 
-function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; requests: number; connections: number } {
-  const out = { specs: [] as Spec[], rounds: 6, requests: 15_000, connections: 32 };
+function parseArgs(argv: readonly string[]): {
+  specs: Spec[];
+  rounds: number;
+  requests: number;
+  connections: number;
+  stream: boolean;
+} {
+  const out = { specs: [] as Spec[], rounds: 6, requests: 15_000, connections: 32, stream: false };
   const num = (i: number): number => {
     const v = Number(argv[i + 1]);
     if (!Number.isInteger(v) || v <= 0) throw new Error(`${argv[i]} needs a positive whole number`);
@@ -92,6 +104,7 @@ function parseArgs(argv: readonly string[]): { specs: Spec[]; rounds: number; re
     if (a === '--rounds') out.rounds = num(i++);
     else if (a === '--requests') out.requests = num(i++);
     else if (a === '--connections') out.connections = num(i++);
+    else if (a === '--stream') out.stream = true;
     else if (a.startsWith('--')) throw new Error(`unknown argument ${a}`);
     else out.specs.push(parseSpec(a));
   }
@@ -130,10 +143,12 @@ await runBench('router-ab', async (tmp) => {
   const key = randomBytes(16).toString('hex');
   const sim = await startSim();
   const sink = o.specs.some((s) => s.otlp) ? await startOtlpSink() : undefined;
+  const sim2 = o.specs.some((s) => s.two) ? await startSim() : undefined;
   const body = JSON.stringify({
     model: MODEL,
     messages: [{ role: 'user', content: 'Say hello in sixteen tokens.' }],
     max_tokens: 16,
+    ...(o.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
   });
   const targets: Target[] = [];
   const procs = new Map<number, Proc>();
@@ -153,6 +168,7 @@ await runBench('router-ab', async (tmp) => {
           decisionLog: s.decisionLog,
           bufferSize: s.bufferSize,
           cli: s.cli,
+          ...(s.two && sim2 ? { moreReplicas: [sim2.url] } : {}),
           ...(s.otlp && sink ? { env: { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: 'svc-bench' } } : {}),
         },
         [...s.nodeArgs, ...profArgs],
@@ -175,7 +191,12 @@ await runBench('router-ab', async (tmp) => {
   await Promise.all(targets.map((t) => throughputRound(t, sim, body, 16, 0, warm)));
   const per: number[][] = targets.map(() => []);
   for (let r = 0; r < o.rounds; r++) {
-    const res = await Promise.all(targets.map((t) => throughputRound(t, sim, body, o.connections, 0, o.requests)));
+    // Each round starts the targets' loads in another order (the one started first is favoured
+    // by a few percent on a loaded 2-core machine): rotated, so every target leads as often.
+    const order = targets.map((_, k) => (k + r) % targets.length);
+    const started = order.map((k) => throughputRound(targets[k]!, sim, body, o.connections, 0, o.requests));
+    const res = new Array<Awaited<(typeof started)[number]>>(targets.length);
+    (await Promise.all(started)).forEach((x, i) => (res[order[i]!] = x));
     res.forEach((x, k) => per[k]!.push(x.cpuPerReq));
     const failed = res.some((x) => x.non2xx > 0 || x.errors > 0);
     process.stdout.write(
@@ -210,7 +231,7 @@ await runBench('router-ab', async (tmp) => {
       process.stdout.write(`\n${s.label}: no .cpuprofile was written\n`);
       continue;
     }
-    const kept = join(tmpdir(), `svc-router-ab-${k}.cpuprofile`);
+    const kept = join(tmpdir(), `svc-router-ab-${process.pid}-${k}.cpuprofile`);
     copyFileSync(join(dir, file), kept);
     process.stdout.write(
       `\n${s.label} under --cpu-prof (profile kept at ${kept}):\n${summarizeCpuProfile(kept, resolve(dirname(dirname(dirname(s.cli)))))}\n`,

@@ -8,13 +8,21 @@ export const ErrorCode = {
   INVALID_JSON: 'SVC_ERR_INVALID_JSON',
   INVALID_ENCODING: 'SVC_ERR_INVALID_ENCODING',
   INVALID_FRAMING: 'SVC_ERR_INVALID_FRAMING',
+  INVALID_HEADERS: 'SVC_ERR_INVALID_HEADERS',
+  INVALID_EXPECTATION: 'SVC_ERR_INVALID_EXPECTATION',
+  INCOMPLETE_BODY: 'SVC_ERR_INCOMPLETE_BODY',
   INVALID_MODEL: 'SVC_ERR_INVALID_MODEL',
   INVALID_OUTPUT_LIMIT: 'SVC_ERR_INVALID_OUTPUT_LIMIT',
   UNAUTHENTICATED: 'SVC_ERR_UNAUTHENTICATED',
   FORBIDDEN: 'SVC_ERR_FORBIDDEN',
   ORIGIN_REFUSED: 'SVC_ERR_ORIGIN_REFUSED',
   NOT_FOUND: 'SVC_ERR_NOT_FOUND',
+  ROUTE_NOT_FOUND: 'SVC_ERR_ROUTE_NOT_FOUND',
   MODEL_NOT_FOUND: 'SVC_ERR_MODEL_NOT_FOUND',
+  RESPONSE_NOT_FOUND: 'SVC_ERR_RESPONSE_NOT_FOUND',
+  RESPONSE_ROUTE_NOT_SERVED: 'SVC_ERR_RESPONSE_ROUTE_NOT_SERVED',
+  RESPONSE_QUERY_REFUSED: 'SVC_ERR_RESPONSE_QUERY_REFUSED',
+  MODEL_QUERY_REFUSED: 'SVC_ERR_MODEL_QUERY_REFUSED',
   METHOD_NOT_ALLOWED: 'SVC_ERR_METHOD_NOT_ALLOWED',
   BODY_TOO_LARGE: 'SVC_ERR_BODY_TOO_LARGE',
   UNSUPPORTED_MEDIA_TYPE: 'SVC_ERR_UNSUPPORTED_MEDIA_TYPE',
@@ -86,7 +94,31 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
     'Invalid input',
     2,
     'invalid_framing',
-    'The request framing is refused: a header that may appear once is repeated, Host is missing, or Transfer-Encoding is not plain chunked',
+    'The request framing is refused: a header that may appear once is repeated, Host is missing, Transfer-Encoding is not plain chunked, or the chunked body is malformed',
+  ),
+  SVC_ERR_INVALID_HEADERS: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_headers',
+    'The request head could not be read: an unknown method, a malformed header line, a control character in a header value, or headers over 16 KiB in all',
+  ),
+  SVC_ERR_INVALID_EXPECTATION: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'invalid_expectation',
+    'The Expect header is refused: only 100-continue is accepted',
+  ),
+  SVC_ERR_INCOMPLETE_BODY: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'incomplete_body',
+    'The request body did not arrive whole within the time this server allows for it',
   ),
   SVC_ERR_INVALID_MODEL: spec(
     400,
@@ -131,6 +163,14 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
     'The Host or Origin header does not name this server',
   ),
   SVC_ERR_NOT_FOUND: spec(404, 'not-found', 'Not found', 4, 'not_found', 'The requested resource does not exist'),
+  SVC_ERR_ROUTE_NOT_FOUND: spec(
+    404,
+    'not-found',
+    'Not found',
+    4,
+    'route_not_found',
+    "This router serves no such route: its OpenAI-compatible routes are under /v1 (an SDK's base URL ends in /v1): chat/completions, completions, responses, embeddings, rerank, audio/transcriptions and models",
+  ),
   SVC_ERR_MODEL_NOT_FOUND: spec(
     404,
     'not-found',
@@ -139,6 +179,39 @@ export const ERRORS: Readonly<Record<ErrorCode, ErrorSpec>> = {
     'model_not_found',
     'The model parameter names no model served by this router',
     'model',
+  ),
+  SVC_ERR_RESPONSE_NOT_FOUND: spec(
+    404,
+    'not-found',
+    'Not found',
+    4,
+    'response_not_found',
+    'The response_id names no response this router relayed, or one it no longer remembers or can reach',
+    'response_id',
+  ),
+  SVC_ERR_RESPONSE_ROUTE_NOT_SERVED: spec(
+    404,
+    'not-found',
+    'Not found',
+    4,
+    'not_served',
+    'The engines behind this router serve no such Responses API route: a response can be retrieved and cancelled, not deleted, and its input items are not listed',
+  ),
+  SVC_ERR_RESPONSE_QUERY_REFUSED: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'unsupported_parameter',
+    'Retrieving or cancelling a response through the router takes no query parameters: stream, starting_after and include are not relayed',
+  ),
+  SVC_ERR_MODEL_QUERY_REFUSED: spec(
+    400,
+    'invalid-input',
+    'Invalid input',
+    2,
+    'unsupported_parameter',
+    'Listing or retrieving models takes no query parameters',
   ),
   SVC_ERR_METHOD_NOT_ALLOWED: spec(
     405,
@@ -384,10 +457,16 @@ export class UnavailableError extends SvcError {
     super(ErrorCode.UNAVAILABLE);
   }
 }
-/** Thrown when: configuration is invalid; `message` names the key or client id, never a secret value. */
+/**
+ * Thrown when: configuration is invalid; `message` names the key or client id, never a secret
+ * value. `member`: the JSON pointer of the member at fault when a rule across members knows it
+ * (`/models/2/alias`), for `config check` to place it.
+ */
 export class ConfigError extends SvcError {
-  constructor(detail: string, options?: { cause?: unknown }) {
+  readonly member: string | undefined;
+  constructor(detail: string, options?: { cause?: unknown; member?: string }) {
     super(ErrorCode.CONFIG, detail, options);
+    this.member = options?.member;
   }
 }
 export class BusClosedError extends SvcError {
@@ -425,6 +504,18 @@ export function problemFor(
   return invalidParams && invalidParams.length > 0
     ? { ...p, invalid_params: invalidParams.map((i) => ({ name: i.name, reason: i.reason })) }
     : p;
+}
+
+/**
+ * The problem for a thrown coded error: an InvalidArgumentError's member and reason in
+ * `invalid_params` (CONTRACT.md), as the HTTP error handler answers them; for answers sent
+ * without Fastify (the router's lookups over NATS).
+ */
+export function problemOf(err: SvcError): ReturnType<typeof problemFor> {
+  return problemFor(
+    err.code,
+    err instanceof InvalidArgumentError ? [{ name: err.argument, reason: err.reason }] : undefined,
+  );
 }
 
 /** System error codes that say a configured path itself is wrong (a configuration error, exit 2), not the disk or the machine. */
@@ -543,6 +634,13 @@ export const USAGE = {
   duplicate: 'an option was given more than once',
   missingConnection: 'all three connection options are required: the server URL, --auth-env and --expected-node',
   filter: 'a filter value is invalid or out of range',
+  filterOwner: '--owner must be one of router, controller, benchmark, media, recipe, manifest',
+  filterKind: '--kind must be one of router-request, controller-operation, benchmark-job, media-job, recipe-serve',
+  filterState:
+    '--state must be one workload state (checking, admitted, dispatched, streaming, queued, running, terminal, configured, absent, unavailable, unsupported)',
+  filterHost: '--host must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
+  filterRecentSeconds: '--recent-seconds must be an integer from 1 to 86400, in plain digits',
+  filterLimit: '--limit must be an integer from 1 to 1000, in plain digits',
   expectedNode: '--expected-node must be a host ID (a letter, then letters, digits, _ or -; at most 64)',
   origin: 'the URL must be an origin: http(s)://host[:port] with no path, query, fragment or credentials',
   plainHttp: 'plain HTTP is allowed only to a loopback or private IP address; a DNS name needs HTTPS',

@@ -15,8 +15,18 @@ import { startSmallFleet, type SmallFleet } from '../test/dashboard/fleet-suppor
 
 const OUT = fileURLToPath(new URL('../../docs/images/', import.meta.url));
 
+/** Tallest picture taken (px): a long table is cut, so the pictures (and the npm package, which ships docs/) stay small. */
+const MAX_HEIGHT = 1600;
+
 async function shoot(b: Browser, name: string): Promise<void> {
-  await b.page.screenshot({ path: join(OUT, `dashboard-${name}.png`), fullPage: true });
+  const size = await b.page.evaluate<{ width: number; height: number }>(
+    '({ width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight })',
+  );
+  await b.page.screenshot({
+    path: join(OUT, `dashboard-${name}.png`),
+    fullPage: true,
+    clip: { x: 0, y: 0, width: size.width, height: Math.min(size.height, MAX_HEIGHT) },
+  });
   process.stdout.write(`wrote docs/images/dashboard-${name}.png\n`);
 }
 

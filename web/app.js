@@ -10,6 +10,18 @@ import * as workloads from './workloads.js';
 
 const $ = (id) => document.getElementById(id);
 let retryMs = 500;
+/** The one reconnect waiting (null: none): never more than one, however the link was lost. */
+let retryTimer = null;
+/**
+ * The server's heartbeat (`hello`'s beat_ms; null before it or from a server without one) and
+ * when this page last heard anything on the current socket. A socket silent for BEATS_SILENT
+ * heartbeats is taken as lost, even though the browser still calls it open (decision 0037).
+ */
+let beatMs = null;
+let heardAt = 0;
+const BEATS_SILENT = 4;
+/** A socket not open after this long is given up and tried again. */
+const CONNECT_MS = 15_000;
 
 function setLink(text, kind) {
   const el = $('link-status');
@@ -18,15 +30,21 @@ function setLink(text, kind) {
 }
 
 function openSocket() {
+  retryTimer = null;
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
   // The URL carries no query: nothing secret can ever be in it.
   const ws = new WebSocket(`${scheme}://${location.host}/ws`);
   link.setSocket(ws);
+  beatMs = null;
+  heardAt = Date.now();
   ws.addEventListener('open', () => {
     retryMs = 500;
+    heardAt = Date.now();
     setLink('dashboard server connected', 'ok');
   });
   ws.addEventListener('message', (ev) => {
+    if (link.currentSocket() !== ws) return;
+    heardAt = Date.now();
     let frame;
     try {
       frame = JSON.parse(ev.data);
@@ -35,17 +53,41 @@ function openSocket() {
     }
     dispatch(frame);
   });
-  ws.addEventListener('close', () => {
-    if (link.currentSocket() !== ws) return;
-    link.setSocket(null);
-    setLink(`dashboard server unreachable — retrying in ${Math.round(retryMs / 1000)} s`, 'bad');
-    telemetry.onLinkLost();
-    workloads.onLinkLost();
-    requests.onLinkLost();
-    fleet.onLinkLost();
-    setTimeout(openSocket, retryMs);
-    retryMs = Math.min(retryMs * 2, 10000);
-  });
+  ws.addEventListener('close', () => lost(ws, ''));
+}
+
+/**
+ * The link `ws` is gone (closed, or silent past the heartbeat; `why` adds to the words): the panels say so, and one
+ * new socket is opened after a backoff (0.5 s doubling to 10 s). A socket already replaced is
+ * ignored, so a late close of a socket given up on changes nothing.
+ */
+function lost(ws, why) {
+  if (link.currentSocket() !== ws) return;
+  link.setSocket(null);
+  beatMs = null;
+  setLink(`dashboard server unreachable${why} — retrying in ${Math.round(retryMs / 1000)} s`, 'bad');
+  telemetry.onLinkLost();
+  workloads.onLinkLost();
+  requests.onLinkLost();
+  fleet.onLinkLost();
+  clearTimeout(retryTimer);
+  retryTimer = setTimeout(openSocket, retryMs);
+  retryMs = Math.min(retryMs * 2, 10000);
+}
+
+/**
+ * Every second: a socket the server has said nothing on for BEATS_SILENT heartbeats, or one
+ * still not open after CONNECT_MS, is given up (the browser would wait minutes for either).
+ */
+function checkSilence() {
+  const ws = link.currentSocket();
+  if (ws === null) return;
+  const quiet = Date.now() - heardAt;
+  const connecting = ws.readyState === WebSocket.CONNECTING;
+  if (connecting ? quiet <= CONNECT_MS : beatMs === null || quiet <= BEATS_SILENT * beatMs) return;
+  lost(ws, ` (nothing heard for ${Math.round(quiet / 1000)} s)`);
+  // Closing a dead TCP connection can take the browser minutes: nothing waits for it.
+  ws.close();
 }
 
 function dispatch(frame) {
@@ -54,6 +96,8 @@ function dispatch(frame) {
   switch (frame.type) {
     case 'hello':
       link.setPollInterval(Number.isInteger(frame.poll_ms) && frame.poll_ms >= 500 ? frame.poll_ms : 2000);
+      // Only a server that says it beats is held to it.
+      beatMs = Number.isInteger(frame.beat_ms) && frame.beat_ms >= 100 ? frame.beat_ms : null;
       telemetry.onHello(frame);
       workloads.onHello();
       break;
@@ -105,6 +149,7 @@ function dispatch(frame) {
         requests.onBadFrame();
       }
       break;
+    // `beat`: the server is there; hearing it was the point.
     default:
       break;
   }
@@ -156,6 +201,7 @@ telemetry.init();
 workloads.init();
 requests.init();
 fleet.init();
+setInterval(checkSilence, 1000);
 if (location.hash === '#workloads') selectTab('workloads');
 if (location.hash === '#requests') selectTab('requests');
 if (location.hash === '#fleet') selectTab('fleet');

@@ -15,6 +15,7 @@ import {
   nodeOmitted,
   recordRow,
   sourceWhy,
+  syncRows,
   withoutAges,
 } from './render.js';
 import { applyFleetDelta, fleetDigest } from '/shared/view-delta.js';
@@ -102,6 +103,7 @@ function counts(n) {
 function nodeRow(n) {
   const tr = el('tr', undefined, `src-${n.status}${n.expected_host === opened ? ' opened' : ''}`);
   tr.dataset.host = n.expected_host;
+  tr.dataset.key = n.expected_host;
   const name = el('td');
   const open = el('button', n.expected_host, 'link');
   open.type = 'button';
@@ -113,7 +115,8 @@ function nodeRow(n) {
   status.append(badge(n.status, `st-${n.status}`));
   const c = counts(n);
   const collected = el('td');
-  collected.append(ageSpan('', n.collected_at));
+  // A node the fleet could not read is dated by the fleet's attempt: "tried", not "collected".
+  collected.append(ageSpan(n.condition ? 'tried ' : '', n.collected_at));
   tr.append(
     name,
     status,
@@ -150,7 +153,8 @@ function render(readAt) {
     ],
     f.status,
   );
-  $('fleet-nodes').tBodies[0].replaceChildren(...f.nodes.map(nodeRow));
+  // In place: a node's button is never replaced under a click by the next poll's answer.
+  syncRows($('fleet-nodes').tBodies[0], f.nodes.map(nodeRow));
   $('fleet-nodes').hidden = false;
   $('panel-fleet').dataset.readAt = readAt;
   renderOpened();
@@ -183,6 +187,7 @@ function renderOpened() {
   const rows = n.sources.map((s) => {
     const tr = el('tr', undefined, `src-${s.status}`);
     tr.dataset.owner = s.owner;
+    tr.dataset.key = s.owner;
     const st = el('td');
     st.append(badge(s.status, `st-${s.status}`));
     tr.append(
@@ -198,11 +203,11 @@ function renderOpened() {
     );
     return tr;
   });
-  $('fleet-sources').tBodies[0].replaceChildren(...rows);
+  syncRows($('fleet-sources').tBodies[0], rows);
   const records = n.sources.flatMap((s) => s.records);
   const rank = (r) => (ACTIVE_STATES.has(r.state) ? 0 : 1);
   records.sort((a, b) => rank(a) - rank(b) || (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0));
-  $('fleet-records').tBodies[0].replaceChildren(...records.map(recordRow));
+  syncRows($('fleet-records').tBodies[0], records.map(recordRow));
   $('fleet-records').hidden = records.length === 0;
   const empty = $('fleet-records-empty');
   const silent = n.sources.filter((s) => s.status === 'unavailable');

@@ -71,6 +71,86 @@ export function ageSpan(prefix, ts) {
   return span;
 }
 
+/**
+ * Brings a table body to `fresh` (new rows, each with a `data-key`) in place: a row whose key
+ * is already drawn stays the same element, and only its cells whose markup differs are
+ * swapped, so that a button in an unchanged cell is never replaced under the pointer (a click
+ * needs its mousedown and mouseup on the same element: a table redrawn on every update
+ * swallows clicks). Rows are moved only where the order changed; rows no longer listed go.
+ */
+export function syncRows(tbody, fresh) {
+  const wanted = new Set(fresh.map((tr) => tr.dataset.key));
+  const drawn = new Map();
+  // Rows no longer listed go first, so that the rows kept need not move (moving a focused
+  // element out and back in takes its focus away). A key drawn twice keeps its first row.
+  for (const tr of [...tbody.rows]) {
+    if (!wanted.has(tr.dataset.key) || drawn.has(tr.dataset.key)) tr.remove();
+    else drawn.set(tr.dataset.key, tr);
+  }
+  let at = tbody.firstElementChild;
+  for (const next of fresh) {
+    const old = drawn.get(next.dataset.key);
+    if (old !== undefined) drawn.delete(next.dataset.key);
+    const row = old === undefined ? next : patchRow(old, next);
+    if (row === at) at = at.nextElementSibling;
+    else tbody.insertBefore(row, at);
+  }
+}
+
+/**
+ * A live part of the page held still while a pointer is pressed in it: rows that move between
+ * mousedown and mouseup (a request that finished above, a new one on top, a table above that
+ * grew by a row) would put another row under the pointer and the click would land on
+ * neither, and a drag that selects an id to copy would lose its text. Returns
+ * `later(key, fn)`: runs `fn` now, or, while pressed, keeps the newest `fn` of each key and
+ * runs them just after the release (after its click was delivered). A press on a form
+ * control does not hold (a select's list may never send its release to the page), and no
+ * hold outlasts HOLD_MS.
+ */
+export function heldWhilePressed(root) {
+  let pressed = null;
+  const pending = new Map();
+  const release = () => {
+    if (pressed === null) return;
+    clearTimeout(pressed);
+    pressed = null;
+    if (pending.size === 0) return;
+    const run = [...pending.values()];
+    pending.clear();
+    // A later task: the click of this release reaches the rows as they were pressed.
+    setTimeout(() => {
+      for (const fn of run) fn();
+    }, 0);
+  };
+  root.addEventListener('pointerdown', (ev) => {
+    if (ev.target instanceof Element && ev.target.closest('select, input, textarea, label')) return;
+    clearTimeout(pressed);
+    pressed = setTimeout(release, HOLD_MS);
+  });
+  for (const type of ['pointerup', 'pointercancel', 'blur']) window.addEventListener(type, release);
+  return (key, fn) => {
+    if (pressed === null) fn();
+    else pending.set(key, fn);
+  };
+}
+/** Longest a press holds a live view still: a click is far shorter, a slow drag-select may be. */
+const HOLD_MS = 10_000;
+
+/** Makes row `old` show what `next` shows, keeping `old` and every cell that did not change. */
+function patchRow(old, next) {
+  for (const a of [...old.attributes]) if (!next.hasAttribute(a.name)) old.removeAttribute(a.name);
+  for (const a of next.attributes) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+  const before = [...old.children];
+  const after = [...next.children];
+  if (before.length !== after.length) {
+    old.replaceChildren(...after);
+    return old;
+  }
+  for (let i = 0; i < after.length; i++)
+    if (before[i].outerHTML !== after[i].outerHTML) before[i].replaceWith(after[i]);
+  return old;
+}
+
 /** An element's words without its ticking ages (what a reader would be told is new). */
 export function withoutAges(root) {
   const copy = root.cloneNode(true);
@@ -191,6 +271,7 @@ function renderCounts(n) {
     const active = [...byState].filter(([st]) => ACTIVE_STATES.has(st)).reduce((a, [, c]) => a + c, 0);
     const tr = el('tr', undefined, active > 0 ? 'has-active' : '');
     tr.dataset.owner = s.owner;
+    tr.dataset.key = s.owner;
     tr.append(
       el('th', s.owner),
       el('td', String(active), active > 0 ? 'count-active' : ''),
@@ -199,7 +280,7 @@ function renderCounts(n) {
     );
     rows.push(tr);
   }
-  box.tBodies[0].replaceChildren(...rows);
+  syncRows(box.tBodies[0], rows);
   box.hidden = rows.length === 0;
 }
 
@@ -212,6 +293,7 @@ function renderSources(sources, filters) {
       (filters.owner && filters.owner !== s.owner) || (filters.kind && filters.kind !== KIND_OF_OWNER[s.owner]);
     const tr = el('tr', undefined, `src-${s.status}${outside ? ' outside' : ''}`);
     tr.dataset.owner = s.owner;
+    tr.dataset.key = s.owner;
     const status = el('td');
     status.append(badge(s.status, `st-${s.status}`));
     const why = sourceWhy(s);
@@ -225,7 +307,7 @@ function renderSources(sources, filters) {
     );
     return tr;
   });
-  table.tBodies[0].replaceChildren(...rows);
+  syncRows(table.tBodies[0], rows);
   table.hidden = rows.length === 0;
 }
 
@@ -261,7 +343,8 @@ function renderRecords(n, failure) {
   } else {
     empty.hidden = true;
   }
-  $('records').tBodies[0].replaceChildren(...records.map(recordRow));
+  // In place, row by row: an id selected to copy, or a row under the pointer, survives the next poll.
+  syncRows($('records').tBodies[0], records.map(recordRow));
   $('records').hidden = records.length === 0;
 }
 
@@ -273,6 +356,7 @@ export function recordRow(r) {
       `${ACTIVE_STATES.has(r.state) ? 'active' : ''}${r.observation_quality === 'stale' ? ' stale' : ''}`,
     );
     tr.dataset.id = r.id;
+    tr.dataset.key = r.id;
     tr.dataset.state = r.state;
     const quality = el('td');
     quality.append(badge(r.observation_quality, `q-${r.observation_quality}`));

@@ -4,6 +4,7 @@
 // credential (never sent here) and diagnoses with `router diagnose`'s own pure code; this
 // page only draws what it is sent. No prompt or answer is ever shown: the router keeps none.
 import { requestsVisible, send } from './link.js';
+import { heldWhilePressed, syncRows } from './render.js';
 
 const $ = (id) => document.getElementById(id);
 const OUTCOMES = ['success', 'error', 'cancelled', 'timeout', 'rejected', 'disconnected'];
@@ -15,10 +16,12 @@ let watching = false;
 let finished = [];
 let active = [];
 let lastState = null;
-/** The ids of the finished rows drawn, in order. */
-let shownKey = null;
 /** The number of the newest search: answers to older ones are dropped. */
 let searchN = 0;
+/** A search the page started itself (an opened request that finished): its answer takes no focus. */
+let quietN = null;
+/** The request in flight whose details are open (null: none), kept up to date by each round. */
+let openedActive = null;
 
 function el(tag, text, className) {
   const e = document.createElement(tag);
@@ -57,17 +60,27 @@ function filters() {
   };
 }
 
-function requestCell(id) {
+function requestCell(id, inFlight = false) {
   const td = el('td', undefined, 'mono');
   const b = el('button', id, 'link');
   b.type = 'button';
-  b.title = `diagnose ${id} (svc-serving router diagnose ${id})`;
-  b.addEventListener('click', () => search(id));
+  b.title = inFlight
+    ? `${id}: its figures while in flight, then its diagnosis once it finishes`
+    : `diagnose ${id} (svc-serving router diagnose ${id})`;
+  b.addEventListener('click', () => (inFlight ? openActive(id) : search(id)));
   td.append(b);
   return td;
 }
 
-function renderFinished() {
+/**
+ * What a round redraws runs now, or once a pointer pressed in the Requests panel is released
+ * (heldWhilePressed, set by init): nothing above or under a pressed row moves.
+ */
+let later = (_key, fn) => fn();
+const renderFinished = () => later('finished', drawFinished);
+const renderActive = () => later('active', drawActive);
+
+function drawFinished() {
   const f = filters();
   const shown = finished.filter(
     ({ request: r }) =>
@@ -76,11 +89,9 @@ function renderFinished() {
       (f.session === '' || r.session_id === f.session) &&
       (f.min === null || (r.latency_ms !== null && r.latency_ms >= f.min)),
   );
-  // The same rows again are not redrawn: a row redrawn under a click (a filter's change
-  // event fires as the pointer goes down elsewhere) would lose that click.
-  const key = shown.map((e) => e.request.request_id).join(' ');
-  if (key !== shownKey) drawFinished(shown);
-  shownKey = key;
+  // In place (syncRows): a row drawn again under a click (a new round, or a filter's change
+  // event firing as the pointer goes down elsewhere) would lose that click.
+  syncRows($('rq-finished').tBodies[0], shown.map(finishedRow));
   $('rq-finished-count').textContent = `(${shown.length} shown of ${finished.length} seen)`;
   // The alias filter offers the aliases seen.
   const aliases = new Set(finished.map((e) => e.request.model));
@@ -90,55 +101,96 @@ function renderFinished() {
   for (const a of [...aliases].sort()) if (!have.has(a)) select.append(new Option(a, a));
 }
 
-function drawFinished(shown) {
-  const rows = shown.map(({ request: r, interpretation }) => {
-    const tr = el('tr', undefined, r.outcome === 'success' ? '' : 'rq-failed');
-    tr.dataset.id = r.request_id;
-    tr.title = interpretation.join(', ');
-    tr.append(
-      requestCell(r.request_id),
-      el('td', r.model),
-      el('td', r.outcome, `outcome-${r.outcome}`),
-      el('td', String(r.status_code)),
-      el('td', ms(r.latency_ms)),
-      el('td', ms(r.time_to_first_content_ms)),
-      el('td', r.finish_reason ?? '—'),
-      el(
-        'td',
-        `${tokens(r.usage.prompt_tokens, r.usage.prompt_source)} / ${tokens(r.usage.completion_tokens, r.usage.completion_source)}`,
-      ),
-      el('td', r.session_id ?? '—'),
-      el('td', new Date(r.finished_at).toLocaleTimeString()),
-    );
-    return tr;
-  });
-  $('rq-finished').tBodies[0].replaceChildren(...rows);
+function finishedRow({ request: r, interpretation }) {
+  const tr = el('tr', undefined, r.outcome === 'success' ? '' : 'rq-failed');
+  tr.dataset.id = r.request_id;
+  // A caller's own id may come back on a later request: the finish time tells them apart.
+  tr.dataset.key = `${r.request_id}|${r.finished_at}`;
+  tr.title = interpretation.join(', ');
+  tr.append(
+    requestCell(r.request_id),
+    el('td', r.model),
+    el('td', r.outcome, `outcome-${r.outcome}`),
+    el('td', String(r.status_code)),
+    el('td', ms(r.latency_ms)),
+    el('td', ms(r.time_to_first_content_ms)),
+    el('td', r.finish_reason ?? '—'),
+    el(
+      'td',
+      `${tokens(r.usage.prompt_tokens, r.usage.prompt_source)} / ${tokens(r.usage.completion_tokens, r.usage.completion_source)}`,
+    ),
+    el('td', r.session_id ?? '—'),
+    el('td', new Date(r.finished_at).toLocaleTimeString()),
+  );
+  return tr;
 }
 
-function renderActive() {
-  const rows = active.map((a) => {
-    const tr = el('tr', undefined, 'rq-active');
-    tr.dataset.id = a.request_id;
-    tr.append(
-      requestCell(a.request_id),
-      el('td', a.model),
-      el('td', a.phase, `state-${a.phase}`),
-      el('td', ms(a.elapsed_ms)),
-      el('td', ms(a.since_upstream_activity_ms)),
-      el(
-        'td',
-        `${a.tokens.prompt_estimated ?? '?'}+${a.tokens.completion_estimated ?? '?'} / ${a.tokens.prompt_upstream ?? '?'}+${a.tokens.completion_upstream ?? '?'}`,
-      ),
-      el('td', a.session_id ?? '—'),
-    );
-    return tr;
-  });
-  $('rq-active').tBodies[0].replaceChildren(...rows);
+const activeTokens = (a) =>
+  `${a.tokens.prompt_estimated ?? '?'}+${a.tokens.completion_estimated ?? '?'} / ${a.tokens.prompt_upstream ?? '?'}+${a.tokens.completion_upstream ?? '?'}`;
+
+function activeRow(a) {
+  const tr = el('tr', undefined, 'rq-active');
+  tr.dataset.id = a.request_id;
+  tr.dataset.key = a.request_id;
+  tr.append(
+    requestCell(a.request_id, true),
+    el('td', a.model),
+    el('td', a.phase, `state-${a.phase}`),
+    el('td', ms(a.elapsed_ms)),
+    el('td', ms(a.since_upstream_activity_ms)),
+    el('td', activeTokens(a)),
+    el('td', a.session_id ?? '—'),
+  );
+  return tr;
+}
+
+function drawActive() {
+  // Rows keyed by request id and updated in place: every round changes the elapsed times,
+  // and a table drawn anew each time swallows a click that spans one.
+  syncRows($('rq-active').tBodies[0], active.map(activeRow));
   const t = lastState?.active_truncation;
   $('rq-active-count').textContent =
     t && t.omitted !== 0
       ? `(${active.length}, plus ${t.omitted === null ? 'an unknown number' : t.omitted} more)`
       : `(${active.length})`;
+}
+
+/** The figures of a request in flight, as the last round read them. */
+function activeDetail(a) {
+  const dl = el('dl', undefined, 'evidence');
+  const add = (k, v) => dl.append(el('dt', k), el('dd', v));
+  add('request', a.request_id);
+  add('alias · route', `${a.model} · ${a.route}`);
+  add('phase', a.phase);
+  add('elapsed · since upstream activity', `${ms(a.elapsed_ms)} · ${ms(a.since_upstream_activity_ms)}`);
+  add('admission wait', ms(a.admission_wait_ms));
+  add('tokens (estimated / engine)', activeTokens(a));
+  if (a.session_id) add('session', a.session_id);
+  add('started', a.started_at);
+  return [dl, el('p', 'In flight: its diagnosis (svc-serving router diagnose) opens here once it finishes.', 'note')];
+}
+
+/** Opens a request in flight (its row's button); the next rounds keep it current. */
+function openActive(id) {
+  const a = active.find((x) => x.request_id === id);
+  if (a === undefined) return search(id);
+  openedActive = id;
+  say('rq-search-status', '');
+  showDetail(`In flight: ${id}`, activeDetail(a));
+}
+
+/** After a round: the request opened in flight gets its new figures, or its diagnosis once it left. */
+function followOpened() {
+  // A round that could not read the router says nothing about whether it finished.
+  if (openedActive === null || lastState?.status !== 'ok') return;
+  const a = active.find((x) => x.request_id === openedActive);
+  if (a !== undefined) {
+    $('rq-detail-body').replaceChildren(...activeDetail(a));
+    return;
+  }
+  const id = openedActive;
+  openedActive = null;
+  search(id, true);
 }
 
 function evidenceList(r) {
@@ -204,18 +256,31 @@ function historyTable(h) {
   return box;
 }
 
-function showDetail(title, children) {
+function showDetail(title, children, focus = true) {
   $('rq-detail-title').textContent = title;
   $('rq-detail-body').replaceChildren(...children);
   $('rq-detail').hidden = false;
-  $('rq-detail-title').focus();
+  if (focus) $('rq-detail-title').focus();
 }
 
-function search(value) {
+/**
+ * The answer to search `n`: one the operator asked for takes the focus at once; one the page
+ * asked for itself (a request opened in flight that finished) takes none, and waits while a
+ * pointer is pressed in the panel (the panel's height changes with it).
+ */
+function detail(n, title, body) {
+  if (n !== quietN) return showDetail(title, body);
+  later('detail', () => showDetail(title, body, false));
+}
+
+/** Looks up a request id, else a session id. `quiet`: started by the page, its answer takes no focus. */
+function search(value, quiet = false) {
   const v = value.trim();
   if (v === '') return;
+  if (!quiet) openedActive = null;
   $('rq-search').value = v;
   searchN += 1;
+  quietN = quiet ? searchN : null;
   say('rq-search-status', `looking up ${v}…`);
   send({ type: 'requests-lookup', n: searchN, id: v });
 }
@@ -243,8 +308,8 @@ export function onFrame(frame) {
       );
     }
     renderActive();
-    // Rows are redrawn only when the list changed: a row redrawn under a click loses it.
     renderFinished();
+    later('opened', followOpened);
     return;
   }
   if (typeof frame.n === 'number' && frame.n !== 0 && frame.n !== searchN) return;
@@ -268,12 +333,13 @@ export function onFrame(frame) {
       say('rq-search-status', '');
       const codes = el('p');
       codes.append(el('strong', 'Interpretation: '), document.createTextNode(f.interpretation.join(', ') || 'none'));
-      showDetail(`Diagnosis of ${frame.id}`, [
+      const body = [
         codes,
         evidenceList(f.request),
         el('p', `The same as: svc-serving router diagnose ${frame.id}`, 'note mono'),
         ...(frame.history ? [el('h4', `Session ${f.request.session_id}`), historyTable(frame.history)] : []),
-      ]);
+      ];
+      detail(frame.n, `Diagnosis of ${frame.id}`, body);
     } else if (f.kind === 'not-found') {
       // Not a request the router holds: perhaps a session id.
       send({ type: 'requests-session', n: searchN, session: frame.id });
@@ -296,7 +362,7 @@ export function onFrame(frame) {
       return;
     }
     say('rq-search-status', '');
-    showDetail(`Session ${frame.session}`, [historyTable(h)]);
+    detail(frame.n, `Session ${frame.session}`, [historyTable(h)]);
   }
 }
 
@@ -319,7 +385,7 @@ export function onSession(connected) {
     active = [];
     finished = [];
     lastState = null;
-    shownKey = null;
+    openedActive = null;
     renderActive();
     renderFinished();
     $('rq-detail').hidden = true;
@@ -344,10 +410,11 @@ export function onVisibilityChange() {
 }
 
 export function init() {
+  later = heldWhilePressed($('panel-requests'));
   for (const o of OUTCOMES) $('rq-outcome').append(new Option(o, o));
   $('rq-filters').addEventListener('submit', (ev) => ev.preventDefault());
-  $('rq-filters').addEventListener('input', renderFinished);
-  $('rq-filters').addEventListener('change', renderFinished);
+  $('rq-filters').addEventListener('input', () => renderFinished());
+  $('rq-filters').addEventListener('change', () => renderFinished());
   $('requests-search').addEventListener('submit', (ev) => {
     ev.preventDefault();
     search($('rq-search').value);

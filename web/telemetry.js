@@ -214,6 +214,8 @@ function ms(v) {
   return v === null ? '—' : `${Math.round(v)} ms`;
 }
 
+const rate = (v) => (typeof v === 'number' ? `${v.toFixed(2)}/s` : '—');
+
 /** Whether the server said a router is wired in (null: no telemetry frame has said yet). */
 let routerWired = null;
 
@@ -239,6 +241,8 @@ function renderRouter(router) {
   status.className = 'status-line';
   const rows = router.models.map((m) => {
     const tr = el('tr');
+    // The alias's own one-minute rates, beside one another: which alias is busy or failing, at a glance.
+    const r = routerPanel.latestFor(m.model);
     tr.append(
       el('td', m.model),
       el('td', m.requests_total === null ? '—' : String(m.requests_total)),
@@ -246,6 +250,7 @@ function renderRouter(router) {
       el('td', m.buffered === null ? '—' : String(m.buffered)),
       el('td', `${ms(m.ttfc_p50_ms)} / ${ms(m.ttfc_p95_ms)}`),
       el('td', `${ms(m.latency_p50_ms)} / ${ms(m.latency_p95_ms)}`),
+      el('td', r === null ? 'no rate yet' : `${rate(r.req_per_s)} / ${rate(r.err_per_s)}`),
     );
     return tr;
   });
@@ -349,8 +354,9 @@ export function onFrame(frame) {
   $('gpu-status').className = `status-line status-${kind}`;
   renderAggregate(frame.gpu);
   renderCards(frame.gpu);
-  renderRouter(frame.router);
+  // The panel's points first: the Router table shows each alias's latest rates from them.
   if (frame.router !== null && frame.router !== undefined) routerPanel.onFrame(frame);
+  renderRouter(frame.router);
   // Current only once the whole frame was drawn (a frame that cannot be read throws first).
   lastFrameAt = Date.now();
   lastIntervalMs = Number.isInteger(frame.gpu.interval_ms) && frame.gpu.interval_ms > 0 ? frame.gpu.interval_ms : 3000;
@@ -367,6 +373,7 @@ export function onLinkLost() {
 }
 
 export function init() {
+  routerPanel.init();
   setInterval(checkAge, 1000);
   $('telemetry-auth').addEventListener('submit', (ev) => {
     ev.preventDefault();

@@ -6,15 +6,16 @@ import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value'
 import { parse as parseToml } from 'smol-toml';
 import { PolicyFile } from '../auth/policy.js';
 import { envVar } from '../config/env-var.js';
-import { FleetConfigSchema, loadFleetConfig } from '../config/fleet-config.js';
-import { MEMBER_HINTS, floatForInteger, parseListen } from '../config/load-toml.js';
-import { NodeConfigSchema, loadNodeConfig } from '../config/node-config.js';
+import { FleetConfigSchema, fleetConfigFrom } from '../config/fleet-config.js';
+import { MEMBER_HINTS, floatForInteger, parseListen, type ConfigReport } from '../config/load-toml.js';
+import { NodeConfigSchema, nodeConfigFrom } from '../config/node-config.js';
 import { readSmallFile } from '../config/read-small-file.js';
-import { RouterConfigSchema, loadRouterConfig } from '../config/router-config.js';
+import { RouterConfigSchema, routerConfigFrom } from '../config/router-config.js';
 import { readTlsPair } from '../config/tls-settings.js';
 import { lineOfMember, memberName, pointerPath } from '../config/toml-lines.js';
 import { ConfigError } from '../errors.js';
-import { ManifestSchema, RecipeSchema, loadManifestFile, loadRecipeFile } from '../recipes/recipe-config.js';
+import { ManifestSchema, RecipeSchema, loadRecipeFile, manifestRules } from '../recipes/recipe-config.js';
+import { directoryProblems } from './config-dirs.js';
 
 /**
  * `svc-serving config check`: what each server would check at start, for every file at once,
@@ -48,8 +49,14 @@ interface KindRule {
   readonly signals: readonly string[];
   /** The table most keys of a loader's message belong to. */
   readonly table?: string;
-  /** The loader the server itself uses (its rules across members; the first it breaks). */
+  /** The loader the server itself uses (what it checks of the file beyond the schema; the first fault). */
   readonly load?: (path: string) => unknown;
+  /**
+   * The server's own rules across members, run on the checked value with a collecting report:
+   * every one it breaks, not only the first (the loader runs the same code and throws).
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: each kind's builder takes its own schema's value, checked just before.
+  readonly collect?: (value: any, dir: string, report: ConfigReport) => unknown;
 }
 
 const RULES: readonly KindRule[] = [
@@ -58,10 +65,10 @@ const RULES: readonly KindRule[] = [
     schema: RouterConfigSchema,
     signals: ['server', 'models'],
     table: 'server',
-    load: loadRouterConfig,
+    collect: routerConfigFrom,
   },
-  { kind: 'node', schema: NodeConfigSchema, signals: ['node'], table: 'node', load: loadNodeConfig },
-  { kind: 'fleet', schema: FleetConfigSchema, signals: ['fleet', 'nodes'], table: 'fleet', load: loadFleetConfig },
+  { kind: 'node', schema: NodeConfigSchema, signals: ['node'], table: 'node', collect: nodeConfigFrom },
+  { kind: 'fleet', schema: FleetConfigSchema, signals: ['fleet', 'nodes'], table: 'fleet', collect: fleetConfigFrom },
   { kind: 'policy', schema: PolicyFile, signals: ['clients'] },
   {
     kind: 'recipe',
@@ -69,7 +76,12 @@ const RULES: readonly KindRule[] = [
     signals: ['image', 'model', 'served_model_name', 'context_size', 'port', 'gpus', 'env', 'revision'],
     load: loadRecipeFile,
   },
-  { kind: 'manifest', schema: ManifestSchema, signals: ['recipes', 'absent'], load: loadManifestFile },
+  {
+    kind: 'manifest',
+    schema: ManifestSchema,
+    signals: ['recipes', 'absent'],
+    collect: (value, _dir, report) => manifestRules(value, report),
+  },
 ];
 
 const compiled = new Map<ConfigKind, TypeCheck<TSchema>>();
@@ -145,12 +157,15 @@ export function checkConfigFile(path: string, env: NodeJS.ProcessEnv): FileRepor
   const schemaOk = schemaProblems(rule, raw, plain, found);
   // Rules the loader checks only once the schema holds, reported beside the schema's problems.
   sectionProblems(rule, plain, found);
+  const dir = dirname(resolve(path));
   if (schemaOk) {
-    const dir = dirname(resolve(path));
     if (rule.load) loaderProblem(rule, path, plain, found);
+    if (rule.collect) crossMemberProblems(rule, plain, dir, found);
     if (rule.kind === 'policy') policyProblems(plain as Static<typeof PolicyFile>, dir, found);
     referenceProblems(rule, plain, dir, env, found);
   }
+  // Directories a key names, whatever else is wrong (a key of the wrong type is skipped).
+  for (const d of directoryProblems(rule.kind, plain, dir)) found.add(d.at, d.reason, d.severity);
   envWarnings(plain, [], env, found);
   return { file: path, kind: rule.kind, problems: found.list.sort((a, b) => a.line - b.line) };
 }
@@ -205,9 +220,34 @@ function schemaReason(e: ValueError): string {
   }
 }
 
+/** Where a builder's message says its member is, before the reason (quoted values already cut out). */
+const WHERE_IN_MESSAGE = /^(?:upstreams?(?:\/\d+)?(?: of)? )?(?:\/models\/\d+ \(alias\) )?/;
+
 /**
- * The first rule across members the server's own loader refuses (a name declared twice, a
- * pair half given, an upstream that is no URL), placed on the key its message names.
+ * Every rule across members the server's own builder refuses (a name declared twice, a pair
+ * half given, an upstream that is no URL, a `nats_url` listing a server twice), each placed on
+ * the member it names.
+ */
+function crossMemberProblems(rule: KindRule, plain: Record<string, unknown>, dir: string, found: Findings): void {
+  const report: ConfigReport = (err) => {
+    const { at, reason } = placeMessage(err.message, rule, plain);
+    if (err.member === undefined) return found.add(at, reason);
+    // Placed by its member: the message's own words for where (`upstreams/1 of /models/3
+    // (alias "m")`) are left out of the reason.
+    found.add(pointerPath(err.member), reason.replace(WHERE_IN_MESSAGE, ''));
+  };
+  try {
+    rule.collect!(plain, dir, report);
+  } catch (err) {
+    // A fault the builder did not expect of a value the schema passed: said, never thrown on.
+    if (!(err instanceof ConfigError)) found.add([], 'cannot be checked');
+    else report(err);
+  }
+}
+
+/**
+ * The first fault the server's own loader refuses beyond the schema (a recipe: its file's
+ * size), placed on the key its message names.
  */
 function loaderProblem(rule: KindRule, path: string, plain: Record<string, unknown>, found: Findings): void {
   try {

@@ -66,17 +66,20 @@ top-level image, model, port... a recipe, recipes and absent a manifest.
 It checks what the server checks at start: the schema (keys, types, bounds), the rules across
 keys (a name declared twice, a pair half given), and the files a key names: the
 authorization policy (readable and itself valid), tls_cert_file with tls_key_file (PEM, one
-pair) and a policy's credential_file. Every schema problem is reported; of the rules across
-keys, the first the server would refuse. Problems read
+pair) and a policy's credential_file. It also checks the directories a key names: a node's
+state_dir and the router's decision_log_path folder (there, or makeable, and writable),
+media_dir, recipes_dir and manifests_dir (there and readable). Every problem it finds is
+reported in one run, the rules across keys included. Problems read
 
   FILE:LINE: KEY: REASON
 
 with LINE the key's line (or its table's; 0 when neither is written) and never a value from
 the file: an unknown key holding a secret is named (when it looks like a key), not echoed.
-A variable named by a *_env key that is not set here, or a policy's credential_file that does
-not exist here (systemd's LoadCredential hands it over at run time), is a warning
-("warning:"), since a build machine lacks the runtime secrets; --strict makes it a problem. A valid file prints
-FILE: ok (KIND).`,
+A variable named by a *_env key that is not set here, a policy's credential_file that does
+not exist here (systemd's LoadCredential hands it over at run time), or a directory that is
+not there or that this user cannot write in or read, is a warning ("warning:"), since a
+build machine lacks the runtime secrets and folders; --strict makes it a problem (a file
+where a directory must be is one anyway). A valid file prints FILE: ok (KIND).`,
     )
     .action((files: string[], opts: { json?: boolean; strict?: boolean }) => {
       const reports = files.map((f) => strictly(checkConfigFile(f, process.env), opts.strict === true));

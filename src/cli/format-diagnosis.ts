@@ -82,7 +82,8 @@ const ENDING: Partial<Readonly<Record<InterpretationCode, string>>> = {
 /** What each recorded refusal means. */
 const REFUSAL_WORDS: Readonly<Record<NonNullable<TerminalRecord['refusal']>, string>> = {
   unknown_model: 'the model parameter named no alias this router serves',
-  invalid_request: 'the request itself was malformed: its framing, JSON, UTF-8, model or output limit',
+  invalid_request:
+    'the request itself was malformed: its method, framing, JSON, UTF-8, model or output limit, or a query string where none is taken',
   body_too_large: "the body was larger than the router's max_body_bytes",
   unsupported_media_type: 'the Content-Type was not one the route takes',
   admission_full: "the router's admission was full (the alias's queue, or the bytes of bodies arriving at once)",
@@ -90,6 +91,19 @@ const REFUSAL_WORDS: Readonly<Record<NonNullable<TerminalRecord['refusal']>, str
   upstream_rejected: 'the engine refused the request as invalid',
   rate_limited: 'the engine answered 429 (its own queue or rate limit)',
 };
+
+/**
+ * A stored-response request (retrieve, cancel, delete, input items: decision 0032) the router
+ * refused itself. Its record names no alias, and 404 on that route is no malformed request:
+ * an id the router did not relay (or has forgotten), or a route no engine serves.
+ */
+function isStoredRefusal(r: TerminalRecord): boolean {
+  return r.route === 'responses' && r.model === null && r.refusal === 'invalid_request' && r.status_code === 404;
+}
+const STORED_REFUSAL_WORDS =
+  'the response id names no response this router relayed or still remembers (retrieve, cancel), or the call was a delete or an input-items list, which no engine behind the router serves';
+const STORED_REFUSAL_ENDING =
+  'Refused by the router itself, without calling any engine (see Refusal), so every phase measurement is empty. The caller was told what was wrong in the error object.';
 
 /** The engine's side: its status and the attempts made; unknown for records older than revision 2. */
 function upstreamLine(r: TerminalRecord): string {
@@ -189,11 +203,16 @@ export function formatRequest(
       ].join('\n') + '\n'
     );
   }
+  const stored = isStoredRefusal(r);
+  const subject = stored
+    ? `${r.route} (a stored response, by its id)`
+    : `${r.route} on ${r.model === null ? 'no model alias (the request named none this router serves)' : `model ${safe(r.model)}`}`;
   const lines = [
-    `Request ${safe(r.request_id)}: ${r.route} on ${r.model === null ? 'no model alias (the request named none this router serves)' : `model ${safe(r.model)}`}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
+    `Request ${safe(r.request_id)}: ${subject}, outcome ${r.outcome} (HTTP ${r.status_code}), finish ${r.finish_reason ?? 'not recorded'}`,
     `Started ${r.started_at}, finished ${r.finished_at}`,
   ];
-  if (r.refusal !== undefined) lines.push(`Refusal: ${r.refusal} (${REFUSAL_WORDS[r.refusal]})`);
+  if (r.refusal !== undefined)
+    lines.push(`Refusal: ${r.refusal} (${stored ? STORED_REFUSAL_WORDS : REFUSAL_WORDS[r.refusal]})`);
   lines.push(upstreamLine(r));
   const lineage = [
     r.session_id && `session ${safe(r.session_id)}`,
@@ -212,7 +231,9 @@ export function formatRequest(
     '',
     timingLine(r, codes),
   );
-  const endings = codes.map((c) => ENDING[c]).filter((x): x is string => x !== undefined);
+  const endings = codes
+    .map((c) => (stored && c === 'refused_before_routing' ? STORED_REFUSAL_ENDING : ENDING[c]))
+    .filter((x): x is string => x !== undefined);
   // Routes without upstream timing cannot tell the router's admission from the engine's 429.
   const i =
     codes.includes('admission_rejected') && !isGenerationRoute(r.route)

@@ -51,9 +51,9 @@ const READ_COMMANDS = new Set([
 ]);
 
 /** Long-running servers: a stop by signal once they are up is a clean exit. */
-const SERVER_EXIT_HELP = `
+const SERVER_EXIT_HELP = (path: string): string => `
 Exit codes: 0 stopped cleanly (SIGTERM or Ctrl-C once it is up: requests in flight finish or are
-cut after a grace; a router records each of them); 1 cannot start (a busy port, an unreachable NATS, a path it
+cut after a grace${path === 'router serve' || path === 'up' ? '; the router records each of them' : ''}); 1 cannot start (a busy port, an unreachable NATS, a path it
 cannot use) or could not stop in time; 2 invalid usage or configuration; 130 interrupted (Ctrl-C
 before it was up).`;
 
@@ -119,7 +119,7 @@ export function buildProgram(): Command {
       if (c.commands.length === 0 && !OWN_EXIT_HELP.has(c))
         c.addHelpText(
           'after',
-          SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP : READ_COMMANDS.has(path) ? READ_EXIT_HELP : EXIT_HELP,
+          SERVER_COMMANDS.has(path) ? SERVER_EXIT_HELP(path) : READ_COMMANDS.has(path) ? READ_EXIT_HELP : EXIT_HELP,
         );
     }
   }

@@ -59,7 +59,11 @@ export async function runServer(name: string, start: (logger: Logger) => Promise
 }
 
 function describeStartError(err: unknown): { line: string; code: number } {
-  if (err instanceof ConfigError) return { line: `invalid configuration: ${err.message}`, code: EXIT.usage };
+  if (err instanceof ConfigError) {
+    // The loader names the first member the schema refuses; config check says why, for each.
+    const why = /invalid member \S+$/.test(err.message) ? ' (svc-serving config check FILE says why)' : '';
+    return { line: `invalid configuration: ${err.message}${why}`, code: EXIT.usage };
+  }
   const sysCode = (err as { code?: unknown })?.code;
   // Which address, when the error says (`up` listens on three): the operator's own setting.
   const where = listenAddress(err);

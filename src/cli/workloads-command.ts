@@ -6,7 +6,8 @@ import { isHostId } from '../schema/primitives.js';
 import { detectStyle, formatFleetResult, formatNodeResult } from './format-workloads.js';
 import { DEFAULT_TIMEOUT_S, SafeReader, MAX_FLEET_RESPONSE_BYTES, MAX_WORKLOAD_RESPONSE_BYTES } from './http-read.js';
 import { checkOrigin } from '../auth/origin-policy.js';
-import { UsageFailure, failureFor, runReadAction, snapshotFailure } from './read-errors.js';
+import { UsageFailure, failureFor, runReadAction, snapshotFailure, type UsageKey } from './read-errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { OptionTracker, checkCredential, checkEnvName, parseTimeout } from './settings.js';
 import { envVar } from '../config/env-var.js';
 
@@ -29,10 +30,21 @@ interface RawWorkloadOptions {
 
 const DECIMAL_RE = /^(?:0|[1-9][0-9]{0,8})$/;
 
+/** The usage error that names each filter's option (the parser names the filter). */
+const FILTER_USAGE: Readonly<Record<string, UsageKey>> = {
+  owner: 'filterOwner',
+  kind: 'filterKind',
+  state: 'filterState',
+  host: 'filterHost',
+  recent_seconds: 'filterRecentSeconds',
+  limit: 'filterLimit',
+};
+
 /**
  * The CLI filters as the shared `arguments` object: only present filters, validated by the
  * same parser the servers use, so the CLI can never send what a server would reject.
- * Thrown when: any value is malformed or out of range (UsageFailure 'filter').
+ * Thrown when: any value is malformed or out of range (UsageFailure naming its option, e.g.
+ * 'filterLimit'; 'filter' should the parser name no known filter).
  */
 export function filtersFromOptions(o: RawWorkloadOptions): FilterArgs {
   const args: Record<string, unknown> = {};
@@ -46,8 +58,8 @@ export function filtersFromOptions(o: RawWorkloadOptions): FilterArgs {
   if (o.limit !== undefined) args['limit'] = int(o.limit);
   try {
     return parseFilterArgs(args);
-  } catch {
-    throw new UsageFailure('filter');
+  } catch (err) {
+    throw new UsageFailure((err instanceof InvalidArgumentError ? FILTER_USAGE[err.argument] : undefined) ?? 'filter');
   }
 }
 

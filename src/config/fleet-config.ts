@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
-import { loadTomlConfig, parseListen } from './load-toml.js';
+import { loadTomlConfig, parseListen, reported, throwProblem, type ConfigReport } from './load-toml.js';
 import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
 import { TlsSettings, tlsFiles, type TlsFiles } from './tls-settings.js';
 
@@ -47,23 +47,38 @@ export interface FleetConfig {
 /** Reads a fleet controller configuration. Thrown when: invalid (ConfigError). */
 export function loadFleetConfig(path: string): FleetConfig {
   const { value, dir } = loadTomlConfig(path, FleetConfigSchema, 'fleet');
+  return fleetConfigFrom(value, dir);
+}
+
+/**
+ * Builds the runtime fleet configuration. Thrown when: a rule across members is broken
+ * (ConfigError). With a collecting `report` (config check), each is reported and the result
+ * is not to be used.
+ */
+export function fleetConfigFrom(value: FleetConfigFile, dir: string, report: ConfigReport = throwProblem): FleetConfig {
   // A fleet of no nodes would answer "complete, nothing running": an idle fleet it cannot know.
   if (value.nodes.length === 0)
-    throw new ConfigError('fleet configuration: no [[nodes]] declared (a fleet needs at least one node)');
+    report(new ConfigError('fleet configuration: no [[nodes]] declared (a fleet needs at least one node)'));
   const seen = new Set<string>();
-  for (const n of value.nodes) {
-    if (seen.has(n.host_id)) throw new ConfigError(`fleet configuration: node "${n.host_id}" is declared twice`);
+  value.nodes.forEach((n, i) => {
+    if (seen.has(n.host_id))
+      report(
+        new ConfigError(`fleet configuration: node "${n.host_id}" is declared twice`, {
+          member: `/nodes/${i}/host_id`,
+        }),
+      );
     seen.add(n.host_id);
-  }
-  const nats = natsConnection(value.fleet);
-  if (!nats) throw new ConfigError('fleet configuration: nats_url is required (nodes answer over NATS)');
+  });
+  if (!value.fleet.nats_url)
+    report(new ConfigError('fleet configuration: nats_url is required (nodes answer over NATS)'));
   return {
-    listen: parseListen(value.fleet.listen, 'fleet'),
-    nats,
+    // Made, or (collecting) reported: the result is used only when nothing was.
+    listen: reported(report, () => parseListen(value.fleet.listen, 'fleet'))!,
+    nats: reported(report, () => natsConnection(value.fleet)),
     policyPath: resolve(dir, value.fleet.authorization_policy),
     nodeTimeoutMs: value.fleet.node_timeout_ms,
     nodes: value.nodes.map((n) => ({ hostId: n.host_id, sleeping: n.sleeping })),
     metricsRequireAuth: value.fleet.metrics_require_auth,
-    tls: tlsFiles(value.fleet, dir, 'fleet'),
+    tls: reported(report, () => tlsFiles(value.fleet, dir, 'fleet')),
   };
 }

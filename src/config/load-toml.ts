@@ -10,10 +10,39 @@ import { readSmallFile } from './read-small-file.js';
 /** What a member must look like, for members whose grammar a reader cannot guess (never the value). */
 export const MEMBER_HINTS: ReadonlyMap<string, string> = new Map([
   [
+    'upstream',
+    'an http:// or https:// URL with no spaces and no user:password@; an engine key goes in upstream_api_key_env',
+  ],
+  [
     'nats_url',
     `nats://HOST[:PORT] or tls://HOST[:PORT], or up to ${MAX_NATS_SERVERS} of them separated by commas; no credentials, path or query (the password goes in nats_password_env)`,
   ],
 ]);
+
+/**
+ * Where a loader's rules across members go: thrown, the first one (a server's start: the
+ * default), or each one collected while the loader goes on (`config check` reports them all).
+ */
+export type ConfigReport = (problem: ConfigError) => void;
+
+/** The ConfigReport of a server's start: the first problem is thrown. */
+export const throwProblem: ConfigReport = (problem) => {
+  throw problem;
+};
+
+/**
+ * `make()`, or undefined once the ConfigError it threw went to `report` (with throwProblem,
+ * thrown again: a caller may then take the result as made).
+ */
+export function reported<T>(report: ConfigReport, make: () => T): T | undefined {
+  try {
+    return make();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    report(err);
+    return undefined;
+  }
+}
 
 /**
  * Config as a pipeline: TOML file -> plain object -> defaults -> schema check -> frozen.

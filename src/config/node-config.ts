@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
-import { loadTomlConfig, parseListen } from './load-toml.js';
+import { loadTomlConfig, parseListen, reported, throwProblem, type ConfigReport } from './load-toml.js';
 import { NATS_SERVERS_PATTERN, parseNatsServers } from './nats-url.js';
 import { TlsSettings, tlsFiles, type TlsFiles } from './tls-settings.js';
 
@@ -83,17 +83,29 @@ export interface NatsConnection {
 /** Reads `[node]` of a controller configuration. Thrown when: invalid (ConfigError). */
 export function loadNodeConfig(path: string): NodeConfig {
   const { value, dir } = loadTomlConfig(path, NodeConfigSchema, 'node');
+  return nodeConfigFrom(value, dir);
+}
+
+/**
+ * Builds the runtime node configuration. Thrown when: a rule across members is broken
+ * (ConfigError). With a collecting `report` (config check), each is reported and the result
+ * is not to be used.
+ */
+export function nodeConfigFrom(value: NodeConfigFile, dir: string, report: ConfigReport = throwProblem): NodeConfig {
   const n = value.node;
   // One without the other would start a node whose jobs can never run, silently.
   if ((n.router_url === undefined) !== (n.router_key_env === undefined)) {
-    throw new ConfigError(
-      'node configuration: router_url and router_key_env go together (benchmark and media jobs need both)',
+    report(
+      new ConfigError(
+        'node configuration: router_url and router_key_env go together (benchmark and media jobs need both)',
+      ),
     );
   }
   return {
     hostId: n.host_id,
-    listen: parseListen(n.listen, 'node'),
-    nats: natsConnection(n),
+    // Made, or (collecting) reported: the result is used only when nothing was.
+    listen: reported(report, () => parseListen(n.listen, 'node'))!,
+    nats: reported(report, () => natsConnection(n)),
     policyPath: resolve(dir, n.authorization_policy),
     staleAfterMs: Math.round(n.stale_after_seconds * 1000),
     stateDir: resolve(dir, n.state_dir),
@@ -103,7 +115,7 @@ export function loadNodeConfig(path: string): NodeConfig {
     router: n.router_url && n.router_key_env ? { url: n.router_url, keyEnv: n.router_key_env } : undefined,
     mediaDir: n.media_dir === undefined ? undefined : resolve(dir, n.media_dir),
     metricsRequireAuth: n.metrics_require_auth,
-    tls: tlsFiles(n, dir, 'node'),
+    tls: reported(report, () => tlsFiles(n, dir, 'node')),
   };
 }
 

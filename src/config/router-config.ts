@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { ConfigError } from '../errors.js';
 import { HOST_ID_PATTERN } from '../schema/primitives.js';
-import { loadTomlConfig, parseListen } from './load-toml.js';
+import { loadTomlConfig, parseListen, reported, throwProblem, type ConfigReport } from './load-toml.js';
 import { NatsSettings, natsConnection, type NatsConnection } from './node-config.js';
 import { TlsSettings, tlsFiles, type TlsFiles } from './tls-settings.js';
 
@@ -125,26 +125,34 @@ export function canonicalJson(v: unknown): string {
 /**
  * The replicas of `[[models]]` entry `i`: its one `upstream`, or its `upstreams` in order.
  * Errors name the entry's position, its alias and the key, never the URL.
- * Thrown when: both or neither key is set, a URL is not a plain http(s) origin and path, or
- * one replica is listed twice (ConfigError).
+ * Reported when: both or neither key is set, a URL is not a plain http(s) origin and path, or
+ * one replica is listed twice (ConfigError to `report`: thrown, by default).
  */
-function replicasOf(m: ModelEntry, i: number): UpstreamTarget[] {
+function replicasOf(m: ModelEntry, i: number, report: ConfigReport): UpstreamTarget[] {
   const where = `/models/${i} (alias "${m.alias}")`;
-  if ((m.upstream === undefined) === (m.upstreams === undefined))
-    throw new ConfigError(
-      `router configuration: ${where} must set exactly one of upstream and upstreams (it sets ${m.upstream === undefined ? 'neither' : 'both'})`,
+  if ((m.upstream === undefined) === (m.upstreams === undefined)) {
+    report(
+      new ConfigError(
+        `router configuration: ${where} must set exactly one of upstream and upstreams (it sets ${m.upstream === undefined ? 'neither' : 'both'})`,
+        { member: m.upstream === undefined ? `/models/${i}` : `/models/${i}/upstreams` },
+      ),
     );
+    return [];
+  }
   // The single key keeps its message of before replicas (`upstream of "alias"`).
   const urls = m.upstreams ?? [m.upstream!];
   const key = (j: number): string =>
     m.upstreams === undefined ? `upstream of "${m.alias}"` : `upstreams/${j} of ${where}`;
+  const member = (j: number): string =>
+    m.upstreams === undefined ? `/models/${i}/upstream` : `/models/${i}/upstreams/${j}`;
   const out: UpstreamTarget[] = [];
   urls.forEach((text, j) => {
+    const fault = (why: string): void =>
+      report(new ConfigError(`router configuration: ${key(j)} ${why}`, { member: member(j) }));
     const t = upstreamTarget(text);
-    if (t === 'not-url') throw new ConfigError(`router configuration: ${key(j)} is not a URL`);
-    if (t === 'not-plain') throw new ConfigError(`router configuration: ${key(j)} must be a plain origin and path`);
-    if (out.some((o) => o.base === t.base))
-      throw new ConfigError(`router configuration: ${key(j)} repeats an earlier replica of the same alias`);
+    if (t === 'not-url') return fault('is not a URL');
+    if (t === 'not-plain') return fault('must be a plain origin and path');
+    if (out.some((o) => o.base === t.base)) return fault('repeats an earlier replica of the same alias');
     out.push(t);
   });
   return out;
@@ -165,16 +173,29 @@ function upstreamTarget(text: string): UpstreamTarget | 'not-url' | 'not-plain' 
   return { base: url.origin + prefix, origin: url.origin, pathPrefix: prefix };
 }
 
-/** Builds the runtime router configuration. Thrown when: invalid (ConfigError naming the member). */
-export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterConfig {
+/**
+ * Builds the runtime router configuration. Thrown when: invalid (ConfigError naming the
+ * member). With a collecting `report` (config check), every rule across members it breaks is
+ * reported and the result is not to be used.
+ */
+export function routerConfigFrom(
+  value: RouterConfigFile,
+  dir: string,
+  report: ConfigReport = throwProblem,
+): RouterConfig {
   const s = value.server;
   const aliases = new Set<string>();
   const models = value.models.map((m, i): ModelRoute => {
-    if (aliases.has(m.alias)) throw new ConfigError(`router configuration: model alias "${m.alias}" is declared twice`);
+    if (aliases.has(m.alias))
+      report(
+        new ConfigError(`router configuration: model alias "${m.alias}" is declared twice`, {
+          member: `/models/${i}/alias`,
+        }),
+      );
     aliases.add(m.alias);
     return {
       alias: m.alias,
-      replicas: replicasOf(m, i),
+      replicas: replicasOf(m, i, report),
       maxAttempts: m.max_attempts ?? DEFAULT_MAX_ATTEMPTS,
       upstreamModel: m.upstream_model ?? m.alias,
       upstreamApiKeyEnv: m.upstream_api_key_env,
@@ -188,7 +209,8 @@ export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterCo
   });
   return {
     hostId: s.host_id,
-    listen: parseListen(s.listen, 'router'),
+    // Made, or (collecting) reported: the result is used only when nothing was.
+    listen: reported(report, () => parseListen(s.listen, 'router'))!,
     apiKeysEnv: s.api_keys_env,
     policyPath: s.authorization_policy ? resolve(dir, s.authorization_policy) : undefined,
     decisionLog: s.decision_log_path
@@ -203,8 +225,8 @@ export function routerConfigFrom(value: RouterConfigFile, dir: string): RouterCo
     metricsRequireAuth: s.metrics_require_auth,
     staleAfterMs: Math.round(s.stale_after_seconds * 1000),
     maxBodyBytes: s.max_body_bytes,
-    nats: natsConnection(s),
-    tls: tlsFiles(s, dir, 'router'),
+    nats: reported(report, () => natsConnection(s)),
+    tls: reported(report, () => tlsFiles(s, dir, 'router')),
     models,
     routingConfigHash: createHash('sha256').update(canonicalJson(value.models)).digest('hex'),
   };

@@ -22,6 +22,7 @@ import { NODE_RESULT_JSON_SCHEMA } from '../schema/json-schemas.js';
 import { serveNodeWorkloads } from './workloads-responder.js';
 import { startTracing } from '../telemetry/tracing.js';
 import { ReadSpans } from '../telemetry/read-spans.js';
+import { knownCredential } from '../auth/known-credentials.js';
 import { DEFAULT_CONTAINER_SOCKET, startRecipeActors } from '../actors/recipe-actor.js';
 import { takeProcessLock } from '../stores/process-lock.js';
 import { DockerEngineClient } from '../recipes/docker-api.js';
@@ -243,14 +244,14 @@ function startBusWork(
     cfg.hostId,
     (f) => fold.view.query(f),
     log,
-    (outcome, startedMs) => {
+    (outcome, startedMs, headers) => {
       fold.metrics.read('nats', outcome);
-      // A NATS request carries no trace context: the read is a trace of its own.
+      // The asker's trace continued (the fleet's per-node span), checked and cleaned as over HTTP.
       spans
         ?.start(
           'node_workloads',
           'server',
-          undefined,
+          headers && { traceparent: headers.get('traceparent'), tracestate: headers.get('tracestate') },
           { 'svc.tool': 'node_workloads', 'svc.node': cfg.hostId },
           startedMs,
         )
@@ -303,8 +304,8 @@ export async function startController(cfg: NodeConfig, deps: ControllerDeps): Pr
     throw err;
   }
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
-  const spans = tracing ? new ReadSpans(tracing) : undefined;
+  const tracing = await startTracing(log, env);
+  const spans = tracing ? new ReadSpans(tracing, knownCredential(policy, cfg.nats, env, routerTarget?.key)) : undefined;
   const work = startBusWork(cfg, bus, jobs, fold, spans, log);
   const nats = watchNats(bus);
   const stopAll = async (): Promise<void> => {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, SvcError, problemFor } from '../errors.js';
 import type { NodeResult } from '../schema/envelopes.js';
 import { parseFilterArgs, resolveFilters, type Filters } from '../schema/filters.js';
-import type { Bus, BusService } from '../streams/bus.js';
+import type { Bus, BusHeaders, BusService } from '../streams/bus.js';
 import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { nodeResultJson } from '../schema/result-json.js';
@@ -25,10 +25,13 @@ export function serveNodeWorkloads(
   host: string,
   query: (f: Filters) => NodeResult,
   logger?: Logger,
-  /** Called once per request with how it ended (the controller's read metrics) and when it began (epoch ms). */
-  onRead?: (outcome: 'ok' | 'invalid' | 'error', startedMs: number) => void,
+  /**
+   * Called once per request with how it ended (the controller's read metrics), when it began
+   * (epoch ms) and the request's headers (its asker's trace context, unchecked).
+   */
+  onRead?: (outcome: 'ok' | 'invalid' | 'error', startedMs: number, headers: BusHeaders | undefined) => void,
 ): BusService {
-  return bus.serve(workloadsSubject(host), (data) => {
+  return bus.serve(workloadsSubject(host), (data, _subject, headers) => {
     const startedMs = Date.now();
     try {
       if (data.byteLength > MAX_REQUEST_BYTES) throw new SvcError(ErrorCode.INVALID_INPUT);
@@ -54,11 +57,11 @@ export function serveNodeWorkloads(
       }
       // Not even the sources without records fit: the fixed problem (a few dozen bytes).
       if (reply.byteLength > bus.maxPayload) throw new SvcError(ErrorCode.UNAVAILABLE);
-      onRead?.('ok', startedMs);
+      onRead?.('ok', startedMs, headers);
       return reply;
     } catch (err) {
       const code = err instanceof SvcError ? err.code : ErrorCode.INTERNAL;
-      onRead?.(code === ErrorCode.INVALID_INPUT ? 'invalid' : 'error', startedMs);
+      onRead?.(code === ErrorCode.INVALID_INPUT ? 'invalid' : 'error', startedMs, headers);
       if (code === ErrorCode.INTERNAL) logger?.error({ err }, 'node_workloads failed');
       return encoder.encode(JSON.stringify(problemFor(code)));
     }

@@ -29,6 +29,8 @@ export interface DashboardOptions {
   readonly routerCredential?: string | undefined;
   /** GPU sampling period. */
   readonly sampleIntervalMs?: number | undefined;
+  /** The sockets' heartbeat (decision 0037; default HEARTBEAT_MS, not an option of the command line). */
+  readonly heartbeatMs?: number | undefined;
   /** `--tls-cert-file` and `--tls-key-file` (PEM; both or neither): the dashboard speaks HTTPS. */
   readonly tlsCertFile?: string | undefined;
   readonly tlsKeyFile?: string | undefined;

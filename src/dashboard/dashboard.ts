@@ -23,6 +23,7 @@ import { ControllerReader, FleetReader } from './dashboard-reader.js';
 import { DashboardSession, type FrameSink } from './dashboard-session.js';
 import { registerPageRoutes } from './dashboard-static.js';
 import { TelemetryHub } from './dashboard-telemetry.js';
+import { Heartbeat, HEARTBEAT_MS } from './dashboard-heartbeat.js';
 
 export type { DashboardOptions } from './dashboard-config.js';
 
@@ -48,8 +49,9 @@ interface WsSocket {
   readonly bufferedAmount: number;
   send(data: string): void;
   close(code: number): void;
+  ping(): void;
   on(event: 'message', fn: (data: Buffer, isBinary: boolean) => void): void;
-  on(event: 'close' | 'error', fn: () => void): void;
+  on(event: 'close' | 'error' | 'pong', fn: () => void): void;
   terminate(): void;
 }
 
@@ -87,6 +89,8 @@ export interface DashboardApp {
   readonly workloads: 'enabled' | DisabledReason;
   /** The router the Requests view reads, when one is configured (closed with the app). */
   readonly requests: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
+  /** Pings every page's socket and cuts silent ones (decision 0037); started once listening. */
+  readonly heartbeat: Heartbeat;
   /** Serves only these Host values from now on (DNS rebinding; set once listening on loopback). */
   allowHosts(hosts: ReadonlySet<string>): void;
   /** Cuts every WebSocket and connection still open and closes the app. */
@@ -102,6 +106,7 @@ interface SocketDeps {
   readonly hub: TelemetryHub;
   readonly requests: { readonly reader: RouterReader; readonly watcher: RequestsWatcher } | undefined;
   readonly fleet: FleetReader | undefined;
+  readonly heartbeat: Heartbeat;
 }
 
 /** `/ws`: no query string; the page's own Origin; a WebSocket upgrade (documentation; the route checks them). */
@@ -155,8 +160,10 @@ function registerSocketRoute(app: FastifyInstance, deps: SocketDeps): Set<WsSock
     }
     sockets.add(socket);
     perAddress.set(address, fromAddress + 1);
+    deps.heartbeat.add(socket);
     const session = openSession(socket);
     socket.on('close', () => {
+      deps.heartbeat.forget(socket);
       if (sockets.delete(socket)) {
         const left = (perAddress.get(address) ?? 1) - 1;
         if (left > 0) perAddress.set(address, left);
@@ -177,12 +184,20 @@ function sessionOpener(deps: SocketDeps): (socket: WsSocket) => DashboardSession
   const refusedLines = new LineBudget(10, (skipped) =>
     log.info({ skipped }, 'workload session refused lines left out (rate bound)'),
   );
+  const { heartbeat } = deps;
   return (socket) => {
+    const bounded = boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
+      if (slowReaders.take(Date.now()))
+        log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
+    });
     const session = new DashboardSession({
-      sink: boundedSink(socket, MAX_BUFFERED_BYTES, (buffered) => {
-        if (slowReaders.take(Date.now()))
-          log.warn({ buffered_bytes: buffered }, 'websocket closed: the client reads too slowly');
-      }),
+      // Every frame counts as traffic: `beat` goes only to a socket that was sent nothing else.
+      sink: {
+        send(frame) {
+          bounded.send(frame);
+          heartbeat.sent(socket);
+        },
+      },
       gate,
       service: deps.service,
       reader: deps.reader,
@@ -193,11 +208,18 @@ function sessionOpener(deps: SocketDeps): (socket: WsSocket) => DashboardSession
       subscribeTelemetry: (sink) => deps.hub.subscribe(sink),
     });
     socket.send(
-      JSON.stringify({ type: 'hello', telemetry: gate.required ? 'credential-required' : 'open', poll_ms: POLL_MS }),
+      JSON.stringify({
+        type: 'hello',
+        telemetry: gate.required ? 'credential-required' : 'open',
+        poll_ms: POLL_MS,
+        beat_ms: heartbeat.intervalMs,
+      }),
     );
     // Open telemetry (loopback, no --auth-env) needs no credential: subscribe at once.
     if (!gate.required) session.handle('{"type":"telemetry-auth"}');
+    socket.on('pong', () => heartbeat.heard(socket));
     socket.on('message', (data, isBinary) => {
+      heartbeat.heard(socket);
       if (!isBinary) session.handle(data.toString('utf8'));
     });
     socket.on('error', () => session.close());
@@ -261,6 +283,7 @@ export async function buildDashboard(
     routerMetricsUrl: o.routerMetricsUrl ?? (router ? `${router.origin}/metrics` : undefined),
   });
   const requests = requestsSource(router);
+  const heartbeat = new Heartbeat(o.heartbeatMs ?? HEARTBEAT_MS);
   const app = createHttpApp({
     logger: log,
     bodyLimit: MAX_MESSAGE_BYTES,
@@ -282,7 +305,7 @@ export async function buildDashboard(
   app.addHook('onRequest', async (req) => {
     if (allowedHosts && !allowedHosts.has(req.headers.host ?? '')) throw new OriginRefusedError();
   });
-  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub, requests, fleet });
+  const sockets = registerSocketRoute(app, { log, gate, service, reader, hub, requests, fleet, heartbeat });
   registerPageRoutes(app);
   // Ready whenever it serves: its sources' failures are shown on the page, where they belong
   // (docs/decisions/0053). The loopback Host guard above applies to these routes too.
@@ -293,12 +316,14 @@ export async function buildDashboard(
     reader,
     fleet,
     requests,
+    heartbeat,
     workloads: service.enabled ? 'enabled' : service.reason,
     allowHosts(hosts) {
       allowedHosts = hosts;
     },
     async close() {
       requests?.watcher.stop();
+      heartbeat.stop();
       for (const s of sockets) s.terminate();
       const closing = app.close();
       const cut = setTimeout(() => {
@@ -332,6 +357,7 @@ export async function startDashboard(
   }
   if (isLoopbackHost(o.host)) d.allowHosts(new Set(loopbackHosts(d.app)));
   d.hub.start();
+  d.heartbeat.start();
   return {
     url,
     workloads: d.workloads,

@@ -194,23 +194,44 @@ export type FleetNodeDelta =
 
 /**
  * What changed in the Fleet view (decision 0078): the fleet's own members, the declared
- * hosts in order (a host no longer listed is gone), and only the nodes that differ.
+ * hosts in order when they differ from the view's (absent: the same hosts in the same
+ * order), and only the nodes that differ from what the view carries over (`carriedNode`).
  */
 export interface FleetDelta {
   readonly status: FleetResult['status'];
   readonly collected_at: string;
   readonly truncation: FleetResult['truncation'];
-  readonly hosts: readonly string[];
+  readonly hosts?: readonly string[];
   readonly nodes: readonly FleetNodeDelta[];
 }
 
-/** What turns fleet `prev` into `next`: nodes equal in both are left out. */
+/**
+ * A node a fleet delta does not name, as the view holds it afterwards. A node the fleet
+ * could not read (it has a `condition`) is dated with the fleet's own read (composeFleet's
+ * failedNode): while it stays failed the same way, only that date moves, and it moves with
+ * the fleet's `collected_at`, which every delta carries. Any other node is kept as it was.
+ * The server's diff and the page's apply both use this, so a failed node that did not
+ * change is never sent again, and its age on the page still follows the latest read.
+ */
+export function carriedNode(n: NodeResult, prevCollectedAt: string, nextCollectedAt: string): NodeResult {
+  return n.condition !== undefined && n.collected_at === prevCollectedAt ? { ...n, collected_at: nextCollectedAt } : n;
+}
+
+function sameHosts(prev: FleetResult, next: FleetResult): boolean {
+  return (
+    prev.nodes.length === next.nodes.length &&
+    prev.nodes.every((n, i) => n.expected_host === next.nodes[i]!.expected_host)
+  );
+}
+
+/** What turns fleet `prev` into `next`: nodes the view carries over unchanged (carriedNode) are left out. */
 export function diffFleet(prev: FleetResult, next: FleetResult): FleetDelta {
   const before = new Map(prev.nodes.map((n) => [n.expected_host, n]));
   const nodes: FleetNodeDelta[] = [];
   for (const n of next.nodes) {
     const old = before.get(n.expected_host);
-    if (old !== undefined && canonicalJson(old) === canonicalJson(n)) continue;
+    if (old !== undefined && canonicalJson(carriedNode(old, prev.collected_at, next.collected_at)) === canonicalJson(n))
+      continue;
     const delta =
       old === undefined || old.condition !== undefined || n.condition !== undefined ? undefined : diffNode(old, n);
     nodes.push(delta ? { host: n.expected_host, delta } : { host: n.expected_host, node: n });
@@ -219,23 +240,27 @@ export function diffFleet(prev: FleetResult, next: FleetResult): FleetDelta {
     status: next.status,
     collected_at: next.collected_at,
     truncation: next.truncation,
-    hosts: next.nodes.map((n) => n.expected_host),
+    ...(sameHosts(prev, next) ? {} : { hosts: next.nodes.map((n) => n.expected_host) }),
     nodes,
   };
 }
 
-/** Applies a fleet delta (a new object). Thrown when: a node it patches is not in `prev`. */
+/** Applies a fleet delta (a new object). Thrown when: a node it patches or lists is not in `prev`. */
 export function applyFleetDelta(prev: FleetResult, d: FleetDelta): FleetResult {
-  const byHost = new Map(prev.nodes.map((n) => [n.expected_host, n]));
+  const before = new Map(prev.nodes.map((n) => [n.expected_host, n]));
+  const byHost = new Map(
+    prev.nodes.map((n) => [n.expected_host, carriedNode(n, prev.collected_at, d.collected_at)] as const),
+  );
   for (const nd of d.nodes) {
     if ('node' in nd) byHost.set(nd.host, nd.node);
     else {
-      const old = byHost.get(nd.host);
+      const old = before.get(nd.host);
       if (old === undefined) throw new Error('delta patches a node the view does not have');
       byHost.set(nd.host, applyNodeDelta(old, nd.delta));
     }
   }
-  const nodes = d.hosts.map((h) => {
+  const hosts = d.hosts ?? prev.nodes.map((n) => n.expected_host);
+  const nodes = hosts.map((h) => {
     const n = byHost.get(h);
     if (n === undefined) throw new Error('delta lists a node the view does not have');
     return n;

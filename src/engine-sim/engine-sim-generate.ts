@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { EngineSimOptions } from './engine-sim-options.js';
 import { chatPrompt, completionPrompt, parseDirectives, type Directives } from './engine-sim-directives.js';
 import { clearSimTimers, estimateTokens, sendError, sendJson, startSse, type SimResponse } from './engine-sim-http.js';
+import type { ResponseStore } from './engine-sim-response-store.js';
 
 /** What every route handler of the sim shares. */
 export interface SimContext {
@@ -9,6 +10,8 @@ export interface SimContext {
   /** JSON.stringify(opts.model), computed once: the hot path splices it into templates. */
   readonly modelJson: string;
   nextId(): string;
+  /** The Responses kept for retrieval and cancel (POST /v1/responses, unless `store` is false). */
+  readonly responses: ResponseStore;
 }
 
 export type GenerationKind = 'chat' | 'completion';

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { responsesPrompt } from './engine-sim-directives.js';
 import {
+  MAX_TIMER_MS,
   THINK,
   TOKEN,
   answerBuffered,
@@ -15,7 +16,8 @@ import {
   type Script,
   type SimContext,
 } from './engine-sim-generate.js';
-import { sendError, startSse, type SimResponse } from './engine-sim-http.js';
+import { sendError, sendJson, startSse, type SimResponse } from './engine-sim-http.js';
+import type { ResponseStore } from './engine-sim-response-store.js';
 
 /*
  * POST /v1/responses, answered as vLLM's OpenAI-compatible server answers it: a Response
@@ -26,6 +28,9 @@ import { sendError, startSse, type SimResponse } from './engine-sim-http.js';
  * content_part.done, output_item.done, and last response.completed carrying the whole
  * Response (vLLM sends `response.completed` whatever the status: an answer cut at its limit
  * is `incomplete` there). No `[DONE]`. The chat route's `sim:` directives apply.
+ * Unless `store` is false, the finished Response is kept (engine-sim-response-store.ts); a
+ * `background` request is answered at once with the Response `queued`, which turns
+ * `in_progress` at the first token and finished when the last would have been generated.
  */
 
 const DEFAULT_TOOL = 'sim_tool';
@@ -55,27 +60,94 @@ export function handleResponses(
   }
   const limits = readLimitAndStream(req, res, body['max_output_tokens'], 'max_output_tokens', body['stream']);
   if (limits === undefined) return;
+  const mode = readStorage(req, res, body, limits.stream);
+  if (mode === undefined) return;
   const g = planGeneration(ctx, req, res, { prompt, ...limits, reasoning: true });
   if (g === undefined) return;
-  const p = plan(ctx, body, g);
+  const p = plan(ctx, body, g, mode.background);
+  const store = mode.store ? ctx.responses : undefined;
+  if (mode.background) return answerInBackground(ctx.responses, req, res, p);
   if (!limits.stream) {
     answerBuffered(
       req,
       res,
       g,
-      () => JSON.stringify(finalResponse(p)),
-      () => JSON.stringify(failedResponse(p)),
+      () => kept(store, finalResponse(p)),
+      () => kept(store, failedResponse(p)),
     );
     return;
   }
   startSse(req, res);
-  const s = new EventScript(p);
+  const s = new EventScript(p, store);
   // Sent at once, before the first token (as vLLM does): the first content comes later.
   res.write(s.opening());
   runStream(res, s, fails(g) ? g.errorAfter : g.n + g.reasoning, g.failAfter, g.ttft, g.delay);
 }
 
-function plan(ctx: SimContext, body: Record<string, unknown>, g: Generation): ResponsePlan {
+/**
+ * `store` (default true) and `background` (default false), each a boolean when present;
+ * undefined when it answered 400: a background request that is not stored (vLLM's refusal),
+ * or one that streams (not simulated).
+ */
+function readStorage(
+  req: IncomingMessage,
+  res: SimResponse,
+  body: Record<string, unknown>,
+  stream: boolean,
+): { store: boolean; background: boolean } | undefined {
+  for (const name of ['store', 'background']) {
+    const v = body[name];
+    if (v !== undefined && v !== null && typeof v !== 'boolean') {
+      sendError(req, res, 400, `${name} must be a boolean`, 'invalid_request_error', null, name);
+      return undefined;
+    }
+  }
+  const store = body['store'] !== false;
+  const background = body['background'] === true;
+  if (background && !store) {
+    sendError(req, res, 400, 'background mode requires store', 'invalid_request_error', null, 'background');
+    return undefined;
+  }
+  if (background && stream) {
+    sendError(req, res, 400, 'the sim does not stream background responses', 'invalid_request_error', null, 'stream');
+    return undefined;
+  }
+  return { store, background };
+}
+
+/** The JSON of a finished Response, kept first when the request asked for it to be stored. */
+function kept(store: ResponseStore | undefined, r: Record<string, unknown>): string {
+  store?.put(r);
+  return JSON.stringify(r);
+}
+
+/**
+ * A `background` request: answered at once with the Response `queued` (kept), which turns
+ * `in_progress` at its first token and finished (or `failed`) when its last would have been
+ * generated, as a retrieve then reads it; a cancel before that stops both.
+ */
+function answerInBackground(store: ResponseStore, req: IncomingMessage, res: SimResponse, p: ResponsePlan): void {
+  const g = p.g;
+  const all = g.n + g.reasoning;
+  const failed = fails(g) || (g.failAfter >= 0 && g.failAfter < all);
+  const emitted = fails(g) ? g.errorAfter : failed ? g.failAfter : all;
+  const base: Record<string, unknown> = { ...p.frame, incomplete_details: null, output: [], usage: null };
+  const queued = { ...base, status: 'queued' };
+  const id = `resp_${p.id}`;
+  const starts = setTimeout(() => store.update(id, { ...base, status: 'in_progress' }), Math.min(g.ttft, MAX_TIMER_MS));
+  const total = g.ttft + (emitted > 1 ? (emitted - 1) * g.delay : 0);
+  const ends = setTimeout(
+    () => store.update(id, failed ? failedResponse(p) : finalResponse(p)),
+    Math.min(total, MAX_TIMER_MS),
+  );
+  // A sim that is closing does not wait for answers nobody is waiting on.
+  starts.unref();
+  ends.unref();
+  store.put(queued, [starts, ends]);
+  sendJson(req, res, 200, JSON.stringify(queued));
+}
+
+function plan(ctx: SimContext, body: Record<string, unknown>, g: Generation, background: boolean): ResponsePlan {
   const id = ctx.nextId();
   const number = (v: unknown, d: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : d);
   return {
@@ -86,7 +158,7 @@ function plan(ctx: SimContext, body: Record<string, unknown>, g: Generation): Re
       id: `resp_${id}`,
       object: 'response',
       created_at: Math.floor(Date.now() / 1000),
-      background: false,
+      background,
       error: null,
       instructions: typeof body['instructions'] === 'string' ? body['instructions'] : null,
       max_output_tokens: typeof body['max_output_tokens'] === 'number' ? body['max_output_tokens'] : null,
@@ -210,7 +282,11 @@ class EventScript implements Script {
   /** Output index of the message or function call (after the reasoning item, when there is one). */
   private readonly answerIndex: number;
 
-  constructor(private readonly p: ResponsePlan) {
+  constructor(
+    private readonly p: ResponsePlan,
+    /** Where the finished Response is kept, when the request asked for it to be stored. */
+    private readonly store: ResponseStore | undefined,
+  ) {
     this.answerIndex = p.g.reasoning > 0 ? 1 : 0;
   }
 
@@ -261,6 +337,7 @@ class EventScript implements Script {
   get end(): string {
     const g = this.p.g;
     if (fails(g)) {
+      this.store?.put(failedResponse(this.p));
       // vLLM's failure during generation: an `error` event, and the stream ends.
       return this.event('error', { code: 'server_error', message: FAILURE_MESSAGE, param: null });
     }
@@ -268,7 +345,9 @@ class EventScript implements Script {
     // reasons first: planGeneration gives it no reasoning).
     let out = g.reasoning > 0 && g.n === 0 ? this.closeReasoning() : '';
     if (this.p.tool !== undefined || g.n > 0) out += this.closeAnswer();
-    return out + this.event('response.completed', { response: finalResponse(this.p) });
+    const final = finalResponse(this.p);
+    this.store?.put(final);
+    return out + this.event('response.completed', { response: final });
   }
 
   private openReasoning(): string {

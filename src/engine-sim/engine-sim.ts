@@ -6,6 +6,7 @@ import type { EngineSimOptions } from './engine-sim-options.js';
 import { handleEmbeddings, handleRerank, handleTranscription } from './engine-sim-extras.js';
 import { handleGeneration, simulatedFailure, type SimContext } from './engine-sim-generate.js';
 import { handleResponses } from './engine-sim-responses.js';
+import { ResponseStore, handleStoredResponse } from './engine-sim-response-store.js';
 import {
   clearSimTimers,
   isJsonRequest,
@@ -43,6 +44,8 @@ export interface EngineSim {
   stats(): EngineSimStats;
 }
 
+const RESPONSE_PATH = '/v1/responses/';
+
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
 
 /** What the sim's handlers share and change: counts, the health it reports, whether it is closing. */
@@ -74,7 +77,8 @@ export async function startEngineSim(
     failStatus: 0,
     closing: false,
   };
-  const server = createSimServer(state, simRoutes(simContext(options), state, modelsBody(options)));
+  const ctx = simContext(options);
+  const server = createSimServer(state, simRoutes(ctx, state, modelsBody(options)));
   await listenOn(server, opts.host, opts.port);
   const addr = server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : opts.port;
@@ -89,6 +93,7 @@ export async function startEngineSim(
     stats: () => ({ ...state.counts }),
     close() {
       state.closing = true;
+      ctx.responses.clear();
       return new Promise<void>((resolve) => {
         server.close(() => resolve());
         // In-flight streams end now; their close listeners clear the timers.
@@ -105,6 +110,7 @@ function simContext(options: EngineSimOptions): SimContext {
     opts: options,
     modelJson: JSON.stringify(options.model),
     nextId: () => idPrefix + (++counter).toString(16),
+    responses: new ResponseStore(),
   };
 }
 
@@ -140,6 +146,9 @@ function simRoutes(ctx: SimContext, state: SimState, models: string): (req: Inco
     state.counts.requests++;
     if (state.failStatus !== 0 && method === 'POST' && path.startsWith('/v1/'))
       return sendJson(req, res, state.failStatus, simulatedFailure(state.failStatus));
+    // A kept Response: retrieve and cancel (vLLM's routes under /v1/responses/{id}).
+    if (path.startsWith(RESPONSE_PATH))
+      return handleStoredResponse(ctx.responses, req, res, path.slice(RESPONSE_PATH.length), method);
     switch (path) {
       case '/v1/chat/completions':
         if (method === 'POST') return onJson(req, res, (b) => handleGeneration(ctx, req, res, b, 'chat'));

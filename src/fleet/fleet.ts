@@ -24,6 +24,7 @@ import { FleetMetrics } from './fleet-metrics.js';
 import type { Context } from '@opentelemetry/api';
 import { startTracing } from '../telemetry/tracing.js';
 import { ReadSpans } from '../telemetry/read-spans.js';
+import { knownCredential } from '../auth/known-credentials.js';
 
 const encoder = new TextEncoder();
 
@@ -33,7 +34,8 @@ const encoder = new TextEncoder();
  * only records that were among the newest `limit` when they came, never every node's raw
  * bytes at once, and its work overlaps the wait for the slowest node. Pure composition lives
  * in FleetComposer; this only does the I/O. With `trace`, each node's read is a span of its
- * own under the read's span (`workloads <node>`, its answer in `svc.node.answer`).
+ * own under the read's span (`workloads <node>`, its answer in `svc.node.answer`), whose
+ * W3C trace context goes with the request for the node's own span to continue.
  */
 export async function fleetWorkloads(
   bus: Bus,
@@ -51,7 +53,9 @@ export async function fleetWorkloads(
       const span = trace?.spans.start(`workloads ${n.hostId}`, 'client', trace.parent, { 'svc.node': n.hostId });
       let answer: NodeAnswer;
       try {
-        answer = { kind: 'reply', data: await bus.request(workloadsSubject(n.hostId), payload, { timeoutMs }) };
+        // The node's read continues this span's trace (NATS headers; decision 0058).
+        const opts = span === undefined ? { timeoutMs } : { timeoutMs, headers: span.traceHeaders };
+        answer = { kind: 'reply', data: await bus.request(workloadsSubject(n.hostId), payload, opts) };
       } catch {
         // No responder, a timeout, a closed or refused connection: the node did not answer.
         answer = { kind: 'unreachable' };
@@ -138,8 +142,8 @@ export async function startFleet(cfg: FleetConfig, deps: ServerDeps): Promise<Fl
   });
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
-  const spans = tracing ? new ReadSpans(tracing) : undefined;
+  const tracing = await startTracing(log, env);
+  const spans = tracing ? new ReadSpans(tracing, knownCredential(policy, cfg.nats, env)) : undefined;
   const run = (args: FilterArgs, parent?: Context): Promise<FleetResult> =>
     metrics.timed(() => fleetWorkloads(bus, cfg.nodes, args, cfg.nodeTimeoutMs, Date.now, spans && { spans, parent }));
   const requests = busRequestAsker(bus, cfg.nodes, cfg.nodeTimeoutMs);

@@ -1,9 +1,13 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { Type } from '@sinclair/typebox';
-import { InvalidInputError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
+import { QUERY_PARAM } from '../schema/query-string.js';
 import { NO_CREDENTIAL, NoQuery, jsonResponse, problemResponses } from './route-schemas.js';
 import type { Bus } from '../streams/bus.js';
 import { NatsBus } from '../streams/nats-bus.js';
+
+/** Why a query string on a health route is refused (the problem names `query`). */
+const NO_QUERY_REASON = 'must be empty: this route takes no parameters';
 
 /** The names of the checks that fail now (bounded, configured names only; never a URL or a secret). */
 export type ReadinessChecks = () => Promise<readonly string[]> | readonly string[];
@@ -73,7 +77,7 @@ export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app:
     '/healthz',
     { schema: healthSchema(tag, 'Liveness: 200 while the process serves', false) },
     async (req, reply) => {
-      if (req.url.includes('?')) throw new InvalidInputError();
+      if (req.url.includes('?')) throw new InvalidArgumentError(QUERY_PARAM, NO_QUERY_REASON);
       return reply.type('application/json').send(OK);
     },
   );
@@ -81,7 +85,7 @@ export const healthRoutes: FastifyPluginAsync<HealthRoutesOptions> = async (app:
     '/readyz',
     { schema: healthSchema(tag, 'Readiness: 200, or 503 naming the failing checks', true) },
     async (req, reply) => {
-      if (req.url.includes('?')) throw new InvalidInputError();
+      if (req.url.includes('?')) throw new InvalidArgumentError(QUERY_PARAM, NO_QUERY_REASON);
       const failing = await evaluate();
       if (failing.length === 0) return reply.type('application/json').send(OK);
       return reply

@@ -25,7 +25,6 @@ import { hasDuplicateKey } from '../schema/json-duplicates.js';
 import { withPlainIntegers } from '../schema/json-numbers.js';
 import { LineBudget } from './line-budget.js';
 import { repeatsSingleHeader } from './single-headers.js';
-import { GENERATED_ID_RE } from '../schema/terminal-record.js';
 import { SHARED_SCHEMAS, serializerCompiler, validatorCompiler } from './route-schemas.js';
 import type { ReloadableTls } from './tls.js';
 
@@ -44,11 +43,19 @@ export interface HttpAppOptions {
   readonly requestTimeoutMs?: number;
   readonly connectionsCheckIntervalMs?: number;
   /**
-   * Headers added to the fixed 400 answer to a request node:http refuses on its own after
-   * reading its headers (an unsupported `Expect`): the router's request id on its
-   * authenticated inference routes.
+   * A request node:http refuses on its own after reading its headers (an `Expect` other than
+   * 100-continue): true when this answered it on `res` (the router's inference routes: their
+   * error object, ids and record); false leaves the fixed 400. Either way the connection
+   * closes after the answer.
    */
-  readonly refusedHeaders?: (req: IncomingMessage) => Record<string, string> | undefined;
+  readonly answerExpectation?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /**
+   * A connection fault (a malformed chunked body, a request that did not arrive whole in
+   * time, bytes no parser reads) while `res` is the answer its connection owes and none of it
+   * has gone out: true when this took it (answered `res` itself, or left `res` to its own
+   * request and marked the connection to close after it); false leaves the fixed 400.
+   */
+  readonly answerFault?: (res: ServerResponse, err: Error & { code?: string }) => boolean;
   /** Called once the app's rules are set and before any route is added (the OpenAPI generator registers @fastify/swagger here). */
   readonly beforeRoutes?: (app: FastifyInstance) => void;
   /**
@@ -56,6 +63,14 @@ export interface HttpAppOptions {
    * model routes, CONTRACT.md HTTP); every other path answers problem+json.
    */
   readonly openAiErrors?: (path: string) => boolean;
+  /**
+   * The coded answer to a path Fastify cannot route (a parameter with bad percent-encoding, or
+   * longer than any route reads), when its owner knows which parameter that is; else the
+   * fixed 400 invalid-input.
+   */
+  readonly unroutable?: (path: string) => { readonly code: ErrorCode; readonly invalid?: InvalidParam } | undefined;
+  /** The code a path no route serves is answered with, when its owner has one for it; else NOT_FOUND. */
+  readonly unknownRoute?: (path: string) => ErrorCode | undefined;
   /**
    * HTTPS with this certificate and key, re-read on SIGHUP while the app is open. With
    * `serverFactory` the factory makes the HTTPS server (createNodeServer); the reload still applies.
@@ -150,10 +165,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const routes = trackRouteMethods(app);
   app.setErrorHandler(errorHandler(answer));
   useStrictJson(app);
-  refuseUnreadableRequests(app, bodyLimit);
+  refuseUnreadableRequests(app, bodyLimit, opts.openAiErrors);
   app.setNotFoundHandler((req, reply) => {
     const allowed = allowedMethods(routes, pathOf(req.url));
-    if (allowed.length === 0) return answer(req, reply, ErrorCode.NOT_FOUND);
+    if (allowed.length === 0) return answer(req, reply, opts.unknownRoute?.(pathOf(req.url)) ?? ErrorCode.NOT_FOUND);
     return answer(req, reply.header('allow', allowed.join(', ')), ErrorCode.METHOD_NOT_ALLOWED);
   });
   logRequestLines(app);
@@ -200,12 +215,15 @@ function newFastify(opts: HttpAppOptions, bodyLimit: number, answer: Answer): Fa
     ...(opts.serverFactory ? { serverFactory: opts.serverFactory } : {}),
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
     // A URL Fastify cannot route (bad percent-encoding, an over-long path parameter): the
-    // fixed problem, never Fastify's text with the URL in it.
+    // owner's answer naming the parameter, or the fixed problem; never Fastify's text with
+    // the URL in it.
     frameworkErrors: (err, req, reply) => {
+      const own = opts.unroutable?.(pathOf(req.url));
+      if (own) return void answer(req, reply, own.code, own.invalid);
       const sc = (err as Error & { statusCode?: unknown }).statusCode;
       void answer(req, reply, (typeof sc === 'number' ? BY_STATUS[sc] : undefined) ?? ErrorCode.INVALID_INPUT);
     },
-    clientErrorHandler: answerClientError,
+    clientErrorHandler: clientErrorAnswer(opts),
   });
 }
 
@@ -224,21 +242,25 @@ function guardServer(app: FastifyInstance, opts: HttpAppOptions): void {
   app.server.maxHeadersCount = 0;
   // Requests node:http answers on its own, outside any route: an `Expect` other than
   // 100-continue (node's bare 417) and CONNECT (node closes without a word). Both get the
-  // fixed 400 problem, as every request the server cannot take does.
+  // fixed 400, as every request the server cannot take does, in the shape their path takes.
   app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     res.shouldKeepAlive = false;
+    if (opts.answerExpectation?.(req, res)) return;
+    const openAi = opts.openAiErrors?.(pathOf(originForm(req.url ?? '/'))) === true;
+    const body = openAi ? EXPECTATION_ERROR : CLIENT_ERROR;
     res
       .writeHead(400, {
-        ...opts.refusedHeaders?.(req),
-        'content-type': PROBLEM_CONTENT_TYPE,
-        'content-length': Buffer.byteLength(CLIENT_ERROR),
+        'content-type': openAi ? OPENAI_ERROR_CONTENT_TYPE : PROBLEM_CONTENT_TYPE,
+        'content-length': Buffer.byteLength(body),
         connection: 'close',
       })
-      .end(CLIENT_ERROR);
+      .end(body);
   });
-  app.server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+  app.server.on('connect', (req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => undefined);
-    socket.end(CLIENT_ERROR_RESPONSE);
+    socket.end(
+      opts.openAiErrors?.(pathOf(originForm(req.url ?? '/'))) ? OPENAI_CLIENT_ERROR_RESPONSE : CLIENT_ERROR_RESPONSE,
+    );
   });
 }
 
@@ -305,19 +327,19 @@ function useStrictJson(app: FastifyInstance): void {
 }
 
 /** Requests refused before any route's own checks, and bodies nobody will read settled without reading them. */
-function refuseUnreadableRequests(app: FastifyInstance, bodyLimit: number): void {
+function refuseUnreadableRequests(
+  app: FastifyInstance,
+  bodyLimit: number,
+  openAiErrors: HttpAppOptions['openAiErrors'],
+): void {
   // Before any route's own checks: a repeated credential or body type is refused, not guessed.
   // A body on a GET is refused too: filters sent there would be ignored, and the unfiltered
   // answer mistaken for a filtered one.
   app.addHook('onRequest', (req, _reply, done) => {
-    done(
-      repeatsSingleHeader(req.raw.rawHeaders) ||
-        lacksHost(req.raw) ||
-        badFraming(req.raw) ||
-        (bodyOnRead(req.raw) && !req.is404)
-        ? new InvalidInputError()
-        : undefined,
-    );
+    if (repeatsSingleHeader(req.raw.rawHeaders) || lacksHost(req.raw) || badFraming(req.raw))
+      // On the data plane, the framing error the inference routes answer for the same faults.
+      done(openAiErrors?.(pathOf(req.url)) ? new SvcError(ErrorCode.INVALID_FRAMING) : new InvalidInputError());
+    else done(bodyOnRead(req.raw) && !req.is404 ? new InvalidInputError() : undefined);
   });
   // A body sent where no route takes it (an unknown path, or a method the path does not
   // serve) is not parsed: the answer is the 404 or 405, whatever its size or type (a 413 or
@@ -424,13 +446,57 @@ export function allowedMethods(routes: readonly RouteMethod[], path: string): st
 }
 
 const CLIENT_ERROR = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
-const CLIENT_ERROR_RESPONSE = `HTTP/1.1 400 Bad Request\r\ncontent-type: ${PROBLEM_CONTENT_TYPE}\r\ncontent-length: ${Buffer.byteLength(CLIENT_ERROR)}\r\nconnection: close\r\n\r\n${CLIENT_ERROR}`;
+const CLIENT_ERROR_RESPONSE = rawAnswer(PROBLEM_CONTENT_TYPE, CLIENT_ERROR);
+const EXPECTATION_ERROR = JSON.stringify(openAiError(ErrorCode.INVALID_EXPECTATION));
+const FRAMING_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_FRAMING)),
+);
+const INCOMPLETE_BODY_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INCOMPLETE_BODY)),
+);
+const OPENAI_CLIENT_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_INPUT)),
+);
+const HEADERS_ERROR_RESPONSE = rawAnswer(
+  OPENAI_ERROR_CONTENT_TYPE,
+  JSON.stringify(openAiError(ErrorCode.INVALID_HEADERS)),
+);
+
+/** llhttp's codes for a body whose length or coding cannot be read (framing), not a header fault. */
+const FRAMING_FAULTS = new Set([
+  'HPE_INVALID_TRANSFER_ENCODING',
+  'HPE_UNEXPECTED_CONTENT_LENGTH',
+  'HPE_INVALID_CONTENT_LENGTH',
+  'HPE_INVALID_CHUNK_SIZE',
+]);
 
 /**
- * A request node:http could not parse (a malformed request line or header, a control
- * character in a header value, headers too large, headers never finished): the fixed 400
- * problem, then the connection closes. Nothing of the request is echoed or logged.
+ * The path of the request a fault with no request object yet belongs to (its headers could
+ * not be read): from the request line that node's `rawPacket` (the bytes it was parsing)
+ * begins with, when it does; else undefined. Only the shape of the answer depends on it.
  */
+function faultPath(err: { rawPacket?: unknown }): string | undefined {
+  const raw = err.rawPacket;
+  if (!Buffer.isBuffer(raw)) return undefined;
+  // Request lines longer than the header bound never fit: the start of the bytes is enough.
+  const m = /^[^\s]{1,32} (\S{1,16384}) HTTP\/1\.[01]\r?\n/.exec(raw.subarray(0, 16_500).toString('latin1'));
+  return m ? pathOf(originForm(m[1]!)) : undefined;
+}
+
+/** The answer to a connection fault on a data-plane path, by what went wrong. */
+function openAiFaultAnswer(err: { code?: string }, headersRead: boolean): string {
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return INCOMPLETE_BODY_RESPONSE;
+  return headersRead || FRAMING_FAULTS.has(err.code ?? '') ? FRAMING_ERROR_RESPONSE : HEADERS_ERROR_RESPONSE;
+}
+
+/** A whole 400 answer written straight on a socket, the connection closing after it. */
+function rawAnswer(contentType: string, body: string): string {
+  return `HTTP/1.1 400 Bad Request\r\ncontent-type: ${contentType}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
 /**
  * Connections whose request was answered before its body had arrived (a refusal that did not
  * wait for the upload). If that body then stalls until the request timeout, the connection
@@ -448,27 +514,52 @@ export function noteEarlyAnswer(req: IncomingMessage): void {
   req.once('end', () => answeredEarly.delete(socket));
 }
 
-function answerClientError(err: Error & { code?: string }, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  if (answeredEarly.has(socket)) {
+/** Longest a connection answered by `answerFault` stays open for its answer to go out. */
+const FAULT_LINGER_MS = 2_000;
+
+/** Connections answered by `answerFault`: later faults on them (more unreadable bytes) wait for that answer's close. */
+const faultAnswered = new WeakSet<Socket>();
+
+/**
+ * A request node:http could not parse (a malformed request line or header, a control
+ * character in a header value, headers too large, headers never finished, a malformed
+ * chunked body) or that did not arrive whole in time: the fixed 400 problem (or the owner's
+ * own answer, `answerFault`), then the connection closes. Nothing of the request is echoed
+ * or logged.
+ */
+function clientErrorAnswer(
+  opts: HttpAppOptions,
+): (err: Error & { code?: string; rawPacket?: unknown }, socket: Socket) => void {
+  return (err, socket) => {
+    if (err.code === 'ECONNRESET' || socket.destroyed || faultAnswered.has(socket)) return;
+    if (answeredEarly.has(socket)) {
+      socket.destroy();
+      return;
+    }
+    // Only while nothing of an answer has gone out on this connection: a request whose body
+    // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
+    // response has begun, a 400 would be read as part of it; then the connection just closes.
+    const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (socket.writable && !current?.headersSent) {
+      if (current && opts.answerFault?.(current, err)) {
+        // Answered: closed once that answer is written (it says `Connection: close`), at the
+        // latest after FAULT_LINGER_MS. Left to its request: closed after that request's answer.
+        if (current.headersSent) {
+          faultAnswered.add(socket);
+          const t = setTimeout(() => socket.destroy(), FAULT_LINGER_MS);
+          t.unref();
+          socket.once('close', () => clearTimeout(t));
+        }
+        return;
+      }
+      // Its shape is that of the path whose answer the connection owes (or, when its headers
+      // could not be read, of the path its request line names).
+      const path = current?.req ? pathOf(originForm(current.req.url ?? '/')) : faultPath(err);
+      const openAi = path !== undefined && opts.openAiErrors?.(path) === true;
+      socket.end(openAi ? openAiFaultAnswer(err, current?.req !== undefined) : CLIENT_ERROR_RESPONSE);
+    }
     socket.destroy();
-    return;
-  }
-  // Only while nothing of an answer has gone out on this connection: a request whose body
-  // turned out malformed (a bad chunk size) has no answer yet and gets this one. Once a
-  // response has begun, a 400 would be read as part of it; then the connection just closes.
-  const current = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && !current?.headersSent) {
-    // A request already authenticated on an inference route (its body never finished
-    // arriving, say) keeps the identifier every such answer carries.
-    const id = current?.getHeader('x-svc-request-id');
-    socket.end(
-      typeof id === 'string' && GENERATED_ID_RE.test(id)
-        ? CLIENT_ERROR_RESPONSE.replace('\r\n', `\r\nx-svc-request-id: ${id}\r\n`)
-        : CLIENT_ERROR_RESPONSE,
-    );
-  }
-  socket.destroy();
+  };
 }
 
 /** Starts listening and writes the contract's one `listening` line with the URL. */

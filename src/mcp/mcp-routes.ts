@@ -16,7 +16,7 @@ import { isNonIntegerNumber } from '../schema/json-numbers.js';
 import { PACKAGE_VERSION } from '../version.js';
 import { NoQuery, jsonResponse, parsedByHandler, problemResponses } from '../http/route-schemas.js';
 import type { Context } from '@opentelemetry/api';
-import type { ReadSpans } from '../telemetry/read-spans.js';
+import type { ReadSpans, RemoteTrace } from '../telemetry/read-spans.js';
 
 /**
  * One tool. A workload tool declares neither `inputSchema` nor `parse` (its arguments are the
@@ -26,7 +26,8 @@ import type { ReadSpans } from '../telemetry/read-spans.js';
 /** Where a call's spans go: the process's read spans and the caller's `traceparent` (undefined: no spans). */
 interface CallTrace {
   readonly spans: ReadSpans;
-  readonly traceparent: string | string[] | undefined;
+  /** The caller's `traceparent` and `tracestate` headers. */
+  readonly remote: RemoteTrace;
 }
 
 export interface McpTool<A = FilterArgsT> {
@@ -198,7 +199,11 @@ async function answerWithSdk(
   reply: FastifyReply,
   spans: ReadSpans | undefined,
 ): Promise<FastifyReply> {
-  const server = buildServer(tools, client, spans && { spans, traceparent: req.headers.traceparent });
+  const server = buildServer(
+    tools,
+    client,
+    spans && { spans, remote: { traceparent: req.headers.traceparent, tracestate: req.headers.tracestate } },
+  );
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,
@@ -331,7 +336,7 @@ function buildServer(tools: McpRoutesOptions['tools'], client: Client, trace: Ca
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = visible.find(([name]) => name === request.params.name)?.[1];
     if (!tool) return { isError: true, content: [{ type: 'text' as const, text: 'Unknown tool or not permitted' }] };
-    const span = trace?.spans.start(`tools/call ${request.params.name}`, 'server', trace.traceparent, {
+    const span = trace?.spans.start(`tools/call ${request.params.name}`, 'server', trace.remote, {
       'svc.tool': request.params.name,
       'http.route': '/mcp',
     });

@@ -93,7 +93,8 @@ export const toolsCallRoutes: FastifyPluginAsync<ToolsCallOptions> = async (base
     if (req.url.includes('?')) throw new InvalidInputError();
     const client = opts.policy.identify(req.headers.authorization);
     const { name, args } = parseToolCall(req.body);
-    const span = opts.spans?.start(`tools/call ${name}`, 'server', req.headers.traceparent, {
+    const remote = { traceparent: req.headers.traceparent, tracestate: req.headers.tracestate };
+    const span = opts.spans?.start(`tools/call ${name}`, 'server', remote, {
       'svc.tool': name,
       'http.route': '/tools/call',
     });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { Type, type Static } from '@sinclair/typebox';
-import { loadTomlConfig } from '../config/load-toml.js';
+import { loadTomlConfig, throwProblem, type ConfigReport } from '../config/load-toml.js';
 import { ConfigError } from '../errors.js';
 
 /**
@@ -115,12 +115,20 @@ export function loadRecipeFile(path: string): LoadedRecipe {
 export function loadManifestFile(path: string): LoadedManifest {
   const configAt = configTime(path, 'manifest');
   const { value } = loadTomlConfig(path, ManifestSchema, 'manifest');
+  manifestRules(value);
+  return { manifest: value, configAt };
+}
+
+/**
+ * A manifest's rules across members. Reported when: a recipe is both wanted and absent, more
+ * than 64 entries in all (ConfigError to `report`: thrown, by default).
+ */
+export function manifestRules(value: Manifest, report: ConfigReport = throwProblem): void {
   const wanted = new Set(value.recipes);
   if (value.absent.some((n) => wanted.has(n)))
-    throw new ConfigError(
-      'manifest configuration: invalid member /absent (a recipe is listed in both recipes and absent)',
+    report(
+      new ConfigError('manifest configuration: invalid member /absent (a recipe is listed in both recipes and absent)'),
     );
   if (value.recipes.length + value.absent.length > MAX_MANIFEST_ENTRIES)
-    throw new ConfigError('manifest configuration: invalid member /absent (more than 64 entries in all)');
-  return { manifest: value, configAt };
+    report(new ConfigError('manifest configuration: invalid member /absent (more than 64 entries in all)'));
 }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Registry } from 'prom-client';
-import { CounterSeries, HistogramSeries, type HistogramCell } from './metric-series.js';
+import { CounterSeries, HistogramSeries, seriesKey, type CounterCell, type HistogramCell } from './metric-series.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import {
   FINISH_REASONS,
@@ -79,6 +79,17 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
+/** The series one alias label moves: requests by route, outcome and status class; durations by route; tokens by kind and source. */
+interface AliasCells {
+  readonly requests: Map<string, Map<string, Map<string, CounterCell>>>;
+  readonly duration: Map<string, HistogramCell>;
+  firstToken: HistogramCell | undefined;
+  interToken: HistogramCell | undefined;
+  admissionWait: HistogramCell | undefined;
+  readonly promptTokens: Map<string, CounterCell>;
+  readonly completionTokens: Map<string, CounterCell>;
+}
+
 export interface RouterMetricsOptions {
   /** Requests waiting in an alias's admission queue now. */
   readonly queueDepth?: (alias: string) => number;
@@ -106,6 +117,8 @@ export class RouterMetrics {
   private readonly admissionWait: HistogramSeries;
   private readonly tokens: CounterSeries;
   private readonly authRefusals: CounterSeries;
+  /** Each alias label's series of the per-request metrics (cellsOf). */
+  private readonly byAlias = new Map<string, AliasCells>();
 
   /** `aliases`: the configured model aliases; each has its series from the start, 0 until it serves. */
   constructor(reg: RouterRegistry, aliases: readonly string[] = [], opts: RouterMetricsOptions = {}) {
@@ -227,38 +240,80 @@ export class RouterMetrics {
   /** Counts one terminal record. `streamed`: its answer was relayed as an SSE stream. */
   finished(r: FinishedRecord, streamed = false): void {
     const alias = this.alias(r.model);
+    const cells = this.cellsOf(alias);
     const sc = statusClass(r.status_code);
-    this.requests.cell(`${alias}\u0000${r.route}\u0000${r.outcome}\u0000${sc}`, [alias, r.route, r.outcome, sc])
-      .value++;
+    // Series found by the record's own (constant) strings: no key is built per request.
+    let byOutcome = cells.requests.get(r.route);
+    if (byOutcome === undefined) cells.requests.set(r.route, (byOutcome = new Map()));
+    let byClass = byOutcome.get(r.outcome);
+    if (byClass === undefined) byOutcome.set(r.outcome, (byClass = new Map()));
+    let count = byClass.get(sc);
+    if (count === undefined)
+      byClass.set(
+        sc,
+        (count = this.requests.cell(seriesKey(alias, r.route, r.outcome, sc), [alias, r.route, r.outcome, sc])),
+      );
+    count.value++;
     const text = isGenerationRoute(r.route);
     // Embeddings and rerank keep an unmeasured legacy 0 latency: not a sample.
     if (r.latency_ms !== null && (r.latency_ms > 0 || text || r.route === 'audio.transcriptions')) {
-      const d = this.duration;
-      d.observe(d.cell(`${alias}\u0000${r.route}`, [alias, r.route]), r.latency_ms / 1000);
+      let d = cells.duration.get(r.route);
+      if (d === undefined)
+        cells.duration.set(r.route, (d = this.duration.cell(seriesKey(alias, r.route), [alias, r.route])));
+      this.duration.observe(d, r.latency_ms / 1000);
     }
     // A buffered answer's first content is its whole answer: not a first-token time.
-    if (streamed && r.time_to_first_content_ms !== null)
-      this.observe(this.firstToken, alias, r.time_to_first_content_ms / 1000);
+    if (streamed && r.time_to_first_content_ms !== null) {
+      cells.firstToken ??= this.firstToken.cell(alias, [alias]);
+      this.firstToken.observe(cells.firstToken, r.time_to_first_content_ms / 1000);
+    }
     const itl = interTokenSeconds(r, streamed);
-    if (itl !== undefined) this.observe(this.interToken, alias, itl);
-    if (r.admission_wait_ms !== null) this.observe(this.admissionWait, alias, r.admission_wait_ms / 1000);
+    if (itl !== undefined) {
+      cells.interToken ??= this.interToken.cell(alias, [alias]);
+      this.interToken.observe(cells.interToken, itl);
+    }
+    if (r.admission_wait_ms !== null) {
+      cells.admissionWait ??= this.admissionWait.cell(alias, [alias]);
+      this.admissionWait.observe(cells.admissionWait, r.admission_wait_ms / 1000);
+    }
     const u = r.usage;
     if (u.prompt_tokens !== null && u.prompt_tokens > 0 && u.prompt_source !== 'unknown')
-      this.tokens.inc([alias, 'prompt', u.prompt_source], u.prompt_tokens);
+      this.tokenCell(cells, alias, 'prompt', u.prompt_source).value += u.prompt_tokens;
     if (u.completion_tokens !== null && u.completion_tokens > 0 && u.completion_source !== 'unknown')
-      this.tokens.inc([alias, 'completion', u.completion_source], u.completion_tokens);
+      this.tokenCell(cells, alias, 'completion', u.completion_source).value += u.completion_tokens;
+  }
+
+  /** The series an alias label moves, found once and kept (decision 0091). */
+  private cellsOf(alias: string): AliasCells {
+    let c = this.byAlias.get(alias);
+    if (c === undefined) {
+      // A histogram's series appears at its first observation, as prom-client's would.
+      c = {
+        requests: new Map(),
+        duration: new Map(),
+        firstToken: undefined,
+        interToken: undefined,
+        admissionWait: undefined,
+        promptTokens: new Map(),
+        completionTokens: new Map(),
+      };
+      this.byAlias.set(alias, c);
+    }
+    return c;
+  }
+
+  private tokenCell(cells: AliasCells, alias: string, kind: 'prompt' | 'completion', source: string): CounterCell {
+    const bySource = kind === 'prompt' ? cells.promptTokens : cells.completionTokens;
+    let t = bySource.get(source);
+    if (t === undefined)
+      bySource.set(source, (t = this.tokens.cell(seriesKey(alias, kind, source), [alias, kind, source])));
+    return t;
   }
 
   /** Counts one inference request refused before authentication, by the status it was sent. */
   authRefused(status: number): void {
     const s = `${status}`;
     if ((AUTH_REFUSAL_STATUSES as readonly string[]).includes(s)) this.authRefusals.cell(s, [s]).value++;
-  }
-
-  /** Observes `v` in the series of an alias-labelled histogram. */
-  private observe(h: HistogramSeries, alias: string, v: number): void {
-    const c: HistogramCell = h.cell(alias, [alias]);
-    h.observe(c, v);
   }
 }
 

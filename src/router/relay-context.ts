@@ -11,6 +11,7 @@ import type { LineBudget } from '../http/line-budget.js';
 import type { StreamObserver } from './stream-observer.js';
 import type { ErrorCode } from '../errors.js';
 import type { RequestTrace, SpanIds } from '../telemetry/trace-context.js';
+import type { ResponseIds } from './response-ids.js';
 
 /*
  * The types the relay's modules share (relay.ts and relay-upstream, -stream, -record,
@@ -44,11 +45,13 @@ export interface RelayContext {
   /** Set when a graceful stop cuts the requests still running: they end as errors, not as client cancellations. */
   readonly stopping: { value: boolean };
   /** Answers whose request body is still arriving (cutUploads answers them at a graceful stop's cut). */
-  readonly uploading: Set<ServerResponse>;
+  readonly uploading: Map<ServerResponse, Caller>;
   /** Bounds the request bytes held while bodies arrive, across all requests. */
   readonly uploadBudget: UploadBudget;
   /** Ids for the router's own request spans: set only when traces are exported (docs/operations.md). */
   readonly spanIds: SpanIds | undefined;
+  /** The Responses API responses relayed, and the replica of each (decision 0032); absent: none are remembered. */
+  readonly responseIds?: ResponseIds;
 }
 
 /** What one exchange measured; turned into exactly one terminal record. */

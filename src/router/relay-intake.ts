@@ -116,24 +116,22 @@ export function headerFault(req: IncomingMessage, route: RouteName): Turned | un
   return ok ? undefined : { code: ErrorCode.UNSUPPORTED_MEDIA_TYPE, refusal: 'unsupported_media_type' };
 }
 
-/** Reads the whole body within the router's limits, or says why it could not. */
-export async function readRequest(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: RelayContext,
-): Promise<Buffer | Turned> {
-  ctx.uploading.add(res);
-  try {
-    return await readBody(req, ctx.cfg.maxBodyBytes, ctx.uploadBudget);
-  } catch (err) {
-    if (err instanceof BodyTooLarge) return { code: ErrorCode.BODY_TOO_LARGE, refusal: 'body_too_large' };
-    // The budget for bodies arriving at once is full: the router cannot take this one now.
-    if (err instanceof UploadsFull) return { code: ErrorCode.ADMISSION_REFUSED, refusal: 'admission_full' };
-    if (err instanceof BodyAborted) return { code: ErrorCode.INVALID_INPUT, refusal: null, gone: true };
-    return { code: ErrorCode.INVALID_INPUT, refusal: 'invalid_request' };
-  } finally {
-    ctx.uploading.delete(res);
-  }
+/**
+ * Reads the whole body within the router's limits (its caller awaits it, and turns a failure
+ * into its refusal with bodyFault). Until then, a graceful stop's cut answers it (cutUploads).
+ */
+export function readRequest(req: IncomingMessage, res: ServerResponse, c: Caller, ctx: RelayContext): Promise<Buffer> {
+  ctx.uploading.set(res, c);
+  return readBody(req, ctx.cfg.maxBodyBytes, ctx.uploadBudget, () => ctx.uploading.delete(res));
+}
+
+/** Why a body could not be read (readRequest's failure). */
+export function bodyFault(err: unknown): Turned {
+  if (err instanceof BodyTooLarge) return { code: ErrorCode.BODY_TOO_LARGE, refusal: 'body_too_large' };
+  // The budget for bodies arriving at once is full: the router cannot take this one now.
+  if (err instanceof UploadsFull) return { code: ErrorCode.ADMISSION_REFUSED, refusal: 'admission_full' };
+  if (err instanceof BodyAborted) return { code: ErrorCode.INVALID_INPUT, refusal: null, gone: true };
+  return { code: ErrorCode.INVALID_INPUT, refusal: 'invalid_request' };
 }
 
 // Fatal: an overlong form, a surrogate or a truncated sequence is refused, not replaced with

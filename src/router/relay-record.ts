@@ -16,8 +16,15 @@ export function terminalRecord(x: Exchange, ctx: RelayContext, finishedMs: numbe
   // arrived): a request cut off before that did unknown engine work, not zero.
   // A stream that failed or was left before its first fragment (comments or a role chunk
   // only) did unknown work, not zero.
+  // A Responses answer the engine only accepted (a background one, queued) has no output yet:
+  // unknown, not an estimated 0 (decision 0031).
   const estimable =
-    isText && dispatched && x.answered && x.statusCode < 400 && (!x.streaming || o.fragments > 0 || o.done);
+    isText &&
+    dispatched &&
+    x.answered &&
+    x.statusCode < 400 &&
+    !o.accepted &&
+    (!x.streaming || o.fragments > 0 || o.done);
   const usage: Usage = {
     prompt_tokens: o.promptTokens ?? (isText && dispatched ? x.promptEstimate : null),
     completion_tokens: completionFromUpstream

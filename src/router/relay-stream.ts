@@ -6,6 +6,7 @@ import { cutOf, drained, refuse, type RelayAbort } from './relay-support.js';
 import { lastEventEnd } from './stream-observer.js';
 import type { UpstreamCall } from './upstream-call.js';
 import { ErrorCode, openAiError } from '../errors.js';
+import { responsesErrorEvent } from './responses-observe.js';
 
 /**
  * Longest unfinished SSE event held back for the rest of it. A longer one cannot be read
@@ -27,6 +28,20 @@ function errorEvent(code: ErrorCode): Buffer {
 const STREAM_ERROR = errorEvent(ErrorCode.UPSTREAM_FAILED);
 const STREAM_TIMEOUT = errorEvent(ErrorCode.UPSTREAM_TIMEOUT);
 const STREAM_STOPPING = errorEvent(ErrorCode.UNAVAILABLE);
+
+/**
+ * The error event that ends a failed stream: chat and completions get the error object above;
+ * a Responses stream gets OpenAI's Responses `error` event, numbered after the last event
+ * relayed (docs/decisions/0030).
+ */
+function streamErrorEvent(x: Exchange, timedOut: boolean, stopping: boolean): Buffer {
+  if (x.route === 'responses')
+    return responsesErrorEvent(
+      timedOut ? ErrorCode.UPSTREAM_TIMEOUT : stopping ? ErrorCode.UNAVAILABLE : ErrorCode.UPSTREAM_FAILED,
+      x.obs.nextSequence,
+    );
+  return timedOut ? STREAM_TIMEOUT : stopping ? STREAM_STOPPING : STREAM_ERROR;
+}
 
 /** How long a failed stream waits for a client still reading to take what it was sent. */
 const CLIENT_DRAIN_GRACE_MS = 2_000;
@@ -211,7 +226,12 @@ function readUnfinished(
   if (ended && carry !== undefined && !clientGone() && !abort.aborted) {
     // What the unclosed event holds counts only when it is relayed (its content then
     // reached the client; else nothing of it did: no first content, no fragment).
-    const before = { first: x.obs.firstContentAt, fragments: x.obs.fragments, chars: x.obs.contentChars };
+    const before = {
+      first: x.obs.firstContentAt,
+      fragments: x.obs.fragments,
+      chars: x.obs.contentChars,
+      seq: x.obs.nextSequence,
+    };
     x.obs.sseChunk(carry, performance.now());
     const doneWithin = x.obs.done;
     x.obs.sseEnd();
@@ -220,6 +240,7 @@ function readUnfinished(
       x.obs.firstContentAt = before.first;
       x.obs.fragments = before.fragments;
       x.obs.contentChars = before.chars;
+      x.obs.nextSequence = before.seq;
     }
   } else if (ended) x.obs.sseEnd();
   x.upstreamEndAt = performance.now();
@@ -272,7 +293,7 @@ async function endStream(
   // The stream's status line goes out with the error event.
   x.statusCode = o.status;
   begin(o);
-  res.write(timedOut() ? STREAM_TIMEOUT : ctx.stopping.value ? STREAM_STOPPING : STREAM_ERROR);
+  res.write(streamErrorEvent(x, timedOut(), ctx.stopping.value));
   res.end();
 }
 

@@ -53,16 +53,25 @@ export async function pipeUpstream(
     const timeoutMs = up.route.upstreamTimeoutMs;
     // The replica set chooses a replica, fails over while nothing reached the client, and
     // counts `x.attempts` and `x.upstreamReplica` (replica-set.ts).
-    const call = await up.replicas.dispatch(
+    const sent = up.replicas.dispatch(
       { method: 'POST', path, headers, body, headersTimeout: timeoutMs, bodyTimeout: timeoutMs },
       () => new UpstreamCall(CALL_OPTIONS, x.a),
       abort,
       x,
     );
-    const answer = await awaitAnswer(call, x, res, ctx, clientGone, d);
+    // One upstream: the call itself, no promise to wait on (the common case, on every request).
+    const call = sent instanceof UpstreamCall ? sent : await sent;
+    let answer: UpstreamAnswer | undefined;
+    try {
+      answer = await call.answer;
+    } catch (err) {
+      answer = failedAnswer(err, call, x, res, ctx, clientGone, d);
+    }
     if (answer === undefined) return;
     x.upstreamStatus = answer.status;
-    await relayAnswer(answer, call, x, res, abort, ctx, clientGone, d);
+    // A whole body is relayed at once: only a stream has more to wait for.
+    const streaming = relayAnswer(answer, call, x, res, abort, ctx, clientGone, d);
+    if (streaming !== undefined) await streaming;
   } finally {
     clearTimeout(deadline);
     abort.upstream = undefined;
@@ -70,50 +79,50 @@ export async function pipeUpstream(
 }
 
 /**
- * The upstream's answer; or undefined when there is none to relay (no connection, a failed or
- * cut exchange), the exchange then ended and its client answered. An error answer whose body
- * failed or ran long is still an answer: classified without its text.
+ * What a call whose answer failed (`err`) still has to relay: undefined when there is nothing
+ * (no connection, a failed or cut exchange), the exchange then ended and its client answered.
+ * An error answer whose body failed or ran long is still an answer: classified without its text.
  */
-async function awaitAnswer(
+function failedAnswer(
+  err: unknown,
   call: UpstreamCall,
   x: Exchange,
   res: ServerResponse,
   ctx: RelayContext,
   clientGone: () => boolean,
   d: Deadline,
-): Promise<UpstreamAnswer | undefined> {
-  try {
-    return await call.answer;
-  } catch (err) {
-    x.upstreamEndAt = performance.now();
-    if (call.status === 0) {
-      // No connection was made: the engine never saw the request (no prompt went to it, no
-      // finish reason of its, no upstream time).
-      if (NOT_CONNECTED.has((err as { code?: string })?.code ?? '')) {
-        x.dispatchAt = null;
-        x.upstreamEndAt = null;
-      }
-      if (clientGone()) x.outcome = 'disconnected';
-      else {
-        // A graceful stop can cut the wait for the engine's first answer too.
-        let cut = cutOf(d.timedOut, ctx.stopping.value);
-        if (cut === 'failed' && (err as Error)?.name === 'HeadersTimeoutError') cut = 'timeout';
-        refuse(x, res, cut);
-      }
-      return undefined;
+): UpstreamAnswer | undefined {
+  x.upstreamEndAt = performance.now();
+  if (call.status === 0) {
+    // No connection was made: the engine never saw the request (no prompt went to it, no
+    // finish reason of its, no upstream time).
+    if (NOT_CONNECTED.has((err as { code?: string })?.code ?? '')) {
+      x.dispatchAt = null;
+      x.upstreamEndAt = null;
     }
-    x.upstreamStatus = call.status;
-    if (call.status >= 400 && !clientGone() && !d.timedOut && !ctx.stopping.value)
-      return { kind: 'whole', status: call.status, contentType: undefined, encoded: false, body: Buffer.alloc(0) };
-    // The answer's body failed, ran past its deadline or its limit, or the exchange was cut.
     if (clientGone()) x.outcome = 'disconnected';
-    else refuse(x, res, cutOf(d.timedOut, ctx.stopping.value));
+    else {
+      // A graceful stop can cut the wait for the engine's first answer too.
+      let cut = cutOf(d.timedOut, ctx.stopping.value);
+      if (cut === 'failed' && (err as Error)?.name === 'HeadersTimeoutError') cut = 'timeout';
+      refuse(x, res, cut);
+    }
     return undefined;
   }
+  x.upstreamStatus = call.status;
+  if (call.status >= 400 && !clientGone() && !d.timedOut && !ctx.stopping.value)
+    return { kind: 'whole', status: call.status, contentType: undefined, encoded: false, body: Buffer.alloc(0) };
+  // The answer's body failed, ran past its deadline or its limit, or the exchange was cut.
+  if (clientGone()) x.outcome = 'disconnected';
+  else refuse(x, res, cutOf(d.timedOut, ctx.stopping.value));
+  return undefined;
 }
 
-/** Relays an answer by what it is: a refusal, an event stream, a whole body; anything else is the engine's failure. */
-async function relayAnswer(
+/**
+ * Relays an answer by what it is: a refusal, an event stream, a whole body; anything else is
+ * the engine's failure. Returns the stream's relay while it runs; undefined when all is done.
+ */
+function relayAnswer(
   answer: UpstreamAnswer,
   call: UpstreamCall,
   x: Exchange,
@@ -122,10 +131,13 @@ async function relayAnswer(
   ctx: RelayContext,
   clientGone: () => boolean,
   d: Deadline,
-): Promise<void> {
+): Promise<void> | undefined {
   const status = answer.status;
   // Never a stream (CALL_OPTIONS streams 2xx answers only).
-  if (status >= 400) return relayRefusal(status, answer.kind === 'whole' ? answer.body : Buffer.alloc(0), x, res);
+  if (status >= 400) {
+    relayRefusal(status, answer.kind === 'whole' ? answer.body : Buffer.alloc(0), x, res);
+    return undefined;
+  }
   if (status < 200 || status > 299 || status === 204 || status === 205 || answer.encoded) {
     // A redirect or a bodiless answer is not an answer to an inference request: never passed
     // on (its Location and body are the upstream's), recorded as an upstream error. Nor is a
@@ -133,12 +145,13 @@ async function relayAnswer(
     if (answer.kind === 'stream') answer.body.destroy();
     x.upstreamEndAt = performance.now();
     refuse(x, res, 'failed');
-    return;
+    return undefined;
   }
   const ctype = safeContentType(answer.contentType, 'application/json');
   if (answer.kind === 'stream')
-    await relayStream(answer.body, status, ctype, call, x, res, abort, ctx, clientGone, () => d.timedOut);
-  else relayWhole(answer.body, status, ctype, x, res, clientGone);
+    return relayStream(answer.body, status, ctype, call, x, res, abort, ctx, clientGone, () => d.timedOut);
+  relayWhole(answer.body, status, ctype, x, res, clientGone);
+  return undefined;
 }
 
 /** Engine statuses relayed as the engine's refusal of the request (CONTRACT.md, HTTP). */
@@ -166,6 +179,9 @@ function relayRefusal(status: number, errBody: Buffer, x: Exchange, res: ServerR
     x.outcome = 'rejected';
     x.refusal = 'upstream_rejected';
     x.statusCode = status;
+    // The request itself was refused: sent again it is refused again. OpenAI SDKs retry a 409
+    // on their own unless told not to (they read this header before the status).
+    res.setHeader('x-should-retry', 'false');
     // The engine's words go to this caller only: nothing here keeps or logs them.
     sendRawError(res, ErrorCode.UPSTREAM_REJECTED, { status, message: engineMessage(errBody), param: null });
   } else refuse(x, res, 'failed');

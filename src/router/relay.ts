@@ -9,8 +9,8 @@ import { pipeUpstream } from './relay-upstream.js';
 import { StreamObserver, estimateTokens, promptChars } from './stream-observer.js';
 import { responsesPromptChars } from './responses-observe.js';
 import { terminalRecord } from './relay-record.js';
-import { headerFault, identify, readRequest, routeRequest, type Routable } from './relay-intake.js';
-import { noteUpload, turnAway } from './relay-refusal.js';
+import { bodyFault, headerFault, identify, readRequest, routeRequest, type Routable } from './relay-intake.js';
+import { turnAway } from './relay-refusal.js';
 import type { Caller, Exchange, RelayContext } from './relay-context.js';
 import { upstreamTraceparent } from '../telemetry/trace-context.js';
 
@@ -43,11 +43,15 @@ export async function relayInference(
   if (c === undefined) return;
   const fault = headerFault(req, route);
   if (fault !== undefined) return turnAway(ctx, c, res, fault, req);
-  noteUpload(res, c);
-  const body = await readRequest(req, res, ctx);
-  // Answered (and recorded) already when a graceful stop cut the upload (cutUploads).
+  let body: Buffer;
+  try {
+    body = await readRequest(req, res, c, ctx);
+  } catch (err) {
+    // Answered (and recorded) already when a graceful stop cut the upload (cutUploads).
+    if (res.headersSent) return;
+    return turnAway(ctx, c, res, bodyFault(err), req);
+  }
   if (res.headersSent) return;
-  if (!Buffer.isBuffer(body)) return turnAway(ctx, c, res, body, req);
   const r = routeRequest(body, req, route, ctx);
   if ('code' in r) return turnAway(ctx, c, res, r, undefined);
   const x = beginExchange(c, r, ctx);
@@ -58,8 +62,13 @@ export async function relayInference(
   const clientGone = watchClient(req, res, abort);
   let admitted = false;
   try {
-    admitted = await admit(x, r, res, abort, ctx, clientGone);
-    if (admitted) await dispatch(x, r, res, abort, ctx, clientGone);
+    // Ready (cached) and a free slot: admitted without a promise or a turn of the event loop.
+    const admission = admitNow(x, r, res, abort, ctx, clientGone);
+    admitted = typeof admission === 'boolean' ? admission : await admission;
+    if (admitted) {
+      const relaying = dispatch(x, r, res, abort, ctx, clientGone);
+      if (relaying !== undefined) await relaying;
+    }
   } catch (err) {
     ctx.logger.error({ gateway_request_id: c.gid, err }, 'relay failed');
     x.outcome = clientGone() ? 'disconnected' : 'error';
@@ -101,6 +110,7 @@ function beginExchange(c: Caller, r: Routable, ctx: RelayContext): Exchange {
     queuedAt: null,
     stop: undefined,
     trace: c.trace,
+    routingConfigHash: r.up.routingConfigHash,
   };
   ctx.registry.begin(a);
   return {
@@ -153,9 +163,28 @@ function watchClient(req: IncomingMessage, res: ServerResponse, abort: RelayAbor
 
 /**
  * The readiness check and the alias's admission queue: true once admitted; else the exchange
- * has its outcome and its client its answer (when it is still there).
+ * has its outcome and its client its answer (when it is still there). Synchronous when the
+ * readiness answer is cached and a slot is free (most requests); a promise when either waits.
  */
-async function admit(
+function admitNow(
+  x: Exchange,
+  r: Routable,
+  res: ServerResponse,
+  abort: RelayAbort,
+  ctx: RelayContext,
+  clientGone: () => boolean,
+): boolean | Promise<boolean> {
+  const r0 = performance.now();
+  const check = r.up.replicas.ready();
+  if (typeof check !== 'boolean') return admitLater(check, r0, x, r, res, abort, ctx, clientGone);
+  x.readinessMs = performance.now() - r0;
+  return queue(check, x, r, res, abort, ctx, clientGone);
+}
+
+/** admitNow, once a readiness probe that had to run has answered. */
+async function admitLater(
+  check: Promise<boolean>,
+  r0: number,
   x: Exchange,
   r: Routable,
   res: ServerResponse,
@@ -163,23 +192,43 @@ async function admit(
   ctx: RelayContext,
   clientGone: () => boolean,
 ): Promise<boolean> {
-  const { up } = r;
-  const r0 = performance.now();
-  // A cached answer comes back synchronously: no await (and no turn of the event loop) for it.
-  const check = up.replicas.ready();
-  const ready = typeof check === 'boolean' ? check : await check;
+  const ready = await check;
   x.readinessMs = performance.now() - r0;
+  return queue(ready, x, r, res, abort, ctx, clientGone);
+}
+
+/** After the readiness check: a slot of the alias now, or a wait in its queue (a promise). */
+function queue(
+  ready: boolean,
+  x: Exchange,
+  r: Routable,
+  res: ServerResponse,
+  abort: RelayAbort,
+  ctx: RelayContext,
+  clientGone: () => boolean,
+): boolean | Promise<boolean> {
   // Left while the check ran: it was sent nothing, whatever the check found.
   if (clientGone()) return ended(x, 'disconnected', 0);
   // Refused before dispatch (outcome rejected), but for the client an upstream failure.
   if (!ready) return ended(x, 'rejected', 502, res, ErrorCode.UPSTREAM_FAILED);
   const q0 = performance.now();
+  if (r.up.admission.tryAcquire()) return admitted(x, q0, ctx);
+  return waitInQueue(q0, x, r, res, abort, ctx, clientGone);
+}
+
+/** Waiting in the alias's queue: `?active=1` shows the wait as it grows. */
+async function waitInQueue(
+  q0: number,
+  x: Exchange,
+  r: Routable,
+  res: ServerResponse,
+  abort: RelayAbort,
+  ctx: RelayContext,
+  clientGone: () => boolean,
+): Promise<boolean> {
   try {
-    if (!up.admission.tryAcquire()) {
-      // Waiting in the alias's queue: `?active=1` shows the wait as it grows.
-      x.a.queuedAt = Date.now();
-      await up.admission.acquire(abort);
-    }
+    x.a.queuedAt = Date.now();
+    await r.up.admission.acquire(abort);
   } catch (err) {
     x.admissionWaitMs = performance.now() - q0;
     const reason = err instanceof AdmissionRefused ? err.reason : 'full';
@@ -190,6 +239,11 @@ async function admit(
     x.refusal = 'admission_full';
     return ended(x, 'rejected', 429, res, ErrorCode.ADMISSION_REFUSED);
   }
+  return admitted(x, q0, ctx);
+}
+
+/** Holds a slot since `q0`'s wait began. Returns true. */
+function admitted(x: Exchange, q0: number, ctx: RelayContext): true {
   x.admissionWaitMs = performance.now() - q0;
   x.a.admissionWaitMs = ms(x.admissionWaitMs);
   ctx.registry.setPhase(x.a, 'admitted');
@@ -211,23 +265,23 @@ function ended(
 }
 
 /** An admitted exchange to its upstream (unless its client left or the router is stopping meanwhile). */
-async function dispatch(
+function dispatch(
   x: Exchange,
   r: Routable,
   res: ServerResponse,
   abort: RelayAbort,
   ctx: RelayContext,
   clientGone: () => boolean,
-): Promise<void> {
+): Promise<void> | undefined {
   // Admitted, the exchange holds its slot (released in endExchange) whatever happens next.
   if (clientGone()) {
     ended(x, 'disconnected', 0);
-    return;
+    return undefined;
   }
   // The router is stopping: nothing more goes to the engine.
   if (ctx.stopping.value) {
     ended(x, 'error', 503, res, ErrorCode.UNAVAILABLE);
-    return;
+    return undefined;
   }
   const { up } = r;
   const headers: Record<string, string> = { 'content-type': r.ct, 'x-request-id': x.a.gid };
@@ -238,8 +292,7 @@ async function dispatch(
     headers['traceparent'] = upstreamTraceparent(trace);
     if (trace.traceState !== undefined) headers['tracestate'] = trace.traceState;
   }
-  const path = UPSTREAM_PATH[x.route];
-  await pipeUpstream(up, path, headers, r.outBody, x, res, abort, ctx, clientGone);
+  return pipeUpstream(up, UPSTREAM_PATH[x.route], headers, r.outBody, x, res, abort, ctx, clientGone);
 }
 
 /** Releases the admission slot, writes the one terminal record, and the line of a request that did not succeed. */
@@ -248,10 +301,16 @@ function endExchange(x: Exchange, r: Routable, admitted: boolean, ctx: RelayCont
   // Cut by a graceful stop: the router ended it, the client did not cancel it.
   if (ctx.stopping.value && x.outcome === 'disconnected') x.outcome = 'error';
   if (admitted) r.up.admission.release();
+  // A Responses answer's id: where a later retrieve or cancel of it goes (decision 0032).
+  if (x.obs.responseId !== null && x.upstreamReplica !== null)
+    ctx.responseIds?.learn(x.obs.responseId, r.up.route, x.upstreamReplica);
   const finishedMs = Math.max(Date.now(), a.startedAt);
   ctx.registry.finish(a, terminalRecord(x, ctx, finishedMs), finishedMs);
-  const line = { gateway_request_id: a.gid, model: a.model, outcome: x.outcome, status: x.statusCode };
   // Every request that did not succeed leaves one line an operator can search by id.
-  if (x.outcome === 'success') ctx.logger.debug(line, 'request finished');
-  else if (ctx.failureLines.take(finishedMs)) ctx.logger.info(line, 'request finished');
+  const lineAt = x.outcome === 'success' ? (ctx.logger.isLevelEnabled('debug') ? 'debug' : undefined) : 'info';
+  if (lineAt === undefined || (lineAt === 'info' && !ctx.failureLines.take(finishedMs))) return;
+  ctx.logger[lineAt](
+    { gateway_request_id: a.gid, model: a.model, outcome: x.outcome, status: x.statusCode },
+    'request finished',
+  );
 }

@@ -1,5 +1,5 @@
 import type { ActiveSummary, RouterRegistry } from './records/router-registry.js';
-import { ErrorCode, InvalidInputError, NotFoundError, SvcError } from '../errors.js';
+import { ErrorCode, InvalidArgumentError, NotFoundError, SvcError } from '../errors.js';
 import type { LineageKey } from '../schema/diagnosis.js';
 import type { Truncation } from '../schema/envelopes.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE, type TerminalRecord } from '../schema/terminal-record.js';
@@ -45,9 +45,12 @@ async function bounded<T>(registry: RouterRegistry, scan: () => Promise<T>): Pro
   }
 }
 
-/** `{"request": TerminalRecord}` for a generated or legacy id. Thrown when: the id is malformed (InvalidInputError); no record (NotFoundError); too many lookups waiting (SVC_ERR_UNAVAILABLE). */
+/** Why an id or a lineage key's value is refused (the request id and lineage headers' grammar). */
+export const ID_REASON = 'must be 1 to 128 letters, digits or ._:@/+=- characters';
+
+/** `{"request": TerminalRecord}` for a generated or legacy id. Thrown when: the id is malformed (InvalidArgumentError naming `id`); no record (NotFoundError); too many lookups waiting (SVC_ERR_UNAVAILABLE). */
 export async function lookupRequest(registry: RouterRegistry, id: string): Promise<{ request: TerminalRecord }> {
-  if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new InvalidInputError();
+  if (!GENERATED_ID_RE.test(id) && !LEGACY_ID_RE.test(id)) throw new InvalidArgumentError('id', ID_REASON);
   const record = await bounded(registry, () => registry.lookup(id));
   if (!record) throw new NotFoundError();
   return { request: record };
@@ -56,7 +59,7 @@ export async function lookupRequest(registry: RouterRegistry, id: string): Promi
 /**
  * `{"requests": [...], "truncation": ...}`: the retained records whose session, task or
  * workbench run is `value`, newest first (an empty list is an answer, not a 404).
- * Thrown when: the value is not an opaque id (InvalidInputError); too many lookups
+ * Thrown when: the value is not an opaque id (InvalidArgumentError naming `key`); too many lookups
  * waiting (SVC_ERR_UNAVAILABLE).
  */
 export function lookupHistory(
@@ -64,7 +67,7 @@ export function lookupHistory(
   key: LineageKey,
   value: string,
 ): Promise<{ requests: TerminalRecord[]; truncation: Truncation }> {
-  if (!OPAQUE_ID_RE.test(value)) throw new InvalidInputError();
+  if (!OPAQUE_ID_RE.test(value)) throw new InvalidArgumentError(key, ID_REASON);
   return bounded(registry, () => registry.history(key, value));
 }
 

@@ -5,6 +5,8 @@
  * the usage from `usage.input_tokens` / `usage.output_tokens`. docs/decisions/0055.
  */
 import { MAX_RECORD_TOKENS, type FinishReason } from '../schema/terminal-record.js';
+import { openAiError, type ErrorCode } from '../errors.js';
+import { RESPONSE_ID_RE } from './response-ids.js';
 
 /** The measurements a Responses answer fills in (StreamObserver's members of the same names). */
 export interface ObservedAnswer {
@@ -18,6 +20,21 @@ export interface ObservedAnswer {
   completionTokens: number | null;
   done: boolean;
   failed: boolean;
+  /**
+   * A buffered Response the engine only accepted (`status` `queued` or `in_progress`: a
+   * `background` request): its output is yet to be generated, so none is counted or estimated.
+   */
+  accepted: boolean;
+  /**
+   * The Response's `id` (a buffered answer's, a stream's from its first event that carries
+   * the Response), when it has the shape of one: where a later retrieve must go (decision 0032).
+   */
+  responseId: string | null;
+  /**
+   * One past the highest `sequence_number` of the events read before any failure (0 when none
+   * had one): the number the router's own `error` event takes when it ends the stream.
+   */
+  nextSequence: number;
 }
 
 /**
@@ -37,6 +54,8 @@ const TERMINAL_EVENTS: ReadonlySet<string> = new Set(['response.completed', 'res
 export function observeResponsesEvent(o: ObservedAnswer, v: Record<string, unknown>, at: number): void {
   const type = v['type'];
   if (typeof type !== 'string') return;
+  // `response.created` carries the Response first; any later event with it would do.
+  if (o.responseId === null && isObject(v['response'])) o.responseId = responseIdOf(v['response']);
   if (TEXT_DELTAS.has(type)) {
     const delta = v['delta'];
     if (typeof delta === 'string' && delta.length > 0) {
@@ -62,6 +81,22 @@ export function observeResponsesEvent(o: ObservedAnswer, v: Record<string, unkno
     // event replaces it) and the record's finish is `error`.
     o.failed = true;
   }
+  // Only events the client gets count: the failing one is not relayed.
+  const seq = v['sequence_number'];
+  if (!o.failed && isSequence(seq) && seq >= o.nextSequence) o.nextSequence = seq + 1;
+}
+
+/**
+ * The SSE `error` event that ends a Responses stream the router ends in failure (the engine
+ * failed, stalled or was cut after some events were relayed): OpenAI's own shape for it
+ * (`{"type": "error", "code", "message", "param", "sequence_number"}`), which the OpenAI SDKs
+ * yield as an event of type `error`, with the registry's code and fixed message.
+ * docs/decisions/0030.
+ */
+export function responsesErrorEvent(code: ErrorCode, sequence: number): Buffer {
+  const e = openAiError(code).error;
+  const data = { type: 'error', code: e.code, message: e.message, param: e.param, sequence_number: sequence };
+  return Buffer.from(`event: error\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
 /** A whole (non-streaming) Response object that arrived at `at`. */
@@ -70,6 +105,7 @@ export function observeResponsesBody(o: ObservedAnswer, r: Record<string, unknow
     o.failed = true;
     return;
   }
+  o.responseId = responseIdOf(r);
   const output = r['output'];
   if (Array.isArray(output)) {
     for (const item of output) {
@@ -89,7 +125,9 @@ export function observeResponsesBody(o: ObservedAnswer, r: Record<string, unknow
     o.fragments = 1;
   }
   o.finishReason = responsesFinish(r);
-  readUsage(o, r['usage']);
+  // Accepted, not answered (decision 0031): an output count would be of work still to come.
+  o.accepted = r['status'] === 'queued' || r['status'] === 'in_progress';
+  readUsage(o, r['usage'], !o.accepted);
 }
 
 /**
@@ -147,11 +185,17 @@ export function responsesPromptChars(body: Record<string, unknown>): number {
   return n;
 }
 
-function readUsage(o: ObservedAnswer, u: unknown): void {
+function readUsage(o: ObservedAnswer, u: unknown, output = true): void {
   if (!isObject(u)) return;
   // A count past what a record may hold is no count (the estimate stands).
   if (isTokenCount(u['input_tokens'])) o.promptTokens = u['input_tokens'];
-  if (isTokenCount(u['output_tokens'])) o.completionTokens = u['output_tokens'];
+  if (output && isTokenCount(u['output_tokens'])) o.completionTokens = u['output_tokens'];
+}
+
+/** A Response's `id`, when it has the shape of one; else null. */
+function responseIdOf(r: Record<string, unknown>): string | null {
+  const id = r['id'];
+  return typeof id === 'string' && RESPONSE_ID_RE.test(id) ? id : null;
 }
 
 function isFunctionCall(item: unknown): boolean {
@@ -164,6 +208,11 @@ function textLength(v: unknown): number {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A sequence number that one more can follow (a safe non-negative integer below the largest). */
+function isSequence(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) < Number.MAX_SAFE_INTEGER;
 }
 
 function isTokenCount(v: unknown): v is number {

@@ -4,8 +4,15 @@ import { Type } from '@sinclair/typebox';
 import type { AuthorizationPolicy } from '../auth/policy.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import type { RouterConfig } from '../config/router-config.js';
-import { ErrorCode, ForbiddenError, InvalidInputError, SvcError, UnauthenticatedError } from '../errors.js';
-import { ActiveBody, LINEAGE_KEYS, LookupBody, RouterStatus, SessionBody } from '../schema/diagnosis.js';
+import { ErrorCode, ForbiddenError, InvalidArgumentError, SvcError, UnauthenticatedError } from '../errors.js';
+import {
+  ActiveBody,
+  LINEAGE_KEYS,
+  LookupBody,
+  RouterStatus,
+  SessionBody,
+  type LineageKey,
+} from '../schema/diagnosis.js';
 import { NodeResult } from '../schema/envelopes.js';
 import { FilterArgs, parseFilterQuery, resolveFilters, type Filters } from '../schema/filters.js';
 import { GENERATED_ID_RE, LEGACY_ID_RE, OPAQUE_ID_RE } from '../schema/terminal-record.js';
@@ -17,7 +24,7 @@ import {
   parsedByHandler,
   problemResponses,
 } from '../http/route-schemas.js';
-import { splitQuery } from '../schema/query-string.js';
+import { QUERY_PARAM, splitQuery } from '../schema/query-string.js';
 import { lookupActive, lookupHistory, lookupRecent, lookupRequest } from './request-lookups.js';
 import type { DataPlaneKeys } from '../auth/api-keys.js';
 import type { RouterMetrics } from './metrics.js';
@@ -53,6 +60,35 @@ function rawQuery(req: FastifyRequest): string {
  */
 const REQUESTS_QUERY_MEMBERS = ['active', 'recent', 'history', ...LINEAGE_KEYS] as const;
 
+/** What a valid `/v1/requests` query asks for. */
+type RequestsAsk = { readonly list: 'active' | 'recent' } | { readonly key: LineageKey; readonly value: string };
+
+const REQUESTS_SHAPES =
+  'must be active=1 alone, recent=1 alone, or history=1 with exactly one of session_id, task_id, workbench_run_id';
+
+/**
+ * Reads `/v1/requests`'s members (split by splitQuery): `active=1` alone, `recent=1` alone,
+ * or `history=1` with exactly one lineage key.
+ * Thrown when: anything else (InvalidArgumentError naming the member at fault, or `query`
+ * when there is none).
+ */
+function requestsAsk(params: ReadonlyMap<(typeof REQUESTS_QUERY_MEMBERS)[number], string>): RequestsAsk {
+  const reject = (name: string, reason: string): never => {
+    throw new InvalidArgumentError(name, reason);
+  };
+  if (params.size === 0) reject(QUERY_PARAM, REQUESTS_SHAPES);
+  for (const flag of ['active', 'recent', 'history'] as const)
+    if (params.has(flag) && params.get(flag) !== '1') reject(flag, 'must be 1');
+  for (const list of ['active', 'recent'] as const)
+    if (params.has(list)) return params.size === 1 ? { list } : reject(list, 'must be the only member');
+  const keys = LINEAGE_KEYS.filter((k) => params.has(k));
+  // No active or recent: every member is history or a lineage key.
+  if (!params.has('history')) reject('history', 'must be 1 beside session_id, task_id or workbench_run_id');
+  if (keys.length === 0) reject('history', 'must come with exactly one of session_id, task_id, workbench_run_id');
+  if (keys.length > 1) reject(keys[1]!, 'must not come with another of session_id, task_id, workbench_run_id');
+  return { key: keys[0]!, value: params.get(keys[0]!)! };
+}
+
 /** An OpenAI model object for an alias (`created`: when this router started, in seconds). */
 function modelObject(alias: string, created: number): Record<string, unknown> {
   return { id: alias, object: 'model', created, owned_by: 'svc-serving' };
@@ -67,9 +103,16 @@ function unknownModel(): never {
   throw new SvcError(ErrorCode.MODEL_NOT_FOUND);
 }
 
-/** A route that takes no parameters refuses a query string (400), never ignores it. */
-function noQuery(req: FastifyRequest): void {
-  if (rawQuery(req) !== '') throw new InvalidInputError();
+/**
+ * A route that takes no parameters refuses a query string (400), never ignores it: a problem
+ * names it (`query` in `invalid_params`); a model route's error object says it in words
+ * (`unsupported_parameter`, no parameter named: a query string is none of the API's).
+ */
+function noQuery(req: FastifyRequest, named = true): void {
+  if (rawQuery(req) === '') return;
+  throw named
+    ? new InvalidArgumentError(QUERY_PARAM, 'must be empty: this route takes no parameters')
+    : new SvcError(ErrorCode.MODEL_QUERY_REFUSED);
 }
 
 const LookupId = Type.String({
@@ -215,7 +258,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
   app.get('/v1/models', { schema: modelsSchema }, async (req, reply) => {
     if (!o.keys.accepts(req.headers.authorization))
       throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
-    noQuery(req);
+    noQuery(req, false);
     const created = Math.floor(Date.parse(o.startedAt) / 1000);
     return reply.send({
       object: 'list',
@@ -228,7 +271,7 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
   app.get('/v1/models/:model', { schema: modelSchema }, async (req, reply) => {
     if (!o.keys.accepts(req.headers.authorization))
       throw o.knownCredential(req.headers.authorization) ? new ForbiddenError() : new UnauthenticatedError();
-    noQuery(req);
+    noQuery(req, false);
     const alias = (req.params as { model: string }).model;
     if (!o.routing().models.some((m) => m.alias === alias)) unknownModel();
     return reply.send(modelObject(alias, Math.floor(Date.parse(o.startedAt) / 1000)));
@@ -242,14 +285,9 @@ export const routerRoutes: FastifyPluginAsync<RouterRoutesOptions> = async (base
 
   app.get('/v1/requests', { schema: requestsSchema }, async (req, reply) => {
     lookupAuth(req);
-    const params = splitQuery(rawQuery(req), REQUESTS_QUERY_MEMBERS);
-    if (params.size === 1 && params.get('active') === '1') return reply.send(lookupActive(o.registry));
-    if (params.size === 1 && params.get('recent') === '1') return reply.send(lookupRecent(o.registry));
-    // `history=1` with exactly one of session_id, task_id, workbench_run_id.
-    const key = LINEAGE_KEYS.find((k) => params.has(k));
-    if (params.size === 2 && params.get('history') === '1' && key !== undefined)
-      return reply.send(await lookupHistory(o.registry, key, params.get(key)!));
-    throw new InvalidInputError();
+    const ask = requestsAsk(splitQuery(rawQuery(req), REQUESTS_QUERY_MEMBERS));
+    if ('list' in ask) return reply.send(ask.list === 'active' ? lookupActive(o.registry) : lookupRecent(o.registry));
+    return reply.send(await lookupHistory(o.registry, ask.key, ask.value));
   });
 
   app.get('/v1/router/status', { schema: statusSchema }, async (req, reply) => {

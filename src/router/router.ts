@@ -17,14 +17,16 @@ import { PACKAGE_VERSION } from '../version.js';
 import { createHttpApp, listen, originForm } from '../http/http-app.js';
 import { createNodeServer, reloadableTls, type ReloadableTls } from '../http/tls.js';
 import { natsMetrics } from '../http/metrics-endpoint.js';
-import { refuseMethod } from './relay-refusal.js';
+import { answerConnectionFault, recordCrash, refuseExpectation, refuseMethod } from './relay-refusal.js';
 import type { RouterMetrics } from './metrics.js';
 import { DataPlaneKeys, digest } from '../auth/api-keys.js';
 import { cutUploads, relayInference } from './relay.js';
 import type { RelayContext } from './relay-context.js';
 import { routerRoutes } from './router-routes.js';
+import { responsesRoutes } from './responses-routes.js';
+import { ResponseIds } from './response-ids.js';
 import { serveRequestLookups } from './requests-responder.js';
-import { newGatewayId, sendRawProblem } from './relay-support.js';
+import { sendRawProblem } from './relay-support.js';
 import type { RouterRegistry } from './records/router-registry.js';
 import { openRouterRecords, type RouterRecords } from './router-records.js';
 import { buildRoutingTable, closeTable, retireTable } from './routing-table.js';
@@ -32,6 +34,7 @@ import { reloadRouting, type ReloadResult, type RoutingState } from './router-re
 import { routerFailing } from './router-health.js';
 import { healthRoutes } from '../http/health-routes.js';
 import { UploadBudget } from './upload-budget.js';
+import { ID_REASON } from './request-lookups.js';
 import { LineBudget } from '../http/line-budget.js';
 import type { ServerDeps } from '../http/server-deps.js';
 import type { Logger } from 'pino';
@@ -52,13 +55,19 @@ const INFERENCE: ReadonlyMap<string, RouteName> = new Map([
 
 /**
  * The last line of defence for a relay that threw where nothing expected it: one log line
- * (the error's name only) and a fixed problem, never an unhandled rejection that ends the
- * process with every request in flight.
+ * (the error's name only), the fixed 500 error object (or the connection closed when an
+ * answer had begun) and the request's one terminal record when it has none yet, never an
+ * unhandled rejection that ends the process with every request in flight.
  */
-function relayCrashed(res: ServerResponse, log: Logger, err: unknown): void {
-  log.error({ err }, 'relay failed unexpectedly');
+function relayCrashed(res: ServerResponse, route: RouteName, ctx: RelayContext, err: unknown): void {
+  ctx.logger.error({ err }, 'relay failed unexpectedly');
   if (!res.headersSent) sendRawProblem(res, ErrorCode.INTERNAL);
   else res.destroy();
+  try {
+    recordCrash(ctx, res, route);
+  } catch (e) {
+    ctx.logger.error({ err: e }, 'record of a failed relay not written');
+  }
 }
 
 /** Percent-encoded unreserved characters (letters, digits, `-._~`) decoded; every other escape kept. */
@@ -69,17 +78,41 @@ export function decodeUnreserved(path: string): string {
   });
 }
 
-/** The inference route a request's path names, or undefined. */
-function inferenceRoute(req: IncomingMessage): RouteName | undefined {
+/** A request's path as the router matches it, or undefined. */
+function requestPath(req: IncomingMessage): string | undefined {
   // Absolute form too (RFC 9112 3.2.2): the one place the raw URL is matched; Fastify's
   // routes see it rewritten (createHttpApp's rewriteUrl).
   const url = req.url === undefined ? undefined : originForm(req.url);
   const q = url?.indexOf('?') ?? -1;
-  let path = q < 0 ? url : url!.slice(0, q);
+  const path = q < 0 ? url : url!.slice(0, q);
   // `/v1/chat/completion%73` names the same resource (RFC 3986 6.2.2.2), as Fastify's
   // routes already treat it: unreserved characters are decoded before the match.
-  if (path?.includes('%')) path = decodeUnreserved(path);
+  return path?.includes('%') ? decodeUnreserved(path) : path;
+}
+
+/** The inference route a request's path names, or undefined. */
+function inferenceRoute(req: IncomingMessage): RouteName | undefined {
+  const path = requestPath(req);
   return path ? INFERENCE.get(path) : undefined;
+}
+
+const OPENAI_ROUTE_TAIL =
+  /\/(?:chat\/completions|completions|embeddings|rerank|audio\/transcriptions|responses(?:\/[^/]+(?:\/cancel|\/input_items)?)?|models(?:\/.*)?)\/?$/;
+const CONTROL_PATH = /^\/v1\/(?:requests|router|workloads)(?:\/|$)/;
+
+/** A path ending as an OpenAI API route does, whatever comes before it, outside the router's read routes (an id may end so). */
+function asksOpenAiRoute(path: string): boolean {
+  return OPENAI_ROUTE_TAIL.test(path) && !CONTROL_PATH.test(path);
+}
+
+/** The stored-response routes (responses-routes.ts), which identify and record as the inference routes do. */
+const STORED_RESPONSE_PATH = /^\/v1\/responses\/[^/]+(?:\/cancel|\/input_items)?$/;
+
+/** The route whose ids and record a request node:http answers itself gets: an inference or stored-response path. */
+function recordedRoute(req: IncomingMessage): RouteName | undefined {
+  const path = requestPath(req);
+  if (path === undefined) return undefined;
+  return INFERENCE.get(path) ?? (STORED_RESPONSE_PATH.test(path) ? 'responses' : undefined);
 }
 
 /**
@@ -109,7 +142,14 @@ export interface RouterHandle {
   close(): Promise<void>;
 }
 
-export type RouterDeps = ServerDeps;
+export interface RouterDeps extends ServerDeps {
+  /**
+   * Longest time a request may take to arrive whole (default ROUTER_REQUEST_TIMEOUT_MS) and how
+   * often node checks it (default 30 s): tests shorten both to reach the cut in a second.
+   */
+  readonly requestTimeoutMs?: number;
+  readonly connectionsCheckIntervalMs?: number;
+}
 
 /**
  * Every credential the router knows, as digests (its data-plane keys, policy clients and NATS
@@ -196,11 +236,20 @@ function startObservation(cfg: RouterConfig, bus: Bus, registry: RouterRegistry,
  */
 function routerApp(
   ctx: RelayContext,
-  keys: DataPlaneKeys,
   metrics: RouterMetrics,
   tls: ReloadableTls | undefined,
   log: Logger,
+  deps: RouterDeps,
 ): FastifyInstance {
+  const requestTimeout = deps.requestTimeoutMs ?? ROUTER_REQUEST_TIMEOUT_MS;
+  // Node refuses a headers timeout longer than the request timeout.
+  const timeouts = {
+    requestTimeout,
+    headersTimeout: Math.min(60_000, requestTimeout),
+    ...(deps.connectionsCheckIntervalMs !== undefined
+      ? { connectionsCheckingInterval: deps.connectionsCheckIntervalMs }
+      : {}),
+  };
   // A request refused before authentication has no id (and no record): counted apart, by status.
   const countRefusal = (res: ServerResponse): void => {
     if (!res.hasHeader('x-svc-request-id')) metrics.authRefused(res.statusCode);
@@ -208,24 +257,47 @@ function routerApp(
   return createHttpApp({
     logger: log,
     tls,
-    // The data plane's model routes answer OpenAI error objects (CONTRACT.md, HTTP).
-    openAiErrors: (path) => path === '/v1/models' || path.startsWith('/v1/models/'),
-    // An authenticated inference request refused by node:http itself still gets its id.
-    refusedHeaders: (req) =>
-      inferenceRoute(req) !== undefined && keys.accepts(req.headers.authorization)
-        ? { 'x-svc-request-id': newGatewayId() }
-        : undefined,
+    // The data plane's model and stored-response routes answer OpenAI error objects
+    // (CONTRACT.md, HTTP); so do the inference paths where node answers a request itself.
+    openAiErrors: (path) =>
+      path === '/v1/models' ||
+      path.startsWith('/v1/models/') ||
+      path.startsWith('/v1/responses/') ||
+      INFERENCE.has(path.includes('%') ? decodeUnreserved(path) : path) ||
+      asksOpenAiRoute(path),
+    // What an OpenAI client asks under a wrong base URL (no /v1, another prefix, a trailing
+    // slash): a 404 in its own shape that says where the routes are.
+    unknownRoute: (path) => (asksOpenAiRoute(path) ? ErrorCode.ROUTE_NOT_FOUND : undefined),
+    // A path parameter no route can read (bad percent-encoding, longer than any id): no alias,
+    // response or record can have it, so the answer an unknown one gets, naming the parameter.
+    unroutable: (path) =>
+      path.startsWith('/v1/models/')
+        ? { code: ErrorCode.MODEL_NOT_FOUND }
+        : path.startsWith('/v1/responses/')
+          ? { code: ErrorCode.RESPONSE_NOT_FOUND }
+          : path.startsWith('/v1/requests/')
+            ? { code: ErrorCode.INVALID_INPUT, invalid: { name: 'id', reason: ID_REASON } }
+            : undefined,
+    // Inference and stored-response requests node:http refuses itself (an unsupported
+    // Expect), or whose connection fails while their body arrives: answered by the relay's
+    // rules (an OpenAI error object; with a key, ids and one terminal record).
+    answerExpectation: (req, res) => {
+      const route = recordedRoute(req);
+      if (route !== undefined) refuseExpectation(req, res, route, ctx);
+      return route !== undefined;
+    },
+    answerFault: (res, err) => answerConnectionFault(ctx, res, err),
     serverFactory: (handler) =>
       createNodeServer(
         tls,
-        { keepAliveTimeout: 65_000, requestTimeout: ROUTER_REQUEST_TIMEOUT_MS, requireHostHeader: false },
+        { keepAliveTimeout: 65_000, ...timeouts, requireHostHeader: false },
         (req: IncomingMessage, res: ServerResponse) => {
           const route = inferenceRoute(req);
           if (route === undefined) handler(req, res);
           else if (req.method === 'POST')
             relayInference(req, res, route, ctx).then(
               () => countRefusal(res),
-              (err: unknown) => relayCrashed(res, log, err),
+              (err: unknown) => relayCrashed(res, route, ctx, err),
             );
           // An authenticated inference route answers with its identifier (and leaves its record), errors included.
           else refuseMethod(req, res, route, ctx);
@@ -257,8 +329,10 @@ async function stopGracefully(app: FastifyInstance, ctx: RelayContext, registry:
   clearInterval(idle);
   clearTimeout(t);
   clearTimeout(last);
-  // Connections are closed; a relay may still be writing its record (bounded wait).
-  for (let i = 0; i < 50 && registry.active.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  // Connections are closed; a relay may still be writing its record, and a request whose
+  // upload the close cut has yet to see it cut and leave its record (bounded wait).
+  for (let i = 0; i < 50 && (registry.active.size > 0 || ctx.uploading.size > 0); i++)
+    await new Promise((r) => setTimeout(r, 20));
 }
 
 /**
@@ -304,12 +378,13 @@ function relayContext(
     logger: log,
     packageVersion: PACKAGE_VERSION,
     stopping: { value: false },
-    uploading: new Set(),
+    uploading: new Map(),
     uploadBudget: new UploadBudget(Math.max(UPLOAD_BUDGET_BYTES, 4 * cfg.maxBodyBytes)),
     failureLines: new LineBudget(FAILURE_LINES_PER_SECOND, (skipped) =>
       log.info({ skipped }, 'request lines left out (rate bound); every routed request has its terminal record'),
     ),
     spanIds: tracing?.ids,
+    responseIds: new ResponseIds(),
   };
 }
 
@@ -331,7 +406,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     table: buildRoutingTable(cfg.models, cfg.routingConfigHash, env, cfg.readinessTtlMs, credentials),
   };
   // Off unless the OTEL_* variables ask for it (the SDK is not even loaded then).
-  const tracing = await startTracing(log);
+  const tracing = await startTracing(log, env);
   let records: RouterRecords;
   try {
     records = openRouterRecords(
@@ -354,7 +429,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
   const ownsBus = deps.bus === undefined;
   const stopNatsMetrics = natsMetrics(metrics.registry, bus);
   const observation = startObservation(cfg, bus, registry, log);
-  const app = routerApp(ctx, keys, metrics, tls, log);
+  const app = routerApp(ctx, metrics, tls, log, deps);
   await app.register(routerRoutes, {
     cfg,
     routing: () => routing.table,
@@ -367,6 +442,7 @@ export async function startRouter(cfg: RouterConfig, deps: RouterDeps): Promise<
     packageVersion: PACKAGE_VERSION,
     workloads: observation.workloads,
   });
+  await app.register(responsesRoutes, { ctx, authRefused: (status) => metrics.authRefused(status) });
   await app.register(healthRoutes, { failing: () => routerFailing(routing.table, records.decisionLog), tag: 'router' });
   const closeAll = async (): Promise<void> => {
     observation.stopChanges();

@@ -47,6 +47,12 @@ export class StreamObserver {
    * Responses stream's terminal event (what is relayed of it; nothing after it is read or relayed).
    */
   doneAtByte = 0;
+  /** A buffered Response only accepted (`queued`, `in_progress`): no output yet (responses-observe.ts). */
+  accepted = false;
+  /** A Responses answer's id, where a retrieve of it must go (responses-observe.ts). */
+  responseId: string | null = null;
+  /** A Responses stream: one past the highest `sequence_number` relayed (responses-observe.ts). */
+  nextSequence = 0;
   private pending = '';
   private skipping = false;
   /** The previous chunk ended with CR: an LF first in this one completes that CRLF. */

@@ -8,12 +8,34 @@ export interface BusMsg {
   readonly data: Uint8Array;
 }
 
-/** Handler of a request/reply service: returns the reply bytes. */
-export type BusHandler = (data: Uint8Array, subject: string) => Uint8Array | Promise<Uint8Array>;
+/**
+ * A request's headers as its handler reads them (NATS message headers): the value or values
+ * of a name, matched case-insensitively, or undefined. What a value may be is the reader's
+ * rule: they come from whoever may publish on the subject.
+ */
+export interface BusHeaders {
+  get(name: string): string | string[] | undefined;
+}
+
+/** Handler of a request/reply service: returns the reply bytes. `headers`: the request's, when it had any. */
+export type BusHandler = (data: Uint8Array, subject: string, headers?: BusHeaders) => Uint8Array | Promise<Uint8Array>;
 
 export interface BusRequestOptions {
   /** Give up after this many milliseconds (BusTimeoutError). */
   readonly timeoutMs: number;
+  /** Headers sent with the request (W3C trace context: decision 0058); names in lower case. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** The headers of a request sent with `BusRequestOptions.headers`, as a handler reads them (in process). */
+export function recordHeaders(h: Readonly<Record<string, string>>): BusHeaders {
+  return {
+    get(name) {
+      const want = name.toLowerCase();
+      for (const k of Object.keys(h)) if (k.toLowerCase() === want) return h[k];
+      return undefined;
+    },
+  };
 }
 
 /** A live request/reply service; `stop()` unsubscribes it. */

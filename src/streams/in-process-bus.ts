@@ -1,7 +1,14 @@
 import { Observable, Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import { BusClosedError, BusNoRespondersError, BusTimeoutError, InvalidInputError } from '../errors.js';
-import type { Bus, BusHandler, BusMsg, BusRequestOptions, BusService } from './bus.js';
+import {
+  recordHeaders,
+  type Bus,
+  type BusHandler,
+  type BusMsg,
+  type BusRequestOptions,
+  type BusService,
+} from './bus.js';
 import { assertPattern, assertSubject, hasWildcard, subjectMatches } from './subject-match.js';
 
 /** Default largest payload, the nats-server default, so both buses refuse the same sizes. */
@@ -125,7 +132,7 @@ export class InProcessBus implements Bus {
       this.#pending.add(pending);
       // Run the handler on a later tick, as a remote responder would, never inside request().
       queueMicrotask(() => {
-        void this.#answer(responder, subject, data).then((reply) => {
+        void this.#answer(responder, subject, data, opts.headers).then((reply) => {
           if (reply === undefined || !this.#pending.delete(pending)) return;
           clearTimeout(pending.timer);
           resolve(reply);
@@ -206,9 +213,14 @@ export class InProcessBus implements Bus {
   }
 
   /** Runs a handler; a failure is logged and yields no reply, so the requester times out as over NATS. */
-  async #answer(responder: Responder, subject: string, data: Uint8Array): Promise<Uint8Array | undefined> {
+  async #answer(
+    responder: Responder,
+    subject: string,
+    data: Uint8Array,
+    headers: Readonly<Record<string, string>> | undefined,
+  ): Promise<Uint8Array | undefined> {
     try {
-      const reply = await responder.handler(data, subject);
+      const reply = await responder.handler(data, subject, headers && recordHeaders(headers));
       if (reply.length > this.maxPayload) {
         this.#log?.warn({ subject }, 'bus reply over max payload dropped');
         return undefined;

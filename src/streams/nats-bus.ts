@@ -9,9 +9,10 @@ import {
   RequestError,
   TimeoutError,
   UserAuthenticationExpiredError,
+  Match,
   connect,
 } from '@nats-io/transport-node';
-import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { BehaviorSubject, Observable } from 'rxjs';
 import type { Logger } from 'pino';
 import {
@@ -24,7 +25,7 @@ import {
   InvalidInputError,
   SvcError,
 } from '../errors.js';
-import type { Bus, BusHandler, BusMsg, BusRequestOptions, BusService } from './bus.js';
+import type { Bus, BusHandler, BusHeaders, BusMsg, BusRequestOptions, BusService } from './bus.js';
 import { DEFAULT_MAX_PAYLOAD } from './in-process-bus.js';
 import { assertPattern, assertSubject } from './subject-match.js';
 import { endpoints, tlsFailure } from './nats-endpoints.js';
@@ -65,6 +66,16 @@ const INBOX_REPLY_RE = /^_INBOX(?:_[A-Za-z0-9_-]{1,64})?\.[^.\s*>]+(?:\.[^.\s*>]
 /** True when `reply` is a subject this bus answers requests on (an inbox). */
 export function isInboxReply(reply: string): boolean {
   return reply.length <= 512 && INBOX_REPLY_RE.test(reply);
+}
+
+/** A received message's headers as a handler reads them: names matched case-insensitively, as HTTP's are. */
+function busHeaders(h: MsgHdrs): BusHeaders {
+  return {
+    get(name) {
+      const v = h.values(name, Match.IgnoreCase);
+      return v.length === 0 ? undefined : v.length === 1 ? v[0] : v;
+    },
+  };
 }
 
 /** Refused reply subjects are logged at most this often (with how many since the last line). */
@@ -209,7 +220,7 @@ export class NatsBus implements Bus {
     // A timeout of 0 would fail every request at once (nats.js made it 1 s): refused instead.
     if (data.length > this.maxPayload || !(opts.timeoutMs > 0)) throw new InvalidInputError();
     try {
-      return await this.#requests.request(subject, data, opts.timeoutMs);
+      return await this.#requests.request(subject, data, opts.timeoutMs, opts.headers);
     } catch (err) {
       throw this.#mapError(err);
     }
@@ -311,7 +322,7 @@ export class NatsBus implements Bus {
   #handle(handler: BusHandler, msg: Msg): void {
     let out: Uint8Array | Promise<Uint8Array>;
     try {
-      out = handler(msg.data, msg.subject);
+      out = handler(msg.data, msg.subject, msg.headers && busHeaders(msg.headers));
     } catch (err) {
       this.#handlerFailed(msg.subject, err);
       return;

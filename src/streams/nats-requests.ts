@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto';
-import { createInbox } from '@nats-io/transport-node';
-import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { createInbox, headers as natsHeaders } from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { BusNoRespondersError, BusTimeoutError, ForbiddenError } from '../errors.js';
 
 /** 128 random bits a token: no one who saw other requests' reply subjects can name a pending one. */
@@ -53,8 +53,13 @@ export class RequestMux {
     this.#mapError = mapError;
   }
 
-  /** One request, one reply. Rejects with BusTimeoutError, BusNoRespondersError, or the mapped client error. */
-  request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+  /** One request (with `headers`, when given), one reply. Rejects with BusTimeoutError, BusNoRespondersError, or the mapped client error. */
+  request(
+    subject: string,
+    data: Uint8Array,
+    timeoutMs: number,
+    headers?: Readonly<Record<string, string>>,
+  ): Promise<Uint8Array> {
     // Subscribed on first use and again after the server ended the subscription; the SUB
     // goes out before the request on the same connection, so the reply finds it.
     if (this.#sub === undefined || this.#sub.isClosed()) this.#subscribe();
@@ -66,7 +71,8 @@ export class RequestMux {
       }, timeoutMs);
       this.#pending.set(token, { subject, resolve, reject, timer });
       try {
-        this.#nc.publish(subject, data, { reply: this.#prefix + token });
+        const reply = this.#prefix + token;
+        this.#nc.publish(subject, data, headers ? { reply, headers: msgHeaders(headers) } : { reply });
       } catch (err) {
         this.#take(token)?.reject(this.#mapError(err));
       }
@@ -118,4 +124,11 @@ export class RequestMux {
     });
     this.#sub = sub;
   }
+}
+
+/** NATS message headers holding `h`. */
+function msgHeaders(h: Readonly<Record<string, string>>): MsgHdrs {
+  const out = natsHeaders();
+  for (const [k, v] of Object.entries(h)) out.set(k, v);
+  return out;
 }

@@ -17,13 +17,34 @@ import { encodeSpan, encodeTraceExport, type EncodedSpan } from './otlp-protobuf
 /** `otel.component.type` of the SDK's OTLP/HTTP span exporter (its self-observability metrics). */
 const COMPONENT_TYPE = 'otlp_http_span_exporter';
 
-/** The exporter `OTEL_TRACES_EXPORTER=otlp` with `http/protobuf` makes, but for its encoder. */
-export async function protobufSpanExporter(): Promise<SpanExporter> {
-  const [base, nodeHttp, transformer] = await Promise.all([
+/** The SDK packages the exporter and its processor are made of (imported only when traces are exported). */
+export interface ProtobufParts {
+  readonly base: typeof import('@opentelemetry/otlp-exporter-base');
+  readonly nodeHttp: typeof import('@opentelemetry/otlp-exporter-base/node-http');
+  readonly transformer: typeof import('@opentelemetry/otlp-transformer');
+  readonly sdkNode: typeof import('@opentelemetry/sdk-node');
+  readonly sdkTrace: typeof import('@opentelemetry/sdk-trace');
+}
+
+/** Imports what protobufSpanProcessor is made of. */
+export async function protobufParts(): Promise<ProtobufParts> {
+  const [base, nodeHttp, transformer, sdkNode, sdkTrace] = await Promise.all([
     import('@opentelemetry/otlp-exporter-base'),
     import('@opentelemetry/otlp-exporter-base/node-http'),
     import('@opentelemetry/otlp-transformer'),
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/sdk-trace'),
   ]);
+  return { base, nodeHttp, transformer, sdkNode, sdkTrace };
+}
+
+/**
+ * The exporter `OTEL_TRACES_EXPORTER=otlp` with `http/protobuf` makes, but for its encoder.
+ * Synchronous: its OTEL_EXPORTER_OTLP_* settings are read from process.env as it is made
+ * (tracing.ts makes it while process.env is the server's own env).
+ */
+export function protobufSpanExporter(p: ProtobufParts): SpanExporter {
+  const { base, nodeHttp, transformer } = p;
   const serializer = {
     serializeRequest: encodeTraceExport,
     deserializeResponse: transformer.ProtobufTraceSerializer.deserializeResponse,
@@ -82,17 +103,13 @@ function positive(read: (name: string) => number | undefined, name: string): num
 
 /**
  * The span processor the SDK makes for an OTLP exporter (its batch processor, configured from
- * OTEL_BSP_*), with the exporter above, fed spans written at their end.
+ * OTEL_BSP_*), with the exporter above, fed spans written at their end. Synchronous, reading
+ * process.env as protobufSpanExporter does.
  */
-export async function protobufSpanProcessor(): Promise<EncodeAtEnd> {
-  const [sdkNode, sdkTrace, exporter] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    import('@opentelemetry/sdk-trace'),
-    protobufSpanExporter(),
-  ]);
-  const read = sdkNode.core.getNumberFromEnv;
-  const batch = new sdkTrace.BatchSpanProcessor({
-    exporter,
+export function protobufSpanProcessor(p: ProtobufParts): EncodeAtEnd {
+  const read = p.sdkNode.core.getNumberFromEnv;
+  const batch = new p.sdkTrace.BatchSpanProcessor({
+    exporter: protobufSpanExporter(p),
     maxQueueSize: positive(read, 'OTEL_BSP_MAX_QUEUE_SIZE'),
     scheduledDelayMillis: positive(read, 'OTEL_BSP_SCHEDULE_DELAY'),
     exportTimeoutMillis: positive(read, 'OTEL_BSP_EXPORT_TIMEOUT'),

@@ -85,7 +85,7 @@ export function parseTraceparent(
 
 /**
  * A caller's `tracestate` as it may travel on: undefined when absent, over the W3C bounds,
- * not a list of `key=value` members, or when a member's value (or the whole text) is a
+ * not a list of `key=value` members, or when a member's value or key (or the whole text) is a
  * credential the router knows (a key pasted there goes neither upstream nor into a span).
  */
 export function cleanTracestate(
@@ -99,11 +99,26 @@ export function cleanTracestate(
   for (const raw of s.split(',')) {
     const m = raw.trim();
     if (m.length === 0) continue;
-    if (!TRACESTATE_MEMBER.test(m) || isCredential(m.slice(m.indexOf('=') + 1))) return undefined;
+    if (!TRACESTATE_MEMBER.test(m) || namesCredential(m, isCredential)) return undefined;
     members.push(m);
   }
   if (members.length === 0 || members.length > TRACESTATE_MAX_MEMBERS) return undefined;
   return isCredential(s) ? undefined : members.join(',');
+}
+
+/**
+ * True when a `key=value` member holds a credential: as its value, its key, or the tenant or
+ * system of a multi-tenant key (`tenant@system`), the places a key can be pasted whole.
+ */
+function namesCredential(member: string, isCredential: (value: string) => boolean): boolean {
+  const eq = member.indexOf('=');
+  const key = member.slice(0, eq);
+  const at = key.indexOf('@');
+  return (
+    isCredential(member.slice(eq + 1)) ||
+    isCredential(key) ||
+    (at >= 0 && (isCredential(key.slice(0, at)) || isCredential(key.slice(at + 1))))
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Context, Span, SpanOptions, Tracer } from '@opentelemetry/api';
-import { protobufSpanProcessor } from './otlp-exporter.js';
+import { protobufParts, protobufSpanProcessor } from './otlp-exporter.js';
 import { sdkPipeline, type SpanPipeline } from './record-span.js';
 import { SpanBatch } from './span-batch.js';
 import { parseTraceparent, randomSpanIds, type SpanIds } from './trace-context.js';
@@ -9,7 +9,9 @@ import { parseTraceparent, randomSpanIds, type SpanIds } from './trace-context.j
  * OpenTelemetry traces, exported over OTLP only when the standard variables ask for it
  * (CONTRACT.md, Telemetry: a deliberate difference from the SDK's default of exporting to
  * localhost). The SDK is imported only then: a process that does not export pays nothing for
- * it, not even the import. One SDK per process, shared by the servers `up` runs together.
+ * it, not even the import. The variables are read from the environment a server is given
+ * (its deps.env, else process.env): servers in one process with the same OTEL_* settings
+ * share one SDK, servers with other settings get their own (decision 0057).
  */
 
 /** The OpenTelemetry API and SDK pieces a span maker needs (loaded lazily). */
@@ -70,27 +72,57 @@ export class StagedIds {
   };
 }
 
-let shared: { tracing: Promise<Tracing>; users: number } | undefined;
+/** The SDKs started, by their OTEL_* settings (otelKey), each with how many servers use it. */
+const shared = new Map<string, { tracing: Promise<Tracing>; users: number }>();
+
+/** What sets an SDK apart: every OTEL_* variable of `env`, in name order. */
+function otelKey(env: NodeJS.ProcessEnv): string {
+  return JSON.stringify(
+    Object.keys(env)
+      .filter((k) => k.startsWith('OTEL_'))
+      .sort()
+      .map((k) => [k, env[k]]),
+  );
+}
 
 /** Longest wait at a stop for the last spans' export. */
 const SHUTDOWN_WAIT_MS = 2_000;
 
 /**
- * The process's tracing when the environment asks for it (tracingRequested), else undefined.
- * Each caller gets the one shared SDK and releases it when it stops.
+ * A server's tracing when `env` (its deps.env, else process.env) asks for it
+ * (tracingRequested), else undefined. Callers with the same OTEL_* settings get one shared
+ * SDK; each releases it when it stops.
  */
 export async function startTracing(log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
   if (!tracingRequested(env)) return undefined;
-  if (shared === undefined) {
-    const s = { tracing: loadTracing(log, env), users: 0 };
-    shared = s;
+  const key = otelKey(env);
+  let s = shared.get(key);
+  if (s === undefined) {
+    const started = { tracing: loadTracing(log, env, key), users: 0 };
+    shared.set(key, started);
     // A failed start leaves nothing behind: the next caller tries again.
-    s.tracing.catch(() => {
-      if (shared === s) shared = undefined;
+    started.tracing.catch(() => {
+      if (shared.get(key) === started) shared.delete(key);
     });
+    s = started;
   }
-  shared.users++;
-  return shared.tracing;
+  s.users++;
+  return s.tracing;
+}
+
+/**
+ * `make()` with `env` as process.env: the SDK reads its settings from process.env alone, while
+ * it is made and started. Synchronous, so no other code runs while the swap lasts.
+ */
+function withEnv<T>(env: NodeJS.ProcessEnv, make: () => T): T {
+  const own = process.env;
+  if (env === own) return make();
+  process.env = env;
+  try {
+    return make();
+  } finally {
+    process.env = own;
+  }
 }
 
 /** A standard variable as the SDK reads it: undefined when unset or blank, else as written. */
@@ -129,7 +161,7 @@ export function protobufExporterChosen(env: NodeJS.ProcessEnv = process.env): bo
 /** Whether a resource attribute list (`OTEL_RESOURCE_ATTRIBUTES`) names the service. */
 const NAMES_SERVICE = /(?:^|,)\s*service\.name\s*=/;
 
-async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing> {
+async function loadTracing(log: Logger, env: NodeJS.ProcessEnv, key: string): Promise<Tracing> {
   const [api, sdkNode, sdkTrace] = await Promise.all([
     import('@opentelemetry/api'),
     import('@opentelemetry/sdk-node'),
@@ -138,7 +170,55 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
   const staged = new StagedIds(new sdkTrace.RandomIdGenerator());
   // The exporter the SDK would make from the environment, with our encoder when it is OTLP
   // over http/protobuf alone; any other choice is the SDK's own (docs/decisions/0033).
-  const processor = protobufExporterChosen(env) ? await protobufSpanProcessor() : undefined;
+  const parts = protobufExporterChosen(env) ? await protobufParts() : undefined;
+  // Made with the server's env as process.env: the exporter reads its settings from it.
+  const { sdk, processor } = withEnv(env, () => {
+    const made = parts !== undefined ? protobufSpanProcessor(parts) : undefined;
+    return { sdk: startSdk(api, sdkNode, staged, env, made), processor: made };
+  });
+  log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
+  // This SDK's own tracer (its provider is not the global one: startSdk).
+  const tracer = sdk.provider.getTracer('svc-serving');
+  const batch = new SpanBatch((err) => log.warn({ errName: (err as Error)?.name }, 'request span not made'));
+  return {
+    // Our processor is the tracer's only one when there is one (the request span is then written as it is made).
+    ...tracingParts(api, tracer, staged, sdkNode.core, processor),
+    later: (task) => batch.add(task),
+    async flush() {
+      batch.run();
+      await sdk.provider.forceFlush?.();
+    },
+    async release() {
+      batch.run();
+      const s = shared.get(key);
+      if (s === undefined || --s.users > 0) return;
+      shared.delete(key);
+      // The last spans go out, but a collector that does not answer cannot hold the stop.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_WAIT_MS);
+        timer.unref();
+      });
+      await Promise.race([sdk.sdk.shutdown().catch(() => undefined), late]);
+      clearTimeout(timer);
+    },
+  };
+}
+
+type SdkNode = typeof import('@opentelemetry/sdk-node');
+type Provider = ReturnType<Api['trace']['getTracerProvider']> & { forceFlush?: () => Promise<void> };
+
+/**
+ * A started SDK and its own tracer provider. The SDK registers its provider globally; it is
+ * taken back out of the global at once, so that servers with other settings can start theirs.
+ */
+function startSdk(
+  api: Api,
+  sdkNode: SdkNode,
+  staged: StagedIds,
+  env: NodeJS.ProcessEnv,
+  processor: ReturnType<typeof protobufSpanProcessor> | undefined,
+): { sdk: InstanceType<SdkNode['NodeSDK']>; provider: Provider } {
   const named = Boolean(env['OTEL_SERVICE_NAME']?.trim()) || NAMES_SERVICE.test(env['OTEL_RESOURCE_ATTRIBUTES'] ?? '');
   const sdk = new sdkNode.NodeSDK({
     // No metrics or logs over OTLP (Prometheus serves the metrics): traces only.
@@ -159,35 +239,10 @@ async function loadTracing(log: Logger, env: NodeJS.ProcessEnv): Promise<Tracing
     ...(named ? {} : { serviceName: 'svc-serving' }),
   });
   sdk.start();
-  log.info({ protocol: otlpProtocol(env).trim() }, 'traces exported over OTLP');
-  // The SDK's own tracer: the API hands it out once the SDK is registered.
-  const tracer = api.trace.getTracer('svc-serving');
-  const batch = new SpanBatch((err) => log.warn({ errName: (err as Error)?.name }, 'request span not made'));
-  return {
-    // Our processor is the tracer's only one when there is one (the request span is then written as it is made).
-    ...tracingParts(api, tracer, staged, sdkNode.core, processor),
-    later: (task) => batch.add(task),
-    async flush() {
-      batch.run();
-      // The global provider is a proxy; its delegate is the SDK's provider.
-      const proxy = api.trace.getTracerProvider() as { getDelegate?: () => unknown };
-      const provider = (proxy.getDelegate?.() ?? proxy) as { forceFlush?: () => Promise<void> };
-      await provider.forceFlush?.();
-    },
-    async release() {
-      batch.run();
-      if (shared === undefined || --shared.users > 0) return;
-      shared = undefined;
-      // The last spans go out, but a collector that does not answer cannot hold the stop.
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, SHUTDOWN_WAIT_MS);
-        timer.unref();
-      });
-      await Promise.race([sdk.shutdown().catch(() => undefined), late]);
-      clearTimeout(timer);
-    },
-  };
+  const proxy = api.trace.getTracerProvider() as Provider & { getDelegate?: () => Provider };
+  const provider = proxy.getDelegate?.() ?? proxy;
+  api.trace.disable();
+  return { sdk, provider };
 }
 
 /**

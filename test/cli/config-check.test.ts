@@ -92,7 +92,7 @@ describe('config check: router, node, fleet, policy, recipe and manifest files (
         `${f}:5: server.api_key: unknown key (not allowed here)`,
         `${f}:6: server.?: unknown key (not allowed here)`,
         `${f}:7: server.buffer_size: must be an integer (no decimal point)`,
-        `${f}:12: models[0].upstream: does not have the expected form`,
+        `${f}:12: models[0].upstream: does not have the expected form (an http:// or https:// URL with no spaces and no user:password@; an engine key goes in upstream_api_key_env)`,
         `${f}:13: models[0].max_concurrency: expected integer to be greater or equal to 1`,
         `${f}:18: models[1].max_queue: expected integer to be greater or equal to 0`,
         '',
@@ -207,6 +207,155 @@ describe('config check: router, node, fleet, policy, recipe and manifest files (
     const empty = await runCli(['config', 'check', p3]);
     assert.equal(empty.code, 2);
     assert.match(empty.stdout, /credential_file: names a file that is empty/);
+  });
+
+  it('every rule across keys a file breaks, in one run, each on its own key (not only the first the server meets)', async () => {
+    const r1 = write(
+      [
+        '[server]', // 1
+        'host_id = "node-a"', // 2
+        'api_keys_env = "CC_KEYS"', // 3
+        'nats_url = "nats://127.0.0.1:4222,nats://127.0.0.1:4222"', // 4
+        '', // 5
+        '[[models]]', // 6
+        'alias = "m1"', // 7
+        'upstream = "http://127.0.0.1:1/v1"', // 8
+        '[[models]]', // 9
+        'alias = "m1"', // 10
+        'upstream = "http://127.0.0.1:2/v1"', // 11
+        '[[models]]', // 12
+        'alias = "m2"', // 13
+        '[[models]]', // 14
+        'alias = "m3"', // 15
+        'upstreams = ["http://127.0.0.1:3/v1", "http://127.0.0.1:3/v1/"]', // 16
+        '[[models]]', // 17
+        'alias = "m1"', // 18
+        'upstream = "http://127.0.0.1:4/v1?key=sk-canary-5150"', // 19
+        '',
+      ].join('\n'),
+    );
+    const r = await runCli(['config', 'check', r1], { CC_KEYS: 'k' });
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.equal(
+      r.stdout,
+      [
+        `${r1}:4: server.nats_url: nats_url lists the same server twice`,
+        `${r1}:10: models[1].alias: model alias is declared twice`,
+        `${r1}:12: models[2]: must set exactly one of upstream and upstreams (it sets neither)`,
+        `${r1}:16: models[3].upstreams[1]: repeats an earlier replica of the same alias`,
+        `${r1}:18: models[4].alias: model alias is declared twice`,
+        `${r1}:19: models[4].upstream: must be a plain origin and path`,
+        '',
+      ].join('\n'),
+    );
+    assert.ok(!r.stdout.includes('sk-canary-5150') && !r.stdout.includes('127.0.0.1'), r.stdout);
+    const f1 = write(
+      [
+        '[fleet]', // 1
+        `authorization_policy = "${POLICY}"`, // 2
+        '[[nodes]]', // 3
+        'host_id = "n1"', // 4
+        '[[nodes]]', // 5
+        'host_id = "n1"', // 6
+        '[[nodes]]', // 7
+        'host_id = "n2"', // 8
+        '[[nodes]]', // 9
+        'host_id = "n1"', // 10
+        '',
+      ].join('\n'),
+    );
+    const f = await runCli(['config', 'check', '--json', f1], { CC_READER: 't' });
+    assert.equal(f.code, 2, f.stdout);
+    const doc = JSON.parse(f.stdout) as { ok: boolean; files: { ok: boolean; problems: unknown[] }[] };
+    assert.equal(doc.ok, false);
+    assert.deepEqual(doc.files[0]!.problems, [
+      { line: 1, key: 'fleet.nats_url', severity: 'error', reason: 'nats_url is required (nodes answer over NATS)' },
+      { line: 6, key: 'nodes[1].host_id', severity: 'error', reason: 'node is declared twice' },
+      { line: 10, key: 'nodes[3].host_id', severity: 'error', reason: 'node is declared twice' },
+    ]);
+  });
+
+  it('the directories a file names: a file where a directory must be is a problem; one missing, or that this user cannot write in or read, a warning (a problem with --strict)', async () => {
+    const sub = mkdtempSync(join(dir, 'dirs-'));
+    writeFileSync(join(sub, 'a-file'), 'x');
+    mkdirSync(join(sub, 'recipes'));
+    const node = (lines: string[]): string =>
+      write(['[node]', 'host_id = "node-a"', `authorization_policy = "${POLICY}"`, ...lines, ''].join('\n'));
+    const n1 = node([
+      `state_dir = "${join(sub, 'a-file')}"`, // 4
+      `media_dir = "${join(sub, 'no-media')}"`, // 5
+      `recipes_dir = "${join(sub, 'recipes')}"`, // 6
+      `manifests_dir = "${join(sub, 'a-file', 'manifests')}"`, // 7
+    ]);
+    const r1 = await runCli(['config', 'check', n1], { CC_READER: 't' });
+    assert.equal(r1.code, 2, r1.stdout);
+    assert.equal(
+      r1.stdout,
+      [
+        `${n1}:4: node.state_dir: names a file, not a directory`,
+        `${n1}:5: node.media_dir: warning: names a directory that does not exist here`,
+        `${n1}:7: node.manifests_dir: names a path under a file`,
+        '',
+      ].join('\n'),
+    );
+    // A state directory the controller makes at start (its parent is writable) is fine; one
+    // it cannot make or write in (/proc/sys: read-only even for root) is a warning here.
+    const made = node([`state_dir = "${join(sub, 'new', 'state')}"`]);
+    assert.equal(
+      (await runCli(['config', 'check', made], { CC_READER: 't' })).stdout,
+      `${made}: ok (node)
+`,
+    );
+    const cannot = node(['state_dir = "/proc/sys/svc-state"']);
+    const c = await runCli(['config', 'check', cannot], { CC_READER: 't' });
+    assert.equal(c.code, 0, c.stdout);
+    assert.equal(
+      c.stdout,
+      `${cannot}:4: node.state_dir: warning: names a directory that does not exist here and cannot be made by this user
+${cannot}: ok (node)
+`,
+    );
+    const readOnly = node(['state_dir = "/proc/sys"']);
+    const ro = await runCli(['config', 'check', '--strict', '--json', readOnly], { CC_READER: 't' });
+    assert.equal(ro.code, 2, ro.stdout);
+    assert.deepEqual((JSON.parse(ro.stdout) as { files: { problems: unknown[] }[] }).files[0]!.problems, [
+      { line: 4, key: 'node.state_dir', severity: 'error', reason: 'names a directory this user cannot write in' },
+    ]);
+    // The router's decision log: its folder is made when missing; a directory in its place or
+    // a file above it is a problem, beside every other problem of the file.
+    const router = (logPath: string): string =>
+      write(
+        [
+          '[server]',
+          'host_id = "node-a"',
+          'api_keys_env = "CC_KEYS"',
+          `decision_log_path = "${logPath}"`, // 4
+          '[[models]]',
+          'alias = "m1"',
+          'upstream = "http://127.0.0.1:1/v1"',
+          '[[models]]',
+          'alias = "m1"', // 9
+          'upstream = "http://127.0.0.1:2/v1"',
+          '',
+        ].join('\n'),
+      );
+    const asDir = router(join(sub, 'recipes'));
+    const underFile = router(join(sub, 'a-file', 'decisions.jsonl'));
+    const fine = router(join(sub, 'logs', 'decisions.jsonl'));
+    const d = await runCli(['config', 'check', asDir, underFile, fine], { CC_KEYS: 'k' });
+    assert.equal(d.code, 2);
+    assert.equal(
+      d.stdout,
+      [
+        `${asDir}:4: server.decision_log_path: names a directory, not a file`,
+        `${asDir}:9: models[1].alias: model alias is declared twice`,
+        `${underFile}:4: server.decision_log_path: names a path under a file`,
+        `${underFile}:9: models[1].alias: model alias is declared twice`,
+        `${fine}:9: models[1].alias: model alias is declared twice`,
+        '',
+      ].join('\n'),
+    );
+    for (const out of [r1.stdout, c.stdout, ro.stdout, d.stdout]) assert.ok(!out.includes(sub), 'no path printed');
   });
 
   it('warnings (a variable not set here) leave exit 0, or make it 2 with --strict; a set variable is no warning', async () => {

@@ -377,10 +377,19 @@ describe('CLI filters', () => {
       { recentSeconds: '-5' },
       { recentSeconds: '3.5' },
     ];
+    // Each names its own option (and what it must be), never the value.
+    const keyOf: Record<string, string> = {
+      owner: 'filterOwner',
+      kind: 'filterKind',
+      state: 'filterState',
+      host: 'filterHost',
+      limit: 'filterLimit',
+      recentSeconds: 'filterRecentSeconds',
+    };
     for (const o of bad)
       assert.equal(
         usageKey(() => filtersFromOptions(o)),
-        'filter',
+        keyOf[Object.keys(o)[0]!],
         JSON.stringify(o),
       );
   });

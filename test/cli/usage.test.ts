@@ -372,6 +372,31 @@ describe('usage errors of every command (built CLI)', () => {
     }
   });
 
+  it('router serve on a file that breaks the schema names the member and points at config check for the reason, never the value', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-serve-schema-'));
+    const cfg = join(dir, 'router.toml');
+    writeFileSync(
+      cfg,
+      [
+        '[server]',
+        'host_id = "gpu-1"',
+        'listen = "127.0.0.1:0"',
+        'api_keys_env = "KEYS"',
+        '[[models]]',
+        'alias = "m"',
+        'upstrem = "http://127.0.0.1:9/v1-Zq1"',
+        '',
+      ].join('\n'),
+    );
+    const r = await runCli(['router', 'serve', '--config', cfg], { KEYS: 'k' });
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(
+      r.stderr,
+      /invalid configuration: router configuration: invalid member \/models\/0\/upstrem \(svc-serving config check FILE says why\)\n$/,
+    );
+    assert.ok(!r.stderr.includes('Zq1') && !r.stderr.includes(dir), r.stderr);
+  });
+
   it('SVC_LOG_LEVEL: empty is the default; a name that is no level stops a server at start with exit 2, naming the variable', async () => {
     assert.deepEqual(
       [logLevel({}), logLevel({ SVC_LOG_LEVEL: '' }), logLevel({ SVC_LOG_LEVEL: ' Debug ' })],

@@ -241,15 +241,15 @@ describe('router workloads and fleet workloads against a real router and control
     }
   });
 
-  it('invalid usage is exit 2 with a fixed message that omits the operand', async () => {
+  it('invalid usage is exit 2 with a fixed message that names the option and omits the operand', async () => {
     const conn = ['--router-url', 'http://127.0.0.1:9', '--auth-env', READER, '--expected-node', 'node-a'];
     // One case per message and exit path; value grammar is covered in-process (units.test.ts).
     const cases: [string[], RegExp][] = [
       [[...conn, '--bogus-Zq1'], /unknown option/],
       [[...conn, '--own', 'router'], /unknown option/],
-      [[...conn, '--owner', 'RouterZq1'], /filter value is invalid/],
-      [[...conn, '--host', '9Zq1'], /filter value is invalid/],
-      [[...conn, '--limit', '1001'], /filter value is invalid/],
+      [[...conn, '--owner', 'RouterZq1'], /--owner must be one of router, controller/],
+      [[...conn, '--host', '9Zq1'], /--host must be a host ID/],
+      [[...conn, '--limit', '1001'], /--limit must be an integer from 1 to 1000/],
       [[...conn, '--active-only', '--active-only'], /more than once/],
       [[...conn, '--router-url', 'http://127.0.0.1:9'], /more than once/],
       [['--router-url', 'http://127.0.0.1:9', '--auth-env', READER], /connection options are required/],
@@ -292,7 +292,7 @@ describe('router workloads and fleet workloads against a real router and control
     assert.equal(real.code, 2);
     assert.equal(
       real.stderr,
-      'svc-serving: error: a filter value is invalid or out of range (see svc-serving router workloads --help)\n',
+      'svc-serving: error: --owner must be one of router, controller, benchmark, media, recipe, manifest (see svc-serving router workloads --help)\n',
     );
   });
 });

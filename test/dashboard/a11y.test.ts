@@ -1,20 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eventually, type RunningProcess } from '../support/processes.js';
-import { fakeNvidiaSmi, launchBrowser, serveDashboard, startDemoNode, type Browser } from './support.js';
+import { axeSerious, fakeNvidiaSmi, launchBrowser, serveDashboard, startDemoNode, type Browser } from './support.js';
 import { startSmallFleet, type SmallFleet } from './fleet-support.js';
-
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-
-interface Violation {
-  id: string;
-  impact: string | null;
-  nodes: { target: string[] }[];
-}
 
 // `svc-serving up` with a little traffic, read in chromium: axe-core on every view, focus,
 // and a phone-sized screen.
@@ -25,16 +16,7 @@ describe('dashboard accessibility and phone layout', { timeout: 120_000 }, () =>
   let dashboardUrl = '';
 
   /** axe-core's serious and critical violations of the page as it is now. */
-  const serious = async (): Promise<string[]> => {
-    // Evaluated through the debugging protocol: the page's CSP (no inline script) still holds.
-    await b.page.evaluate(`${AXE};0`);
-    const violations = await b.page.evaluate<Violation[]>(
-      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => ({ target: n.target })) })))`,
-    );
-    return violations
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'heading-order')
-      .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  };
+  const serious = (): Promise<string[]> => axeSerious(b.page);
 
   before(async () => {
     ({ node, dashboardUrl } = await startDemoNode(home));
@@ -117,15 +99,7 @@ describe('dashboard Fleet view accessibility', { timeout: 120_000 }, () => {
   let fleet: SmallFleet;
   let dash: RunningProcess;
   let b: Browser;
-  const serious = async (): Promise<string[]> => {
-    await b.page.evaluate(`${AXE};0`);
-    const violations = await b.page.evaluate<Violation[]>(
-      `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => ({ target: n.target })) })))`,
-    );
-    return violations
-      .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'heading-order')
-      .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-  };
+  const serious = (): Promise<string[]> => axeSerious(b.page);
 
   before(async () => {
     fleet = await startSmallFleet(['node-a'], ['node-b']);

@@ -18,6 +18,10 @@ export interface SmallFleet {
   readonly controllers: Map<string, string>;
   /** Rewrites the records `host`'s manifest actor publishes (it re-reads them every 100 ms). */
   setRecords(host: string, natives: readonly string[]): void;
+  /** Starts `host`'s controller and manifest actor (a host declared down comes up). */
+  startHost(host: string): Promise<void>;
+  /** Stops `host`'s controller and actor: the fleet finds it unreachable again. */
+  stopHost(host: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -42,38 +46,45 @@ export async function startSmallFleet(live: readonly string[], down: readonly st
   const recordsFile = (host: string) => join(dir, `${host}-records.json`);
   const setRecords = (host: string, natives: readonly string[]) =>
     writeFileSync(recordsFile(host), JSON.stringify(natives.map((n) => rec(host, 'manifest', n, { at: Date.now() }))));
+  const byHost = new Map<string, RunningProcess[]>();
+  const startHost = async (host: string): Promise<void> => {
+    const cfg = join(dir, `${host}.toml`);
+    writeFileSync(
+      cfg,
+      [
+        '[node]',
+        `host_id = "${host}"`,
+        'listen = "127.0.0.1:0"',
+        `nats_url = "${nats.url}"`,
+        `nats_user = "${host}"`,
+        'nats_password_env = "NODE_NATS_PASSWORD"',
+        'authorization_policy = "policy.toml"',
+        `state_dir = "state-${host}"`,
+      ].join('\n'),
+    );
+    const c = await start(CLI, ['controller', 'serve', '--config', cfg], {
+      NODE_NATS_PASSWORD: users.passwords[host]!,
+    });
+    controllers.set(host, c.url);
+    setRecords(host, [`${host}-model`]);
+    const actor = await start(ACTOR, [], {
+      NATS_URL: nats.url,
+      NATS_USER: host,
+      NATS_PASS: users.passwords[host]!,
+      HOST_ID: host,
+      OWNER: 'manifest',
+      RECORDS_FILE: recordsFile(host),
+      POLL_MS: '100',
+      STALE_MS: '60000',
+    });
+    byHost.set(host, [c, actor]);
+  };
+  const stopHost = async (host: string): Promise<void> => {
+    await Promise.all((byHost.get(host) ?? []).map((p) => p.stop()));
+    byHost.delete(host);
+  };
   try {
-    for (const host of live) {
-      const cfg = join(dir, `${host}.toml`);
-      writeFileSync(
-        cfg,
-        [
-          '[node]',
-          `host_id = "${host}"`,
-          'listen = "127.0.0.1:0"',
-          `nats_url = "${nats.url}"`,
-          `nats_user = "${host}"`,
-          'nats_password_env = "NODE_NATS_PASSWORD"',
-          'authorization_policy = "policy.toml"',
-          `state_dir = "state-${host}"`,
-        ].join('\n'),
-      );
-      const c = await start(CLI, ['controller', 'serve', '--config', cfg], {
-        NODE_NATS_PASSWORD: users.passwords[host]!,
-      });
-      controllers.set(host, c.url);
-      setRecords(host, [`${host}-model`]);
-      await start(ACTOR, [], {
-        NATS_URL: nats.url,
-        NATS_USER: host,
-        NATS_PASS: users.passwords[host]!,
-        HOST_ID: host,
-        OWNER: 'manifest',
-        RECORDS_FILE: recordsFile(host),
-        POLL_MS: '100',
-        STALE_MS: '60000',
-      });
-    }
+    for (const host of live) await startHost(host);
     const cfg = join(dir, 'fleet.toml');
     writeFileSync(
       cfg,
@@ -98,6 +109,8 @@ export async function startSmallFleet(live: readonly string[], down: readonly st
       fleetUrl: fleet.url,
       controllers,
       setRecords,
+      startHost,
+      stopHost,
       async stop() {
         await Promise.all(procs.map((p) => p.stop()));
         await nats.stop();

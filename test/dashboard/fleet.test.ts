@@ -124,6 +124,62 @@ describe('dashboard Fleet view against a real fleet controller', { timeout: 120_
     assert.ok(perMin < BUDGET_BYTES_PER_MIN, `${Math.round(perMin)} bytes a minute`);
   });
 
+  it('a node that stays down is not sent again, though its age on the page follows each read; it is sent when it comes up and when it goes down', async () => {
+    type NodeEntry = { host: string; node?: { condition?: string; status: string }; delta?: unknown };
+    type Delta = { seq: number; delta: { collected_at: string; hosts?: string[]; nodes: NodeEntry[] } };
+    const deltasSince = (since: number) =>
+      fleetFrames(since)
+        .filter((f) => f.payload.startsWith('{"type":"fleet-delta"'))
+        .map((f) => ({ bytes: Buffer.byteLength(f.payload), frame: JSON.parse(f.payload) as Delta }));
+    const nodeC = (d: Delta) => d.delta.nodes.find((n) => n.host === 'node-c');
+    const since = Date.now();
+    await sleep(8_000);
+    const quiet = deltasSince(since);
+    assert.ok(quiet.length >= 3, `${quiet.length} rounds`);
+    for (const { frame } of quiet) {
+      assert.equal(nodeC(frame), undefined, `round ${frame.seq}: node-c, unchanged and still down, is not resent`);
+      assert.equal(frame.delta.hosts, undefined, 'the same declared nodes are not listed again');
+    }
+    // Its age on the page is the latest try (the fleet's read), not the first one: the page
+    // shows the last frame sent (a round may have come since the quiet ones were counted).
+    const latest = quiet.at(-1)!.frame;
+    const shown = await eventually(async () => {
+      const seq = Number(await b.page.getAttribute('#panel-fleet', 'data-view-seq'));
+      if (!(seq >= latest.seq)) return undefined;
+      const frame = deltasSince(since).find((d) => d.frame.seq === seq)?.frame;
+      const ts = await b.page.getAttribute('#fleet-nodes tr[data-host="node-c"] span.age', 'data-ts');
+      return frame !== undefined && ts === frame.delta.collected_at ? frame : undefined;
+    }, 5_000);
+    assert.ok(shown.seq >= latest.seq);
+    assert.match(await b.page.locator('#fleet-nodes tr[data-host="node-c"]').innerText(), /tried \d+ s ago/);
+    const perMin = (quiet.reduce((n, d) => n + d.bytes, 0) * 60_000) / (Date.now() - since);
+    console.log(`fleet view, node-c down and unchanged: ${Math.round(perMin / 1024)} KB a minute`);
+
+    const up = Date.now();
+    await fleet.startHost('node-c');
+    const row = b.page.locator('#fleet-nodes tr[data-host="node-c"]');
+    await row.filter({ hasText: '1 configured' }).waitFor({ timeout: 15_000 });
+    const cameUp = deltasSince(up)
+      .map((d) => nodeC(d.frame))
+      .find((n) => n?.node !== undefined);
+    assert.ok(cameUp?.node && cameUp.node.condition === undefined, 'the node that came up travels whole, with records');
+
+    const down = Date.now();
+    await fleet.stopHost('node-c');
+    await row.filter({ hasText: 'unreachable' }).waitFor({ timeout: 15_000 });
+    const wentDown = deltasSince(down)
+      .map((d) => nodeC(d.frame))
+      .find((n) => n?.node?.condition !== undefined);
+    assert.equal(wentDown?.node?.condition, 'unreachable', 'the node that went down travels, with its condition');
+    assert.match(await row.innerText(), /not read/);
+    const last = JSON.parse(fleetFrames(down).at(-1)!.payload) as { seq: number; digest: string };
+    await eventually(
+      async () => (await b.page.getAttribute('#panel-fleet', 'data-view-seq')) === String(last.seq),
+      3_000,
+    );
+    assert.equal(await b.page.getAttribute('#panel-fleet', 'data-view-digest'), last.digest);
+  });
+
   it('Disconnect clears the fleet and stops reading it', async () => {
     await b.page.click('#tab-workloads');
     await b.page.click('#disconnect');

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -108,6 +109,20 @@ export async function assertNoCanary(
     if (f.dir === 'received' && f.payload.includes(canary)) places.push('a frame from the server');
   for (const [name, text] of Object.entries(logs)) if (text.includes(canary)) places.push(`${name} log`);
   assert.deepEqual(places, [], `after "${step}" the canary credential appears in: ${places.join(', ')}`);
+}
+
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+/** axe-core's serious and critical violations (and heading-order problems) of the page as it is now. */
+export async function axeSerious(page: Page): Promise<string[]> {
+  // Evaluated through the debugging protocol: the page's CSP (no inline script) still holds.
+  await page.evaluate(`${AXE};0`);
+  const violations = await page.evaluate<{ id: string; impact: string | null; nodes: { target: string[] }[] }[]>(
+    `axe.run(document, { resultTypes: ['violations'] }).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => ({ target: n.target })) })))`,
+  );
+  return violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical' || v.id === 'heading-order')
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 export function artifactsDir(): string {

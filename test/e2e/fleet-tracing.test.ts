@@ -6,14 +6,17 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.js';
 import { startNatsServer, type NatsServerHandle } from '../support/nats-server.js';
+import { connect } from '@nats-io/transport-node';
 import { connectNatsBus, type NatsBus } from '../../src/streams/nats-bus.js';
 import { writeTestPolicy } from '../support/policy.js';
+import { startController } from '../../src/controller/controller.js';
+import { startFleet } from '../../src/fleet/fleet.js';
 
 /*
  * The controller's and the fleet's reads as spans, as a collector receives them: a fleet read
  * over real NATS is one server span (the caller's trace continued) with one child span per
- * declared node; the node's NATS read is a span of its own. The OTEL_* variables are this
- * test process's (node --test runs each file in its own process), set before anything starts.
+ * declared node; the node's NATS read is a span of its own. The OTEL_* variables are in the
+ * env each server is given (deps.env), as `svc-serving up` gives it.
  */
 
 const SERVER = 2;
@@ -32,13 +35,13 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
   let fleet: { url: string; close(): Promise<void> };
   before(async () => {
     otlp = await startOtlpReceiver();
-    process.env['OTEL_EXPORTER_OTLP_ENDPOINT'] = otlp.url;
-    process.env['OTEL_EXPORTER_OTLP_PROTOCOL'] = 'http/json';
-    process.env['OTEL_BSP_SCHEDULE_DELAY'] = '50';
-    process.env['OTEL_SERVICE_NAME'] = 'svc-test-fleet';
-    // Imported after the variables are set (the SDK reads them as it starts).
-    const { startController } = await import('../../src/controller/controller.js');
-    const { startFleet } = await import('../../src/fleet/fleet.js');
+    const env = {
+      ...p.env,
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      OTEL_SERVICE_NAME: 'svc-test-fleet',
+    };
     nats = await startNatsServer();
     ctlBus = await connectNatsBus({ servers: nats.url, logger });
     fleetBus = await connectNatsBus({ servers: nats.url, logger });
@@ -51,7 +54,7 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
         staleAfterMs: 30_000,
         stateDir: p.dir,
       },
-      { logger, env: p.env, bus: ctlBus },
+      { logger, env, bus: ctlBus },
     );
     fleet = await startFleet(
       {
@@ -64,7 +67,7 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
           { hostId: 'node-b', sleeping: false },
         ],
       },
-      { logger, env: p.env, bus: fleetBus },
+      { logger, env, bus: fleetBus },
     );
   });
   after(async () => {
@@ -76,15 +79,20 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
     await otlp?.close();
   });
 
-  const toolsCall = (base: string, name: string, traceparent: string) =>
+  const toolsCall = (base: string, name: string, traceparent: string, more: Record<string, string> = {}) =>
     fetch(`${base}/tools/call`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${p.tokens.reader}`, 'content-type': 'application/json', traceparent },
+      headers: {
+        authorization: `Bearer ${p.tokens.reader}`,
+        'content-type': 'application/json',
+        traceparent,
+        ...more,
+      },
       body: JSON.stringify({ name, arguments: {} }),
       signal: AbortSignal.timeout(10_000),
     });
 
-  it("fleet_workloads: the caller's trace continued, a client span per node (the silent one failed), the node's NATS read its own span", async () => {
+  it("fleet_workloads: the caller's trace continued, a client span per node (the silent one failed), the node's NATS read under its node's span", async () => {
     const traceId = randomBytes(16).toString('hex');
     const parent = randomBytes(8).toString('hex');
     const res = await toolsCall(fleet.url, 'fleet_workloads', `00-${traceId}-${parent}-01`);
@@ -115,12 +123,82 @@ describe('controller and fleet traces over OTLP: a fleet read has one child span
       'error.type': 'unreachable',
     });
     assert.equal(b.status.code, STATUS_ERROR);
-    const nodeRead = await otlp.waitFor(
-      (s) => s.name === 'node_workloads' && s.startNs >= a.startNs && s.attributes['svc.node'] === 'node-a',
-    );
+    // The node's read joins the trace over NATS: a child of the fleet's span for that node.
+    const nodeRead = await otlp.waitFor((s) => s.traceId === traceId && s.name === 'node_workloads');
     assert.equal(nodeRead.kind, SERVER);
     assert.equal(nodeRead.attributes['svc.outcome'], 'ok');
-    assert.equal(nodeRead.parentSpanId, '');
+    assert.equal(nodeRead.attributes['svc.node'], 'node-a');
+    assert.equal(nodeRead.parentSpanId, a.spanId);
+    assert.equal(nodeRead.resource['service.name'], 'svc-test-fleet');
+  });
+
+  it("the caller's tracestate goes with the fleet's NATS requests into the node's span; one naming a known credential goes nowhere", async () => {
+    // What the fleet puts on the wire, seen by a plain subscriber beside the node's responder.
+    const nc = await connect({ servers: nats.url });
+    const seen: { traceparent: string; tracestate: string }[] = [];
+    nc.subscribe('svc.v1.*.workloads', {
+      callback: (_err, msg) => {
+        seen.push({
+          traceparent: msg.headers?.get('traceparent') ?? '',
+          tracestate: msg.headers?.get('tracestate') ?? '',
+        });
+      },
+    });
+    await nc.flush();
+    try {
+      const traceId = randomBytes(16).toString('hex');
+      const res = await toolsCall(fleet.url, 'fleet_workloads', `00-${traceId}-${randomBytes(8).toString('hex')}-01`, {
+        tracestate: 'vendor=abc123,other=x-1',
+      });
+      assert.equal(res.status, 200);
+      await res.text();
+      const a = await otlp.waitFor((s) => s.traceId === traceId && s.name === 'workloads node-a');
+      const nodeRead = await otlp.waitFor((s) => s.traceId === traceId && s.name === 'node_workloads');
+      assert.equal(nodeRead.parentSpanId, a.spanId);
+      assert.equal(nodeRead.traceState, 'vendor=abc123,other=x-1');
+      const sent = seen.filter((h) => h.traceparent.includes(traceId));
+      assert.equal(sent.length, 2, 'one request per awake node');
+      assert.ok(sent.some((h) => h.traceparent === `00-${traceId}-${a.spanId}-01`));
+      for (const h of sent) assert.equal(h.tracestate, 'vendor=abc123,other=x-1');
+
+      // The caller's own token pasted into its tracestate: dropped whole, on the wire and in every span.
+      const canary = randomBytes(16).toString('hex');
+      const res2 = await toolsCall(fleet.url, 'fleet_workloads', `00-${canary}-${randomBytes(8).toString('hex')}-01`, {
+        tracestate: `vendor=${p.tokens.reader}`,
+      });
+      assert.equal(res2.status, 200);
+      await res2.text();
+      const nodeRead2 = await otlp.waitFor((s) => s.traceId === canary && s.name === 'node_workloads');
+      assert.equal(nodeRead2.traceState, '');
+      const sent2 = seen.filter((h) => h.traceparent.includes(canary));
+      assert.equal(sent2.length, 2);
+      for (const h of sent2) assert.equal(h.tracestate, '', 'no tracestate on the wire');
+      await nc.flush();
+      assert.ok(!JSON.stringify(seen).includes(p.tokens.reader), 'the token never reached NATS');
+      for (const e of otlp.exports)
+        assert.ok(!e.body.toString('latin1').includes(p.tokens.reader), 'the token is in no export');
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('a node checks the trace context a NATS request brings: an invalid traceparent starts its own trace; a tracestate naming one of its credentials is dropped', async () => {
+    const ask = (headers: Record<string, string>) =>
+      fleetBus.request('svc.v1.node-a.workloads', new TextEncoder().encode('{}'), { timeoutMs: 5_000, headers });
+    const before = otlp.spans.length;
+    await ask({ traceparent: 'not-a-traceparent', tracestate: 'vendor=keep-out' });
+    const own = await otlp.waitFor(
+      (s) => s.name === 'node_workloads' && otlp.spans.indexOf(s) >= before && s.parentSpanId === '',
+    );
+    assert.equal(own.traceState, '', 'no tracestate without a valid traceparent');
+    const traceId = randomBytes(16).toString('hex');
+    const parent = randomBytes(8).toString('hex');
+    await ask({ traceparent: `00-${traceId}-${parent}-01`, tracestate: `vendor=${p.tokens.lifecycle}` });
+    const joined = await otlp.waitFor((s) => s.traceId === traceId && s.name === 'node_workloads');
+    assert.equal(joined.parentSpanId, parent);
+    assert.equal(joined.traceState, '', "a node's known credential is dropped");
+    for (const e of otlp.exports)
+      assert.ok(!e.body.toString('latin1').includes(p.tokens.lifecycle), 'the token is in no export');
   });
 
   it("the controller's node_workloads over /tools/call is a span of the caller's trace; a refused call ends it failed", async () => {

@@ -131,6 +131,22 @@ describe('router end to end: errors as the OpenAI SDK reads them', () => {
     assert.doesNotMatch(text, /upstream failed/i);
   });
 
+  it('an engine 409 is relayed as its refusal and not retried: the SDK (which retries a 409 by default) sends it once', async () => {
+    const n = e.rec.requests.length;
+    const err = await failure(
+      retrying().chat.completions.create({ model: 'recorded', messages: user('answer-refuse=409') }),
+    );
+    assert.ok(err instanceof OpenAI.ConflictError);
+    assert.deepEqual([err.status, err.code], [409, 'upstream_rejected']);
+    assert.equal(err.headers.get('x-should-retry'), 'false');
+    assert.equal(e.rec.requests.length - n, 1, 'one engine call, no retry');
+    const r = await e.record(err.requestID!);
+    assert.deepEqual(
+      [r.outcome, r.refusal, r.upstream_status, r.status_code],
+      ['rejected', 'upstream_rejected', 409, 409],
+    );
+  });
+
   it("canary: the engine's refusal text reaches its caller (cleaned, at most 1,024 characters) and nothing else: logs, decision log, record, metrics", async () => {
     const err = await failure(
       retrying().chat.completions.create({ model: 'recorded', messages: user('answer-refuse=422') }),
@@ -197,6 +213,35 @@ describe('router end to end: errors as the OpenAI SDK reads them', () => {
     );
     assert.equal((withLegacy as { _request_id?: string | null })._request_id, legacy);
     assert.equal((await e.record(legacy)).request_id, legacy);
+  });
+
+  it('an SDK whose base URL misses /v1 (or has another prefix) reads a 404 that says where the routes are, not "404 status code (no body)"; unknown control paths keep the problem', async () => {
+    for (const base of [e.h.routerUrl, `${e.h.routerUrl}/v2`, `${e.h.routerUrl}/v1/v1`]) {
+      const lost = new OpenAI({ baseURL: base, apiKey: e.h.key, maxRetries: 0 });
+      for (const call of [
+        () => lost.chat.completions.create({ model: 'chat', messages: user('where') }),
+        () => lost.embeddings.create({ model: 'chat', input: 'where' }),
+        () => lost.models.list(),
+      ]) {
+        const err = await failure(call());
+        assert.ok(err instanceof OpenAI.NotFoundError, base);
+        assert.equal(err.code, 'route_not_found', base);
+        assert.match(err.message, /^404 This router serves no such route: .* under \/v1 /, base);
+        assert.equal(err.requestID, null, 'no route, no id');
+      }
+    }
+    // A trailing slash on an inference path is no route either, in the data plane's shape.
+    const slash = await fetch(`${e.h.routerUrl}/v1/chat/completions/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${e.h.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat', messages: user('x') }),
+    });
+    await e.assertError(slash, 404, 'route_not_found');
+    // Paths that look like no OpenAI route, and unknown control paths: the problem, as before.
+    for (const path of ['/nope', '/v1/requests/a/b', '/v1/router/nope', '/v1/requests/x/models'])
+      await e.assertProblem(await e.h.get(path), 404, 'not_found');
+    // A lookup of a caller id that ends like a route is still a lookup, answered as one.
+    await e.assertProblem(await e.h.get('/v1/requests/completions'), 404, 'not_found');
   });
 
   it('invalid UTF-8 in a JSON body (overlong, surrogate, truncated) is 400 invalid_encoding and nothing reaches the engine', async () => {

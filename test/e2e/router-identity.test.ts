@@ -243,12 +243,18 @@ describe('router end to end: one record per request, identifiers, headers, activ
     const head = (extra: string) =>
       `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
     // Each is the fixed invalid-input problem (never node's or Fastify's own JSON), connection closed.
-    // Node's own refusal of what it cannot parse is the fixed problem; a request the relay reads
-    // and refuses for its framing is the data plane's fixed error object.
+    // Off the data plane, node's own refusal of what it cannot parse is the fixed problem; on an
+    // inference path it is the data plane's fixed error object (invalid_headers), as is a
+    // request the relay reads and refuses for its framing.
     const problem400 = (answer: string): void => {
       assert.match(answer, /^HTTP\/1\.1 400 /);
       const problem = JSON.stringify(problemFor(ErrorCode.INVALID_INPUT));
-      const relayed = [ErrorCode.INVALID_FRAMING, ErrorCode.INVALID_JSON].map((c) => JSON.stringify(openAiError(c)));
+      const relayed = [
+        ErrorCode.INVALID_FRAMING,
+        ErrorCode.INVALID_HEADERS,
+        ErrorCode.INVALID_JSON,
+        ErrorCode.INVALID_EXPECTATION,
+      ].map((c) => JSON.stringify(openAiError(c)));
       if (/\r\ncontent-type: application\/problem\+json; charset=utf-8\r\n/i.test(answer))
         assert.ok(answer.endsWith(problem), answer);
       else {
@@ -320,11 +326,15 @@ describe('router end to end: one record per request, identifiers, headers, activ
     // Requests node:http would answer itself: an unknown expectation, CONNECT.
     const expect = await raw(url, head('Expect: something-else\r\n'));
     problem400(expect);
-    assert.match(
-      expect,
-      /\r\nx-svc-request-id: req_[0-9a-f]{32}\r\n/i,
-      'authenticated: the answer carries its identifier',
-    );
+    assert.ok(expect.endsWith(JSON.stringify(openAiError(ErrorCode.INVALID_EXPECTATION))), expect);
+    const expectId = /\r\nx-svc-request-id: (req_[0-9a-f]{32})\r\n/i.exec(expect)?.[1];
+    assert.ok(expectId, 'authenticated: the answer carries its identifier');
+    // ... and leaves its one terminal record (CONTRACT.md, HTTP).
+    assert.deepEqual((({ outcome, refusal, model }) => ({ outcome, refusal, model }))(await record(expectId)), {
+      outcome: 'rejected',
+      refusal: 'invalid_request',
+      model: null,
+    });
     const expectNoKey = await raw(
       url,
       head('Expect: something-else\r\n').replace(`Authorization: Bearer ${h.key}\r\n`, ''),

@@ -227,8 +227,19 @@ describe('router /healthz and /readyz: no credential, failing checks named, a de
       );
       assert.ok(Date.now() - t0 < 3000);
       assert.equal((await h.get('/healthz', null)).status, 200);
-      // A query string is refused, as on every route that takes none.
-      assert.equal((await h.get('/readyz?verbose=1', null)).status, 400);
+      // A query string is refused, as on every route that takes none: a problem naming `query`.
+      for (const path of ['/readyz?verbose=1', '/healthz?x=1']) {
+        const refused = await h.get(path, null);
+        assert.equal(refused.status, 400);
+        assert.match(refused.headers.get('content-type') ?? '', /^application\/problem\+json/);
+        const problem = (await refused.json()) as { code: string; invalid_params?: { name: string }[] };
+        assert.equal(problem.code, 'invalid_input');
+        assert.deepEqual(
+          problem.invalid_params?.map((p) => p.name),
+          ['query'],
+          path,
+        );
+      }
     } finally {
       await h.stop();
       await live.stop();

@@ -27,9 +27,22 @@ const FIXED_STREAM =
   'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" w\u00f6rld"}\n\n' +
   'event: response.completed\ndata: {"type":"response.completed","sequence_number":3,"response":{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"content_filter"},"output":[],"usage":{"input_tokens":11,"output_tokens":2,"total_tokens":13}}}\n\n';
 
+/** A Responses stream that turns to garbage (an engine's traceback as data) after two deltas. */
+const GARBAGE_STREAM =
+  FIXED_STREAM.split('event: response.completed')[0]! + 'data: Traceback UPSTREAM-SECRET-DETAIL\n\n';
+
 describe('router end to end: the Responses API and one model (real processes, OpenAI SDK client)', T, () => {
   let h: RouterHarness;
   let client: OpenAI;
+  // An engine whose stream turns to garbage after some events, then stays open.
+  const garbage = createServer((req, res) => {
+    if (req.url === '/health') return void res.writeHead(200).end();
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(GARBAGE_STREAM);
+    });
+  });
   // An engine whose stream is fixed bytes (in two writes, split inside an event).
   const fixed = createServer((req, res) => {
     if (req.url === '/health') return void res.writeHead(200).end();
@@ -43,19 +56,23 @@ describe('router end to end: the Responses API and one model (real processes, Op
   });
   before(async () => {
     await new Promise<void>((r) => fixed.listen(0, '127.0.0.1', r));
+    await new Promise<void>((r) => garbage.listen(0, '127.0.0.1', r));
     h = await startRouterHarness({
       models: [
         { alias: 'resp', max_output_tokens: CEIL },
         { alias: 'org/resp', max_output_tokens: CEIL },
         { alias: 'fixed', upstream: `http://127.0.0.1:${(fixed.address() as AddressInfo).port}/v1` },
+        { alias: 'garbage', upstream: `http://127.0.0.1:${(garbage.address() as AddressInfo).port}/v1` },
       ],
     });
     client = h.client();
   });
   after(async () => {
     await h?.stop();
-    fixed.closeAllConnections();
-    fixed.close();
+    for (const s of [fixed, garbage]) {
+      s.closeAllConnections();
+      s.close();
+    }
   });
 
   const record = async (id: string): Promise<TerminalRecord> => {
@@ -260,7 +277,7 @@ describe('router end to end: the Responses API and one model (real processes, Op
     assert.equal(r.usage.prompt_source, 'estimated');
   });
 
-  it('an engine failure is an error record, and its text never reaches the client', async () => {
+  it("an engine failure is an error record, and its text never reaches the client; the stream ends with OpenAI's Responses error event", async () => {
     const streamed = await fetch(`${h.routerUrl}/v1/responses`, {
       method: 'POST',
       headers: { authorization: `Bearer ${h.key}`, 'content-type': 'application/json' },
@@ -269,21 +286,22 @@ describe('router end to end: the Responses API and one model (real processes, Op
     const text = await streamed.text();
     assert.equal(streamed.status, 200);
     assert.equal((text.match(/^event: response\.output_text\.delta$/gm) ?? []).length, 2);
-    assert.match(
-      text,
-      /event: error\ndata: \{"error":\{"message":"[^"]*","type":"api_error","param":null,"code":"upstream_failed"/,
-    );
-    assert.doesNotMatch(text, /UPSTREAM-SECRET/);
+    // created, in_progress, output_item.added, content_part.added and two deltas (0-5) were
+    // relayed; the engine's own error event (6) was not: the router's takes its number.
+    const last = /event: error\ndata: (.*)\n\n$/.exec(text);
+    assert.ok(last, text);
+    assert.deepEqual(JSON.parse(last[1]!), {
+      type: 'error',
+      code: 'upstream_failed',
+      message: "The model's engine failed or could not be reached",
+      param: null,
+      sequence_number: 6,
+    });
+    assert.equal((text.match(/^event: error$/gm) ?? []).length, 1);
+    assert.doesNotMatch(text, /UPSTREAM-SECRET|server_error/);
     let r = await record(gidOf(streamed));
     assert.equal(r.outcome, 'error');
     assert.equal(r.finish_reason, 'error');
-    // Through the SDK: the stream throws, not a silent end.
-    const sdk = await client.responses.create({ model: 'resp', input: 'sim:tokens=6 sim:error_after=2', stream: true });
-    await assert.rejects(async () => {
-      for await (const _ of sdk) {
-        // read until it throws
-      }
-    }, OpenAI.APIError);
     // Buffered: the engine's `failed` Response is the router's 502.
     const buffered = await fetch(`${h.routerUrl}/v1/responses`, {
       method: 'POST',
@@ -296,6 +314,76 @@ describe('router end to end: the Responses API and one model (real processes, Op
     assert.equal(r.outcome, 'error');
     assert.equal(r.finish_reason, 'error');
     assert.doesNotMatch(h.routerOutput(), /UPSTREAM-SECRET/);
+  });
+
+  it('through the SDK, a mid-stream failure (engine error, engine gone, garbage) is an `error` event the iteration yields last, and the stream helper rejects with it', async () => {
+    for (const [input, model] of [
+      ['sim:tokens=6 sim:error_after=2', 'resp'],
+      ['sim:tokens=6 sim:fail_after=2', 'resp'],
+      ['x', 'garbage'],
+    ] as const) {
+      const { data: stream, response } = await client.responses.create({ model, input, stream: true }).withResponse();
+      const seen: OpenAI.Responses.ResponseStreamEvent[] = [];
+      // The SDK does not throw: it yields the error event as it yields OpenAI's own.
+      for await (const ev of stream) seen.push(ev);
+      const last = seen.at(-1)!;
+      assert.equal(last.type, 'error', `${model} ${input}`);
+      assert.ok(last.type === 'error');
+      assert.equal(last.code, 'upstream_failed');
+      assert.equal(last.message, "The model's engine failed or could not be reached");
+      assert.equal(last.param, null);
+      assert.equal(last.sequence_number, seen.at(-2)!.sequence_number + 1, 'numbered after the last event relayed');
+      assert.equal(seen.filter((e) => e.type === 'error').length, 1);
+      assert.ok(
+        seen.some((e) => e.type === 'response.output_text.delta'),
+        'what came before it was relayed',
+      );
+      assert.doesNotMatch(JSON.stringify(seen), /UPSTREAM-SECRET|Traceback/);
+      const r = await record(gidOf(response));
+      assert.equal(r.outcome, 'error');
+      assert.equal(r.finish_reason, 'error');
+    }
+    // The SDK's stream helper ends with that event as its error.
+    const helper = client.responses.stream({ model: 'resp', input: 'sim:tokens=6 sim:error_after=2' });
+    await assert.rejects(helper.finalResponse(), (err: unknown) => {
+      assert.equal((err as { type?: unknown }).type, 'error');
+      assert.equal((err as { code?: unknown }).code, 'upstream_failed');
+      return true;
+    });
+    // A chat stream keeps its own error shape (the error object OpenAI's chat streams carry),
+    // which the SDK throws as an APIError.
+    const chat = await client.chat.completions.create({
+      model: 'resp',
+      messages: [{ role: 'user', content: 'sim:tokens=6 sim:error_after=2' }],
+      stream: true,
+    });
+    await assert.rejects(async () => {
+      for await (const _ of chat) {
+        // read until it throws
+      }
+    }, OpenAI.APIError);
+  });
+
+  it('background: the engine only accepted the request (queued): the record is a success with no finish and an unknown completion, not 0', async () => {
+    const input = 'later please sim:tokens=3 sim:ttft_ms=300';
+    const { data, response } = await client.responses.create({ model: 'resp', input, background: true }).withResponse();
+    assert.equal(data.status, 'queued');
+    assert.equal(data.background, true);
+    const r = await record(gidOf(response));
+    assert.equal(r.route, 'responses');
+    assert.equal(r.outcome, 'success');
+    assert.equal(r.status_code, 200);
+    assert.equal(r.finish_reason, null);
+    assert.deepEqual(r.usage, {
+      // The engine was handed the prompt (estimated, as for any request dispatched); its output is still to come.
+      prompt_tokens: Math.ceil(input.length / 4),
+      completion_tokens: null,
+      prompt_source: 'estimated',
+      completion_source: 'unknown',
+    });
+    assert.equal(r.time_to_first_content_ms, null);
+    assert.equal(typeof r.upstream_duration_ms, 'number');
+    assert.deepEqual(interpret(terminalEvidence(r)), ['usage_estimated', 'usage_unknown']);
   });
 
   it('the stream passes byte for byte, CRLF, comments and id lines included; the record reads its terminal event', async () => {

@@ -294,6 +294,38 @@ describe('router restart: kill -9 keeps every looked-up record (rotated decision
     await h.startRouter();
   });
 
+  it("a request whose upload begins after a graceful stop's cut, and is cut with its connection, is recorded as the router's error, not a client that left", async () => {
+    const url = new URL(h.routerUrl);
+    const sock = connect(Number(url.port), url.hostname);
+    let answer = '';
+    const closed = new Promise<void>((r) => sock.on('close', () => r()));
+    sock.on('error', () => undefined);
+    const head = (extra: string, length: number) =>
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${h.key}\r\nContent-Type: application/json\r\n${extra}Content-Length: ${length}\r\n\r\n`;
+    // First an answer the engine holds back past the grace period: the cut answers it 503.
+    const first = JSON.stringify({ model: 'chat', messages: [{ role: 'user', content: 'sim:ttft_ms=30000' }] });
+    // Then at once, on the same connection (before the router's idle sweep closes it), a
+    // request whose body never arrives whole: the router's last close cuts it, not its client.
+    let second = false;
+    sock.on('data', (d: Buffer) => {
+      answer += d.toString('latin1');
+      if (second || !answer.endsWith(JSON.stringify(openAiError(ErrorCode.UNAVAILABLE)))) return;
+      second = true;
+      sock.write(`${head('X-Request-Id: cut-after-stop-1\r\n', 100_000)}{"model":"chat",`);
+    });
+    sock.write(head('', Buffer.byteLength(first)) + first);
+    await new Promise((r) => setTimeout(r, 300));
+    const stopping = h.stopRouter();
+    await closed;
+    assert.ok(second, 'the first request was answered 503 by the cut');
+    assert.equal(await stopping, 0);
+    await h.startRouter();
+    const found = await h.lookup('cut-after-stop-1');
+    assert.equal(found.status, 200, 'the second request left its record');
+    const r = found.body.request as TerminalRecord;
+    assert.deepEqual([r.outcome, r.status_code, r.refusal], ['error', 0, undefined]);
+  });
+
   it("a second router started on the same configuration is refused before it touches the first one's records", async () => {
     const res = await chat('sim:tokens=60 sim:token_delay_ms=20', { stream: true });
     const id = res.headers.get('x-svc-request-id')!;

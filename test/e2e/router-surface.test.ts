@@ -99,7 +99,7 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
       '/v1/router/status?verbose',
     ]) {
       // `/v1/models` is a data-plane route: an OpenAI error object; the others are problems.
-      if (path.startsWith('/v1/models')) await assertError(await h.get(path), 400, 'invalid_input');
+      if (path.startsWith('/v1/models')) await assertError(await h.get(path), 400, 'unsupported_parameter');
       else await assertProblem(await h.get(path), 400, 'invalid_input');
     }
     await assertError(await h.get('/v1/models?x=1', null), 401, 'unauthenticated');
@@ -120,6 +120,62 @@ describe('router end to end: read routes, bad input, secrets, embeddings, rerank
     for (const line of text.split('\n').filter((l) => l.startsWith('svc_router_') && l.includes('{'))) {
       assert.match(line, /^svc_router_\w+\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\} \S+$/, line);
       if (line.includes('alias=')) assert.match(line, /alias="(chat|embedder|[-a-z0-9]+)"/, line);
+    }
+  });
+
+  it('a malformed or over-long path parameter, or a query string, on the model, stored-response and lookup routes: an error naming what is wrong and where, never the generic sentence or the value', async () => {
+    const long = 'q'.repeat(400);
+    const body = async (res: Response): Promise<Record<string, unknown>> => {
+      const text = await res.clone().text();
+      assert.equal(text.includes(long), false, 'the value is echoed');
+      return JSON.parse(text) as Record<string, unknown>;
+    };
+    const errorOf = async (res: Response) => (await body(res))['error'] as Record<string, unknown>;
+    // A query string on a model route: what is wrong, in words.
+    for (const path of ['/v1/models?limit=5', '/v1/models/chat?x=1']) {
+      const res = await h.get(path);
+      const err = await errorOf(res);
+      await assertError(res, 400, 'unsupported_parameter');
+      assert.match(String(err['message']), /takes no query parameters/);
+    }
+    // A model path no alias can be (longer than any, or bad percent-encoding): the unknown
+    // model's answer, naming `model`, as for any name that is no alias.
+    for (const path of [`/v1/models/${long}`, '/v1/models/%ZZ', '/v1/models/a%E2%82']) {
+      const res = await h.get(path);
+      assert.equal((await errorOf(res))['param'], 'model', path);
+      await assertError(res, 404, 'model_not_found');
+    }
+    // A response id no response can have: 404 response_not_found, naming `response_id`.
+    for (const [method, path] of [
+      ['GET', `/v1/responses/${long}`],
+      ['GET', '/v1/responses/resp_%ZZ'],
+      ['POST', `/v1/responses/${long}/cancel`],
+    ] as const) {
+      const res = await fetch(`${h.routerUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${h.key}` },
+        signal: AbortSignal.timeout(10_000),
+      });
+      assert.equal((await errorOf(res))['param'], 'response_id', path);
+      await assertError(res, 404, 'response_not_found');
+    }
+    // The same through the SDK: a NotFoundError that names the model, not a BadRequestError.
+    await assert.rejects(client.models.retrieve(long), (err: { status?: number; code?: unknown; param?: unknown }) => {
+      assert.equal(err.status, 404);
+      assert.equal(err.code, 'model_not_found');
+      assert.equal(err.param, 'model');
+      return true;
+    });
+    // A lookup id the route cannot read: the problem names `id`.
+    for (const path of [`/v1/requests/${long}`, '/v1/requests/a%ZZ']) {
+      const res = await h.get(path);
+      const p = await body(res);
+      await assertProblem(res, 400, 'invalid_input');
+      assert.deepEqual(
+        (p['invalid_params'] as { name: string }[]).map((x) => x.name),
+        ['id'],
+        path,
+      );
     }
   });
 

@@ -276,6 +276,19 @@ describe('router traces not asked for: nothing exported, the trace context still
       assert.equal(s.rec.requests.at(-1)!.headers['traceparent'], undefined, `traceparent ${tp}`);
       assert.equal(s.rec.requests.at(-1)!.headers['tracestate'], undefined);
     }
+    // A key pasted as a member's key (or as the tenant of a multi-tenant key), not its value:
+    // the whole tracestate is dropped, as for a key in a value.
+    for (const ts of [`${s.h.key}=1`, `vendor=abc,${s.h.key}=1`, `${s.h.key}@vendor=1`]) {
+      const r = await post(
+        s,
+        { model: 'rec', messages: [{ role: 'user', content: 'hello' }] },
+        { traceparent: c.traceparent, tracestate: ts },
+      );
+      assert.equal(r.status, 200);
+      await r.text();
+      assert.equal(s.rec.requests.at(-1)!.headers['traceparent'], c.traceparent);
+      assert.equal(s.rec.requests.at(-1)!.headers['tracestate'], undefined, 'a key as a tracestate member key');
+    }
     // A started SDK would export its spans by the time it shuts down with the router.
     await sleep(1000);
     await s.h.stopRouter();

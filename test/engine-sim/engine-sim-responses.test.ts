@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import OpenAI from 'openai';
 import { startEngineSim, type EngineSim } from '../../src/engine-sim/engine-sim.js';
+import { MAX_STORED_RESPONSES, ResponseStore } from '../../src/engine-sim/engine-sim-response-store.js';
+import { eventually } from '../support/processes.js';
 
 const MODEL = 'sim-responses';
 
@@ -196,6 +198,10 @@ describe('engine sim: POST /v1/responses as vLLM answers it', () => {
       [{ model: MODEL, input: 'x', max_output_tokens: '5' }, 400, 'max_output_tokens'],
       [{ model: MODEL, input: 'x', stream: 'yes' }, 400, 'stream'],
       [{ model: MODEL, input: 'x', max_output_tokens: 1000 }, 400, null],
+      [{ model: MODEL, input: 'x', store: 'no' }, 400, 'store'],
+      [{ model: MODEL, input: 'x', background: 1 }, 400, 'background'],
+      [{ model: MODEL, input: 'x', background: true, store: false }, 400, 'background'],
+      [{ model: MODEL, input: 'x', background: true, stream: true }, 400, 'stream'],
     ];
     for (const [body, status, param] of cases) {
       const res = await post(body);
@@ -203,5 +209,95 @@ describe('engine sim: POST /v1/responses as vLLM answers it', () => {
       const b = (await res.json()) as { error: { param: string | null; message: string } };
       assert.equal(b.error.param, param, JSON.stringify(body));
     }
+  });
+
+  it('kept responses: GET /v1/responses/{id} reads back what was answered (buffered and streamed); store false is not kept', async () => {
+    const made = await client.responses.create({ model: MODEL, input: 'keep me', instructions: 'kept' });
+    const back = await client.responses.retrieve(made.id);
+    assert.deepEqual(back, made);
+    const stream = await client.responses.create({ model: MODEL, input: 'sim:tokens=2', stream: true });
+    let final: OpenAI.Responses.Response | undefined;
+    for await (const e of stream) if (e.type === 'response.completed') final = e.response;
+    // (The SDK adds `output_text` to what retrieve returns, not to the stream's last event.)
+    const { output_text: _, ...retrieved } = await client.responses.retrieve(final!.id);
+    assert.deepEqual(retrieved, final);
+    const failed = (await (await post({ model: MODEL, input: 'sim:error_after=1' })).json()) as { id: string };
+    assert.equal((await client.responses.retrieve(failed.id)).status, 'failed');
+    const unkept = await client.responses.create({ model: MODEL, input: 'x', store: false });
+    await assert.rejects(client.responses.retrieve(unkept.id), OpenAI.NotFoundError);
+    // vLLM's 400 for an id that does not begin with resp; a cancel of a finished response is its 400 too.
+    await assert.rejects(client.responses.retrieve('nope'), OpenAI.BadRequestError);
+    await assert.rejects(client.responses.cancel(made.id), (err: unknown) => {
+      assert.ok(err instanceof OpenAI.BadRequestError);
+      assert.match(err.message, /Cannot cancel a synchronous response/);
+      return true;
+    });
+    await assert.rejects(client.responses.cancel('resp_unknown'), OpenAI.NotFoundError);
+    // vLLM serves no delete and no input items.
+    await assert.rejects(
+      client.responses.delete(made.id),
+      (err: unknown) => (err as InstanceType<typeof OpenAI.APIError>).status === 405,
+    );
+    await assert.rejects(client.responses.inputItems.list(made.id), OpenAI.NotFoundError);
+  });
+
+  it('background: answered at once queued; in_progress from the first token; the finished Response when the last is due; cancel stops it', async () => {
+    const r = await client.responses.create({
+      model: MODEL,
+      input: 'sim:tokens=3 sim:ttft_ms=150 sim:token_delay_ms=50',
+      background: true,
+    });
+    assert.equal(r.status, 'queued');
+    assert.equal(r.background, true);
+    assert.deepEqual(r.output, []);
+    assert.equal(r.usage, null);
+    assert.equal((await client.responses.retrieve(r.id)).status, 'queued');
+    await eventually(async () => (await client.responses.retrieve(r.id)).status === 'in_progress', 2000, 10);
+    const done = await eventually(
+      async () => {
+        const got = await client.responses.retrieve(r.id);
+        return got.status === 'completed' ? got : undefined;
+      },
+      3000,
+      10,
+    );
+    assert.equal(done.output_text, 'tok tok tok ');
+    assert.equal(done.usage?.output_tokens, 3);
+    const slow = await client.responses.create({
+      model: MODEL,
+      input: 'sim:tokens=3 sim:ttft_ms=5000',
+      background: true,
+    });
+    const cancelled = await client.responses.cancel(slow.id);
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal((await client.responses.retrieve(slow.id)).status, 'cancelled');
+    await assert.rejects(client.responses.cancel(slow.id), OpenAI.BadRequestError);
+    const failing = await client.responses.create({
+      model: MODEL,
+      input: 'sim:tokens=3 sim:error_after=1',
+      background: true,
+    });
+    await eventually(async () => (await client.responses.retrieve(failing.id)).status === 'failed', 2000, 10);
+  });
+
+  it('the store is bounded: the oldest response goes first, and its timers with it', () => {
+    const store = new ResponseStore(2);
+    let fired = false;
+    const t = setTimeout(() => {
+      fired = true;
+    }, 5);
+    store.put({ id: 'resp_a', status: 'queued' }, [t]);
+    store.put({ id: 'resp_b', status: 'completed' });
+    store.put({ id: 'resp_c', status: 'completed' });
+    assert.equal(store.get('resp_a'), undefined);
+    assert.equal(store.get('resp_c')?.['status'], 'completed');
+    assert.equal(store.cancel('resp_b'), 'sync');
+    assert.ok(MAX_STORED_RESPONSES >= 1000);
+    return new Promise<void>((resolve) =>
+      setTimeout(() => {
+        assert.equal(fired, false, 'the evicted response changes no more');
+        resolve();
+      }, 20),
+    );
   });
 });

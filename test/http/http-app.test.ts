@@ -62,33 +62,91 @@ describe('Fastify servers: a request that never finishes arriving', () => {
     }
   });
 
-  it('an authenticated inference request whose body stalls keeps its X-Svc-Request-Id on the 400', async () => {
-    const id = `req_${'ab'.repeat(16)}`;
+  it("a fault while a request's body arrives is answered by answerFault when it takes it; else the fixed 400, and the connection closes", async () => {
+    const taken: string[] = [];
     const app = createHttpApp({
       logger: pino({ level: 'silent' }),
       // As the router builds its server: its own timeouts, the relay in front of Fastify.
       serverFactory: (handler) =>
         createServer({ requestTimeout: 400, headersTimeout: 400, connectionsCheckingInterval: 100 }, (req, res) => {
-          if (req.url !== '/v1/chat/completions') return handler(req, res);
-          res.setHeader('x-svc-request-id', id);
+          if (req.url !== '/own') return handler(req, res);
           req.resume();
         }),
+      openAiErrors: (path) => path === '/data',
+      // The owner of /own answers its faults itself (the router: an error object and a record).
+      answerFault: (res, err) => {
+        if (res.req.url !== '/own') return false;
+        taken.push(err.code ?? '');
+        res.shouldKeepAlive = false;
+        res.writeHead(400, { 'content-type': 'application/json', 'content-length': 9 }).end('{"own":1}');
+        return true;
+      },
     });
-    // A route whose body is read (a body sent where no route takes it is answered at once).
+    // Routes whose body is read (a body sent where no route takes it is answered at once).
     app.post('/x', async () => ({}));
+    app.post('/data', async () => ({}));
     const url = await listen(app, '127.0.0.1', 0);
     try {
-      const head =
-        'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
+      const head = 'POST /own HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n';
       const r = await unfinished(url, head, '{"model":', 5_000);
       assert.equal(r.closed, true);
       assert.match(r.answer, /^HTTP\/1\.1 400 /);
-      assert.match(r.answer, new RegExp(`\r\nx-svc-request-id: ${id}\r\n`));
-      assert.match(r.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
-      // Elsewhere (no identifier set) the same answer has none.
-      const other = await unfinished(url, head.replace('/v1/chat/completions', '/x'), '{', 5_000);
+      assert.ok(r.answer.endsWith('\r\n\r\n{"own":1}'), r.answer);
+      assert.equal(r.answer.match(/HTTP\/1\.1 /g)?.length, 1, 'one answer');
+      // A malformed chunk size is a fault too.
+      const chunked = await unfinished(
+        url,
+        'POST /own HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+        '2\r\n{"\r\nzz\r\n',
+        5_000,
+      );
+      assert.equal(chunked.closed, true);
+      assert.ok(chunked.answer.endsWith('{"own":1}'), chunked.answer);
+      assert.deepEqual(taken, ['ERR_HTTP_REQUEST_TIMEOUT', 'HPE_INVALID_CHUNK_SIZE']);
+      // Elsewhere (not taken) the fixed problem.
+      const other = await unfinished(url, head.replace('/own', '/x'), '{', 5_000);
+      assert.equal(other.closed, true);
       assert.match(other.answer, /^HTTP\/1\.1 400 /);
-      assert.doesNotMatch(other.answer, /x-svc-request-id/i);
+      assert.match(other.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
+      // On a data-plane path (openAiErrors), the OpenAI error object of the fault.
+      const data = await unfinished(url, head.replace('/own', '/data'), '{', 5_000);
+      assert.equal(data.closed, true);
+      assert.match(data.answer, /^HTTP\/1\.1 400 /);
+      assert.match(data.answer, /\r\ncontent-type: application\/json\r\n/i);
+      assert.match(data.answer, /"code":"incomplete_body"/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an Expect other than 100-continue: answerExpectation answers it when it takes it; else the fixed 400 in the shape of its path', async () => {
+    const app = createHttpApp({
+      logger: pino({ level: 'silent' }),
+      openAiErrors: (path) => path === '/data',
+      answerExpectation: (req, res) => {
+        if (req.url !== '/own') return false;
+        res.writeHead(400, { 'content-length': 9 }).end('{"own":1}');
+        return true;
+      },
+    });
+    for (const path of ['/own', '/data', '/x']) app.post(path, async () => ({}));
+    const url = await listen(app, '127.0.0.1', 0);
+    try {
+      const ask = (path: string) =>
+        unfinished(url, `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: later\r\nContent-Length: 2\r\n\r\n`, '{}', 5_000);
+      const own = await ask('/own');
+      assert.ok(own.answer.endsWith('{"own":1}'), own.answer);
+      assert.match(own.answer, /\r\nconnection: close\r\n/i);
+      assert.equal(own.closed, true);
+      const data = await ask('/data');
+      assert.match(data.answer, /^HTTP\/1\.1 400 /);
+      assert.match(data.answer, /\r\ncontent-type: application\/json\r\n/i);
+      assert.match(data.answer, /"code":"invalid_expectation"/);
+      assert.equal(data.closed, true);
+      const other = await ask('/x');
+      assert.match(other.answer, /^HTTP\/1\.1 400 /);
+      assert.match(other.answer, /"type":"urn:svc-serving:problem:invalid-input"/);
+      assert.equal(other.closed, true);
     } finally {
       await app.close();
     }

@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { StreamObserver } from '../../src/router/stream-observer.js';
-import { responsesFinish, responsesPromptChars } from '../../src/router/responses-observe.js';
+import { responsesErrorEvent, responsesFinish, responsesPromptChars } from '../../src/router/responses-observe.js';
+import { ErrorCode } from '../../src/errors.js';
 import { limitApiOf, prepareBody, type PreparedBody } from '../../src/router/relay-body.js';
 import type { ModelRoute } from '../../src/config/router-config.js';
 
@@ -107,6 +108,48 @@ describe('Responses answers as the router reads them', () => {
     }
   });
 
+  it("the router's own error event takes the number after the last event relayed; a failing event's number is not counted", () => {
+    const seq = (type: string, n: unknown, fields: Record<string, unknown> = {}): string =>
+      ev(type, { sequence_number: n, ...fields });
+    assert.equal(observe([]).nextSequence, 0, 'nothing relayed: 0');
+    const o = observe([
+      seq('response.created', 0, { response: { status: 'in_progress' } }) + seq('response.in_progress', 1),
+      seq('response.output_text.delta', 2, { delta: 'a' }),
+      // Unnumbered events and numbers that are no integer leave it as it is.
+      ev('response.output_text.delta', { delta: 'b' }) + seq('response.output_text.delta', 1.5, { delta: 'c' }),
+      seq('response.output_text.delta', -4, { delta: 'd' }) + seq('response.output_text.delta', '9', { delta: 'e' }),
+    ]);
+    assert.equal(o.nextSequence, 3);
+    // The engine's own failure (numbered 7) is not relayed: the router's event is 4, after 3.
+    const failed = observe([
+      seq('response.created', 0) + seq('response.output_text.delta', 3, { delta: 'a' }),
+      seq('error', 7, { code: 'server_error', message: 'SECRET' }),
+    ]);
+    assert.equal(failed.failed, true);
+    assert.equal(failed.nextSequence, 4);
+    const failedEvent = observe([
+      seq('response.output_text.delta', 5, { delta: 'a' }) + seq('response.failed', 6, { response: {} }),
+    ]);
+    assert.equal(failedEvent.nextSequence, 6);
+  });
+
+  it("the error event is OpenAI's Responses `error` event: type, the stable code, the fixed message, param null, the sequence number", () => {
+    const text = responsesErrorEvent(ErrorCode.UPSTREAM_FAILED, 12).toString('utf8');
+    const m = /^event: error\ndata: (.*)\n\n$/.exec(text);
+    assert.ok(m, text);
+    assert.deepEqual(JSON.parse(m[1]!), {
+      type: 'error',
+      code: 'upstream_failed',
+      message: "The model's engine failed or could not be reached",
+      param: null,
+      sequence_number: 12,
+    });
+    assert.equal(
+      JSON.parse(/data: (.*)/.exec(responsesErrorEvent(ErrorCode.UPSTREAM_TIMEOUT, 0).toString())![1]!).code,
+      'upstream_timeout',
+    );
+  });
+
   it('usage past what a record holds, or not an integer, is no usage (the estimate stands)', () => {
     const o = observe([
       delta('a'),
@@ -157,6 +200,27 @@ describe('Responses answers as the router reads them', () => {
       f.jsonBody(Buffer.from(JSON.stringify(failed)), 1);
       assert.equal(f.failed, true, JSON.stringify(failed));
     }
+  });
+
+  it('a buffered Response the engine only accepted (queued, in_progress) has no finish and no output count, even a reported 0', () => {
+    for (const status of ['queued', 'in_progress']) {
+      const o = new StreamObserver(() => 0, true);
+      o.jsonBody(
+        Buffer.from(
+          JSON.stringify({ status, output: [], usage: { input_tokens: 7, output_tokens: 0, total_tokens: 7 } }),
+        ),
+        1,
+      );
+      assert.equal(o.accepted, true, status);
+      assert.equal(o.finishReason, null, status);
+      assert.equal(o.promptTokens, 7, 'the prompt is counted when the engine says');
+      assert.equal(o.completionTokens, null, 'output still to come is no count');
+      assert.equal(o.firstContentAt, null);
+    }
+    const done = new StreamObserver(() => 0, true);
+    done.jsonBody(Buffer.from(JSON.stringify({ status: 'completed', usage: { output_tokens: 0 } })), 1);
+    assert.equal(done.accepted, false);
+    assert.equal(done.completionTokens, 0, 'a finished answer of 0 tokens is a count');
   });
 
   it('prompt characters: instructions and input (a string, message contents, parts, tool results), bounded in depth', () => {

@@ -152,6 +152,48 @@ const WORKLOADS: readonly (readonly [string | null, number])[] = [
   ['constructor=1', 400],
 ];
 
+/** Members `/v1/requests` may name in `invalid_params` (`query`: the query as a whole, or a name not one of these). */
+const REQUESTS_PARAM_NAMES = new Set([
+  'query',
+  'active',
+  'recent',
+  'history',
+  'session_id',
+  'task_id',
+  'workbench_run_id',
+]);
+
+/** A refused request lookup -> the `invalid_params` name its problem carries. */
+const NAMED: readonly (readonly [string, string])[] = [
+  ['/v1/requests', 'query'],
+  ['/v1/requests?', 'query'],
+  ['/v1/requests?x=1', 'query'],
+  ['/v1/requests?act=1', 'query'],
+  ['/v1/requests?recent=1&limit=5', 'query'],
+  ['/v1/requests?&active=1', 'query'],
+  ['/v1/requests?%zz=1', 'query'],
+  ['/v1/requests?active=0', 'active'],
+  ['/v1/requests?active=', 'active'],
+  ['/v1/requests?active=%zz', 'active'],
+  ['/v1/requests?active=1&active=1', 'active'],
+  ['/v1/requests?active=1&history=1', 'active'],
+  ['/v1/requests?recent=true', 'recent'],
+  ['/v1/requests?recent=1&session_id=sess-1', 'recent'],
+  ['/v1/requests?history=1', 'history'],
+  ['/v1/requests?session_id=sess-1', 'history'],
+  ['/v1/requests?history=0&session_id=sess-1', 'history'],
+  ['/v1/requests?session_id=sess-1&history=', 'history'],
+  ['/v1/requests?session_id=&history=1', 'session_id'],
+  ['/v1/requests?session_id=bad%20id&history=1', 'session_id'],
+  [`/v1/requests?session_id=${S128}s&history=1`, 'session_id'],
+  ['/v1/requests?task_id=a&session_id=b&history=1', 'task_id'],
+  ['/v1/requests?workbench_run_id=a%2Fb%25&history=1', 'workbench_run_id'],
+  ['/v1/requests/bad%20id', 'id'],
+  [`/v1/requests/${'r'.repeat(129)}`, 'id'],
+  ['/v1/requests/req_0123?x=1', 'query'],
+  ['/v1/router/status?x=1', 'query'],
+];
+
 describe("the router routes' query strings: the exact accepted and refused sets", () => {
   const p = writeTestPolicy();
   const bus = new InProcessBus();
@@ -161,6 +203,17 @@ describe("the router routes' query strings: the exact accepted and refused sets"
     const res = await fetch(`${router.url}${path}`, { headers: { authorization: `Bearer ${token}` } });
     await res.arrayBuffer();
     return res.status;
+  };
+
+  /** A 400 problem+json's body (its status, type and code checked). */
+  const refused = async (path: string): Promise<{ invalid_params: { name: string; reason: string }[] }> => {
+    const res = await fetch(`${router.url}${path}`, { headers: { authorization: `Bearer ${KEY}` } });
+    assert.equal(res.status, 400, path);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/, path);
+    const body = (await res.json()) as { code: string; invalid_params?: { name: string; reason: string }[] };
+    assert.equal(body.code, 'invalid_input', path);
+    assert.ok(Array.isArray(body.invalid_params), `${path}: invalid_params`);
+    return body as { invalid_params: { name: string; reason: string }[] };
   };
 
   before(async () => {
@@ -218,6 +271,32 @@ describe("the router routes' query strings: the exact accepted and refused sets"
   it('/v1/requests accepts exactly its three shapes and refuses every other query with 400', async () => {
     for (const [q, status] of REQUESTS)
       assert.equal(await get(q === null ? '/v1/requests' : `/v1/requests?${q}`, KEY), status, `?${q}`);
+  });
+
+  it('every refused /v1/requests query is a problem naming one member of the route (or `query`) in invalid_params, with a fixed reason', async () => {
+    for (const [q, status] of REQUESTS) {
+      if (status !== 400) continue;
+      const problem = await refused(q === null ? '/v1/requests' : `/v1/requests?${q}`);
+      assert.equal(problem.invalid_params.length, 1, `?${q}`);
+      const [p0] = problem.invalid_params;
+      assert.ok(REQUESTS_PARAM_NAMES.has(p0!.name), `?${q} named ${p0!.name}`);
+      assert.match(p0!.reason, /^must /, `?${q}`);
+    }
+  });
+
+  it('a refused request lookup names the member at fault: the flag, the lineage key, the id, or `query`', async () => {
+    for (const [path, name] of NAMED) {
+      const problem = await refused(path);
+      assert.deepEqual(
+        problem.invalid_params.map((p) => p.name),
+        [name],
+        path,
+      );
+    }
+    // Nothing the caller sent comes back: not a lineage value, not an unknown member's name.
+    const text = JSON.stringify(await refused('/v1/requests?session_id=zq-secret%20zz&history=1'));
+    assert.doesNotMatch(text, /zq-secret/);
+    assert.doesNotMatch(JSON.stringify(await refused('/v1/requests?zqmember=1')), /zqmember/);
   });
 
   it('/v1/workloads accepts exactly the filters and refuses every other query with 400', async () => {

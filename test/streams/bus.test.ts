@@ -187,6 +187,27 @@ for (const [name, factory] of IMPLS) {
       assert.equal(text(reply2), 'async svc.v1.a.requests.r1:q2');
     });
 
+    it("hands a request's headers to its handler, names matched in any case; none without headers", T, async () => {
+      const bus = await connect();
+      bus.serve('svc.v1.a.workloads', (_data, _subject, headers) =>
+        bytes(
+          JSON.stringify([
+            headers?.get('traceparent') ?? null,
+            headers?.get('TraceState') ?? null,
+            headers?.get('absent') ?? null,
+          ]),
+        ),
+      );
+      const tp = `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`;
+      const reply = await bus.request('svc.v1.a.workloads', bytes('q'), {
+        timeoutMs: 2_000,
+        headers: { traceparent: tp, tracestate: 'k=v' },
+      });
+      assert.deepEqual(JSON.parse(text(reply)), [tp, 'k=v', null]);
+      const bare = await bus.request('svc.v1.a.workloads', bytes('q'), { timeoutMs: 2_000 });
+      assert.deepEqual(JSON.parse(text(bare)), [null, null, null]);
+    });
+
     it('lets exactly one of several responders answer a request', T, async () => {
       const bus = await connect();
       let calls = 0;

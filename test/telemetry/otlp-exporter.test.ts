@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as api from '@opentelemetry/api';
 import { resources } from '@opentelemetry/sdk-node';
 import { AlwaysOnSampler, TracerProvider, type SpanProcessor } from '@opentelemetry/sdk-trace';
-import { protobufSpanProcessor } from '../../src/telemetry/otlp-exporter.js';
+import { protobufParts, protobufSpanProcessor } from '../../src/telemetry/otlp-exporter.js';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.js';
 
 /*
@@ -38,7 +38,8 @@ describe('the http/protobuf span processor, configured from the standard variabl
       // Only full batches go before the test ends, unless flushed.
       OTEL_BSP_SCHEDULE_DELAY: '600000',
     });
-    processor = await protobufSpanProcessor();
+    // Made while process.env holds the settings (the exporter reads them as it is made).
+    processor = protobufSpanProcessor(await protobufParts());
   });
   after(async () => {
     await processor?.shutdown();

@@ -37,7 +37,7 @@ describe('W3C trace context as the router reads it', () => {
       assert.equal(parseTraceparent(bad), undefined, String(bad));
   });
 
-  it('tracestate: well-formed lists pass (repeated headers joined); a malformed one, an oversized one or one holding a credential is dropped whole', () => {
+  it('tracestate: well-formed lists pass (repeated headers joined); a malformed one, an oversized one or one holding a credential (as a value or a key) is dropped whole', () => {
     assert.equal(
       cleanTracestate('congo=t61rcWkgMzE, rojo=00f067aa0ba902b7', noCredential),
       'congo=t61rcWkgMzE,rojo=00f067aa0ba902b7',
@@ -52,6 +52,11 @@ describe('W3C trace context as the router reads it', () => {
     const isKey = (v: string): boolean => v === 'sk-secret';
     assert.equal(cleanTracestate('a=1,k=sk-secret', isKey), undefined);
     assert.equal(cleanTracestate('a=1,k=other', isKey), 'a=1,k=other');
+    // As a member's key, or the tenant or system of a multi-tenant key, too.
+    const isLowerKey = (v: string): boolean => v === 'dp-secret';
+    for (const ts of ['dp-secret=1', 'a=1,dp-secret=1', 'dp-secret@vendor=1', 'tenant@dp-secret=1'])
+      assert.equal(cleanTracestate(ts, isLowerKey), undefined, ts);
+    assert.equal(cleanTracestate('dp-other@vendor=1', isLowerKey), 'dp-other@vendor=1');
   });
 
   it("requestTrace: the caller's trace continued; a new one only when the router makes spans; the engine's traceparent names the router's span when there is one", () => {

@@ -23,6 +23,8 @@ import type { RouterRegistry } from '../../src/router/records/router-registry.js
 import type { RouterMetrics } from '../../src/router/metrics.js';
 import type { DataPlaneKeys } from '../../src/auth/api-keys.js';
 import { routerRoutes, type RouterRoutesOptions } from '../../src/router/router-routes.js';
+import { responsesRoutes } from '../../src/router/responses-routes.js';
+import type { RelayContext } from '../../src/router/relay-context.js';
 import type { NodeView } from '../../src/streams/node-view.js';
 import { PACKAGE_VERSION } from '../../src/version.js';
 
@@ -93,6 +95,7 @@ async function buildApp(server: ServerName): Promise<{ app: FastifyInstance; clo
       startedAt: '',
       packageVersion: PACKAGE_VERSION,
     });
+    await app.register(responsesRoutes, { ctx: unused<RelayContext>(), authRefused: () => undefined });
     // Served by the relay in front of Fastify (router.ts); described here.
     await app.register(inferenceRouteDocs);
     return { app, close: () => app.close() };

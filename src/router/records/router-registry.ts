@@ -52,6 +52,8 @@ export interface ActiveRequest {
   stop: { abort(): void } | undefined;
   /** The W3C trace it continues (sent upstream; its span made at the terminal record when traces are exported). */
   readonly trace?: RequestTrace | undefined;
+  /** The routing configuration it began under (its journal line keeps it across a reload). */
+  readonly routingConfigHash?: string | undefined;
 }
 
 /** The `?active=1` view of one request (docs/api.md). */

@@ -13,7 +13,7 @@ import { InflightJournal, lockDecisionLog } from '../../../src/router/records/in
 import { processStartTime } from '../../../src/stores/process-lock.js';
 import { ConfigError } from '../../../src/errors.js';
 import { writeFileSync } from 'node:fs';
-import { appendFileSync, existsSync, readFileSync, utimesSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { pino } from 'pino';
 import { LOG_OPTIONS } from '../../../src/logger.js';
 import { gid, rec } from '../../support/terminal-records.js';
@@ -416,6 +416,78 @@ describe('router registry: the window across evictions and restarts', () => {
     assert.equal(b.log.recordsMayBeMissing, true);
     assert.deepEqual((await b.reg.session('s1')).truncation, { returned: 3, omitted: null });
     b.log.close();
+  });
+
+  it('the journal is rewritten in place: it shrinks as requests finish, a rewrite cut short reads as its new lines, and a removed file is made again', () => {
+    const now = Date.now();
+    const a = setup(10);
+    const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined);
+    const reqs = [1, 2, 3].map((i) => active(i, now - 1000 * i));
+    for (const r of reqs) a.reg.begin(r);
+    journal.write();
+    const ino = statSync(journal.path).ino;
+    const full = readFileSync(journal.path, 'utf8');
+    assert.equal(full.trim().split('\n').length, 3);
+    // Two finish: the journal names only the third, in the same file (no new file per write).
+    for (const r of reqs.slice(0, 2))
+      a.reg.finish(r, rec({ request_id: r.gid, started_at: new Date(r.startedAt).toISOString() }), now);
+    a.log.flush();
+    journal.write();
+    assert.equal(statSync(journal.path).ino, ino);
+    const now3 = readFileSync(journal.path, 'utf8');
+    assert.deepEqual(
+      now3
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).gateway_request_id),
+      [gid(3)],
+    );
+    // A kill between the write and the cut leaves the old content's tail after the new lines
+    // (request 3's older line, and lines of requests that finished since): request 3 is read
+    // once, from its first line, and the finished ones are not recorded again.
+    writeFileSync(journal.path, now3 + full.slice(now3.length - 7));
+    const left = InflightJournal.read(journal.path);
+    const ids = left.entries.map((e) => e.gateway_request_id);
+    assert.equal(ids[0], gid(3));
+    assert.equal(ids.filter((id) => id === gid(3)).length, 1);
+    const b = setup(10, a.path);
+    b.reg.restore(now);
+    assert.equal(b.reg.recordInterrupted(left.entries, now), 1, 'only request 3 had no record');
+    b.log.close();
+    writeFileSync(journal.path, now3);
+    // The file removed under the router: the next write makes it again.
+    rmSync(journal.path);
+    journal.write(true);
+    assert.deepEqual(
+      InflightJournal.read(journal.path).entries.map((e) => e.gateway_request_id),
+      [gid(3)],
+    );
+    journal.stop();
+    a.log.close();
+  });
+
+  it("a request begun before a reload keeps its configuration's hash in the journal, whichever phase it reaches after", () => {
+    const now = Date.now();
+    const a = setup(10);
+    const identity = { routing_config_hash: 'b'.repeat(64), package_version: '1.0.0' };
+    const journal = new InflightJournal(`${a.path}.inflight`, a.reg, undefined, identity);
+    const before = { ...active(1, now - 1000), routingConfigHash: 'a'.repeat(64) };
+    const after = { ...active(2, now - 500), routingConfigHash: 'b'.repeat(64) };
+    a.reg.begin(before);
+    a.reg.begin(after);
+    journal.write();
+    // The phase changes after the reload: the line is made again, with the hash it began under.
+    a.reg.setPhase(before, 'dispatched');
+    journal.write(true);
+    const hashes = Object.fromEntries(
+      InflightJournal.read(journal.path).entries.map((e) => [e.gateway_request_id, [e.phase, e.routing_config_hash]]),
+    );
+    assert.deepEqual(hashes, {
+      [gid(1)]: ['dispatched', 'a'.repeat(64)],
+      [gid(2)]: ['checking', 'b'.repeat(64)],
+    });
+    journal.stop();
+    a.log.close();
   });
 
   it('a journal line with a timestamp outside the contract grammar is skipped, never fatal', () => {
